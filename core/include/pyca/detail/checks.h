@@ -1,0 +1,41 @@
+// Argument checks every operation runs before touching memory, and the CPU/CUDA routing.
+// Messages name the operation and the argument, e.g.
+//   "Add: argument 'b' is in MEM_DEVICE memory but 'out' is in MEM_HOST memory".
+#pragma once
+
+#include <initializer_list>
+
+#include "pyca/array3d.h"
+#include "pyca/errors.h"
+
+namespace pyca {
+namespace detail {
+
+struct Arg {
+  const char* name;
+  const Array3D* a;
+};
+
+// Checks that every argument has memory and that all live on the same side (host and pinned
+// are one side); returns true when they are on the device. Throws MemoryTypeError / ValueError.
+bool onDevice(const char* op, std::initializer_list<Arg> args);
+// Checks that all arguments have the size of the first one (ValueError otherwise).
+void checkSameSize(const char* op, std::initializer_list<Arg> args);
+// onDevice + checkSameSize: the usual preamble of a voxel-wise operation.
+bool prepare(const char* op, std::initializer_list<Arg> args);
+// Throws ValueError when `out` shares memory with `in` (for operations that cannot run in place).
+void checkNoAlias(const char* op, Arg out, Arg in);
+// Throws ValueError unless `cond`; the message is "op: what".
+void require(bool cond, const char* op, const char* what);
+
+}  // namespace detail
+}  // namespace pyca
+
+// Calls a function of the CUDA backend, or, in a build without CUDA, throws CudaError naming
+// the operation (device arguments cannot exist there, so this is only a guard).
+#ifdef PYCA_WITH_CUDA
+#define PYCA_CUDA_CALL(op, call) call
+#else
+#define PYCA_CUDA_CALL(op, call) \
+  throw ::pyca::CudaError(std::string(op) + ": pyca was built without CUDA")
+#endif

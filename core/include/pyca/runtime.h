@@ -1,0 +1,44 @@
+// What the CUDA runtime offers pyca, with no CUDA types in the interface: the core builds and
+// runs without CUDA, and then every call here that needs a GPU throws CudaError saying why.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace pyca {
+
+// True when pyca was built with its CUDA backend.
+bool builtWithCuda();
+// True when a CUDA device can be used now (built with CUDA, a driver and at least one GPU).
+bool cudaAvailable();
+// Why cudaAvailable() is false ("" when it is true).
+std::string cudaUnavailableReason();
+// Number of usable CUDA devices (0 without CUDA).
+int cudaDeviceCount();
+// "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), driver 13.0, runtime 13.0" or the reason.
+std::string deviceInfo();
+// Throws CudaError naming `what` when no GPU can be used.
+void requireCuda(const char* what);
+
+// The stream pyca enqueues its device work on (a cudaStream_t as an integer; 0 = legacy
+// default stream). Set per thread; inherited by nothing else.
+std::size_t currentStream();
+void setCurrentStream(std::size_t stream);
+// Waits for all work queued on pyca's current stream.
+void synchronize();
+// Throws CudaError if the last kernel launch on this thread failed; names `op`.
+void checkLaunch(const char* op);
+
+namespace detail {
+// Backend entry points used by Buffer; implemented in cuda/src/runtime.cpp or, without CUDA,
+// in core/src/no_cuda.cpp (which throws CudaError).
+void* deviceAlloc(std::size_t bytes, int* device);
+void deviceFree(void* p);
+void* pinnedAlloc(std::size_t bytes);
+void pinnedFree(void* p);
+// Copy with the runtime (cudaMemcpyDefault); synchronous with respect to host memory.
+void runtimeCopy(void* dst, const void* src, std::size_t bytes);
+void deviceFill(float* dst, std::size_t count, float value);
+}  // namespace detail
+
+}  // namespace pyca

@@ -1,0 +1,171 @@
+// The CUDA runtime behind pyca: device availability, the current stream, and memory
+// (device memory from the runtime's stream-ordered pool, pinned memory from cudaMallocHost).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "pyca/errors.h"
+#include "pyca/runtime.h"
+
+namespace pyca {
+
+namespace {
+
+thread_local std::size_t tl_stream = 0;
+
+struct Availability {
+  int count = 0;
+  std::string reason;
+};
+
+const Availability& availability() {
+  static Availability a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      a.reason = std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")";
+      cudaGetLastError();
+      n = 0;
+    } else if (n == 0) {
+      a.reason = "no CUDA device found";
+    }
+    a.count = n;
+  });
+  return a;
+}
+
+cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(tl_stream); }
+
+[[noreturn]] void fail(const char* call, cudaError_t err) {
+  cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
+  throw CudaError(std::string(call) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+void check(cudaError_t err, const char* call) {
+  if (err != cudaSuccess) fail(call, err);
+}
+
+// Keep freed blocks in the pool instead of returning them to the driver at each synchronisation:
+// repeated allocations of same-sized temporaries then cost nothing.
+void setupPool(int device) {
+  static std::once_flag once;
+  std::call_once(once, [device] {
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+      std::uint64_t threshold = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+    }
+    cudaGetLastError();
+  });
+}
+
+__global__ void fillKernel(float* __restrict__ dst, std::size_t n, float v) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    dst[i] = v;
+  }
+}
+
+}  // namespace
+
+bool builtWithCuda() { return true; }
+bool cudaAvailable() { return availability().count > 0; }
+std::string cudaUnavailableReason() { return availability().reason; }
+int cudaDeviceCount() { return availability().count; }
+
+void requireCuda(const char* what) {
+  if (!cudaAvailable()) throw CudaError(std::string(what) + ": " + availability().reason);
+}
+
+std::string deviceInfo() {
+  if (!cudaAvailable()) return availability().reason;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaDeviceProp p;
+  check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  int drv = 0, rt = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  std::ostringstream os;
+  os.precision(1);
+  os << std::fixed << p.name << " (sm_" << p.major << p.minor << ", " << p.multiProcessorCount << " SMs, "
+     << double(p.totalGlobalMem) / double(1ull << 30) << " GiB), device " << dev << " of " << cudaDeviceCount()
+     << ", driver " << drv / 1000 << "." << (drv % 1000) / 10 << ", runtime " << rt / 1000 << "."
+     << (rt % 1000) / 10;
+  return os.str();
+}
+
+std::size_t currentStream() { return tl_stream; }
+void setCurrentStream(std::size_t s) { tl_stream = s; }
+
+void synchronize() {
+  if (!cudaAvailable()) return;
+  check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+}
+
+void checkLaunch(const char* op) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw CudaError(std::string(op) + ": CUDA kernel launch failed: " + cudaGetErrorName(err) + " (" +
+                    cudaGetErrorString(err) + ")");
+  }
+}
+
+namespace detail {
+
+void* deviceAlloc(std::size_t bytes, int* device) {
+  requireCuda("allocating MEM_DEVICE memory");
+  check(cudaGetDevice(device), "cudaGetDevice");
+  setupPool(*device);
+  void* p = nullptr;
+  cudaError_t err = cudaMallocAsync(&p, bytes, stream());
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw OutOfMemory("out of device memory allocating " + std::to_string(bytes) + " bytes (cudaMallocAsync)");
+  }
+  check(err, "cudaMallocAsync");
+  return p;
+}
+
+void deviceFree(void* p) { cudaFreeAsync(p, stream()); }
+
+void* pinnedAlloc(std::size_t bytes) {
+  requireCuda("allocating MEM_HOST_PINNED memory");
+  void* p = nullptr;
+  cudaError_t err = cudaMallocHost(&p, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw OutOfMemory("out of pinned host memory allocating " + std::to_string(bytes) + " bytes (cudaMallocHost)");
+  }
+  check(err, "cudaMallocHost");
+  return p;
+}
+
+void pinnedFree(void* p) { cudaFreeHost(p); }
+
+void runtimeCopy(void* dst, const void* src, std::size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream()), "cudaMemcpyAsync");
+  // A host side must hold its data when we return; device-to-device copies stay asynchronous.
+  cudaPointerAttributes ad, as;
+  const bool devDst = cudaPointerGetAttributes(&ad, dst) == cudaSuccess && ad.type == cudaMemoryTypeDevice;
+  const bool devSrc = cudaPointerGetAttributes(&as, src) == cudaSuccess && as.type == cudaMemoryTypeDevice;
+  cudaGetLastError();
+  if (!(devDst && devSrc)) check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+}
+
+void deviceFill(float* dst, std::size_t count, float value) {
+  if (count == 0) return;
+  const unsigned block = 256;
+  const unsigned grid = unsigned(std::min<std::size_t>((count + block - 1) / block, 65535u * 8));
+  fillKernel<<<grid, block, 0, stream()>>>(dst, count, value);
+  checkLaunch("fill");
+}
+
+}  // namespace detail
+}  // namespace pyca

@@ -1,0 +1,54 @@
+"""pyca: 3-D imaging data structures for computational anatomy, on CPU and CUDA GPUs.
+
+The successor of PyCA: ``import pyca as ca`` gives PyCA's types (Vec3Df, Vec3Di, GridInfo, Image3D,
+Field3D), memory types (MEM_HOST, MEM_HOST_PINNED, MEM_DEVICE), enumerations and operations
+(``ca.Add(out, a, b)``, ``ca.ApplyH(out, im, h, ca.BACKGROUND_STRATEGY_CLAMP)``, ...). Each operation
+runs on the CPU for host arguments and on the GPU for device arguments.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import core as _core_module
+from .core import *  # noqa: F401,F403 - types, enums and operations, as in PyCA
+from .core import CudaError, MemoryTypeError  # noqa: F401
+
+
+def cuda_available() -> bool:
+    """True when a CUDA GPU can be used now (pyca built with CUDA, a driver and a device)."""
+    return _core_module.cuda_available()
+
+
+def device_info() -> str:
+    """A line describing the GPU pyca uses, or why there is none."""
+    return _core_module.device_info()
+
+
+def best_memory_type():
+    """MEM_DEVICE when a GPU can be used, else MEM_HOST."""
+    return MEM_DEVICE if cuda_available() else MEM_HOST  # noqa: F405
+
+
+def _optional_submodules():
+    # Parts of the package that other modules build on; each is importable on its own too.
+    import importlib
+
+    for name in ("_paths", "common", "cuda", "dispatch", "registry", "ext", "io", "_operators"):
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{name}":
+                continue
+            raise
+        yield name, mod
+
+
+for _name, _mod in list(_optional_submodules()):
+    globals()[_name] = _mod
+    if _name == "_paths":
+        get_include = _mod.get_include  # noqa: F811
+        get_library_dirs = _mod.get_library_dirs
+        get_libraries = _mod.get_libraries
+    if _name == "common":
+        GetNumberOfCUDADevices = _core_module.GetNumberOfCUDADevices  # noqa: F405
+del _optional_submodules

@@ -1,0 +1,344 @@
+"""Python behaviour of the SWIG proxy classes (pyca.core): Vec3 arithmetic, GridInfo conveniences,
+NumPy / CuPy / PyTorch interop of Image3D and Field3D.
+
+The proxies list these mixins as base classes (swig/types.i), so every method here is an ordinary
+method of pyca.Vec3Df, pyca.GridInfo, pyca.Image3D, ... . This module must not import pyca.core at
+import time (pyca.core imports it)."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def _core():
+    from . import core
+
+    return core
+
+
+# ------------------------------------------------------------------------------------------------
+# Vec3Df / Vec3Di
+def _is_vec3(o) -> bool:
+    return isinstance(o, Vec3Mixin)
+
+
+def _is_float_like(o) -> bool:
+    core = _core()
+    if isinstance(o, core.Vec3Df):
+        return True
+    if isinstance(o, core.Vec3Di):
+        return False
+    if isinstance(o, numbers.Integral):
+        return False
+    if isinstance(o, numbers.Real):
+        return True
+    if isinstance(o, (tuple, list)) and len(o) == 3:
+        return any(_is_float_like(v) for v in o)
+    return True
+
+
+def _components(o):
+    if _is_vec3(o):
+        return (o.x, o.y, o.z)
+    if isinstance(o, numbers.Real):
+        return (o, o, o)
+    if isinstance(o, (tuple, list, np.ndarray)) and len(o) == 3:
+        return tuple(o)
+    return None
+
+
+class Vec3Mixin:
+    """Arithmetic with Vec3Df, Vec3Di, numbers and 3-sequences; a float operand (or true division)
+    gives a Vec3Df, integer operands a Vec3Di."""
+
+    __slots__ = ()
+
+    def tolist(self):
+        return [self.x, self.y, self.z]
+
+    def totuple(self):
+        return (self.x, self.y, self.z)
+
+    def __len__(self):
+        return 3
+
+    def __iter__(self):
+        return iter((self.x, self.y, self.z))
+
+    def __getitem__(self, i):
+        return self.totuple()[i]
+
+    def __setitem__(self, i, v):
+        name = ("x", "y", "z")[range(3)[i]]
+        setattr(self, name, v)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self.totuple(), dtype=dtype)
+
+    def __reduce__(self):
+        return (type(self), self.totuple())
+
+    def _binary(self, other, fn, reflected=False, true_div=False):
+        b = _components(other)
+        if b is None:
+            return NotImplemented
+        a = self.totuple()
+        if reflected:
+            a, b = b, a
+        vals = [fn(x, y) for x, y in zip(a, b)]
+        core = _core()
+        if true_div or _is_float_like(self) or _is_float_like(other):
+            return core.Vec3Df(*[float(v) for v in vals])
+        return core.Vec3Di(*[int(v) for v in vals])
+
+    def __add__(self, o):
+        return self._binary(o, lambda x, y: x + y)
+
+    def __radd__(self, o):
+        return self._binary(o, lambda x, y: x + y, True)
+
+    def __sub__(self, o):
+        return self._binary(o, lambda x, y: x - y)
+
+    def __rsub__(self, o):
+        return self._binary(o, lambda x, y: x - y, True)
+
+    def __mul__(self, o):
+        return self._binary(o, lambda x, y: x * y)
+
+    def __rmul__(self, o):
+        return self._binary(o, lambda x, y: x * y, True)
+
+    def __truediv__(self, o):
+        return self._binary(o, lambda x, y: x / y, true_div=True)
+
+    def __rtruediv__(self, o):
+        return self._binary(o, lambda x, y: x / y, True, true_div=True)
+
+    def __floordiv__(self, o):
+        return self._binary(o, lambda x, y: x // y)
+
+    def __neg__(self):
+        return type(self)(-self.x, -self.y, -self.z)
+
+    def __abs__(self):
+        return type(self)(abs(self.x), abs(self.y), abs(self.z))
+
+    def __eq__(self, o):
+        b = _components(o) if not isinstance(o, numbers.Real) else None
+        return b is not None and self.totuple() == tuple(b)
+
+    def __ne__(self, o):
+        return not self.__eq__(o)
+
+    __hash__ = None
+
+    def inverse(self):
+        """(1/x, 1/y, 1/z) as a Vec3Df (PyCA's Vec3Df.inverse())."""
+        return _core().Vec3Df(1.0 / self.x, 1.0 / self.y, 1.0 / self.z)
+
+
+# ------------------------------------------------------------------------------------------------
+# GridInfo
+def _vec3f(v, what):
+    core = _core()
+    if v is None:
+        return None
+    if isinstance(v, numbers.Real):
+        return core.Vec3Df(float(v), float(v), float(v))
+    c = _components(v)
+    if c is None:
+        raise TypeError(f"GridInfo: {what} must be a Vec3Df, a number or 3 numbers, not {type(v).__name__}")
+    return core.Vec3Df(*[float(x) for x in c])
+
+
+def grid_args(size, spacing, origin):
+    """Arguments of GridInfo(size, spacing=1, origin=0), accepting numbers and sequences."""
+    core = _core()
+    if size is None:
+        if spacing is not None or origin is not None:
+            raise TypeError("GridInfo: spacing/origin given without a size")
+        return ()
+    c = _components(size) if not isinstance(size, numbers.Real) else None
+    if c is None or any(not float(x).is_integer() for x in c):
+        raise TypeError(f"GridInfo: size must be a Vec3Di or 3 integers, not {size!r}")
+    args = [core.Vec3Di(*[int(x) for x in c])]
+    if spacing is not None or origin is not None:
+        args.append(_vec3f(1.0 if spacing is None else spacing, "spacing"))
+    if origin is not None:
+        args.append(_vec3f(origin, "origin"))
+    return tuple(args)
+
+
+class GridInfoMixin:
+    __slots__ = ()
+
+    @property
+    def shape(self):
+        """(sx, sy, sz)."""
+        return tuple(self.size())
+
+    def __reduce__(self):
+        return (type(self), (tuple(self.size()), tuple(self.spacing()), tuple(self.origin())))
+
+    __hash__ = None
+
+
+# ------------------------------------------------------------------------------------------------
+# Image3D / Field3D
+def array_args(kind, grid, mem):
+    core = _core()
+    if isinstance(grid, numbers.Integral) and mem is None:  # PyCA's Image3D(mem)
+        return (int(grid),)
+    if grid is None:
+        return () if mem is None else (int(mem),)
+    if not isinstance(grid, core.GridInfo):
+        if _components(grid) is not None:  # a size: Image3D((17, 23, 31))
+            grid = core.GridInfo(grid)
+        else:
+            raise TypeError(f"{kind}: grid must be a pyca.GridInfo (or a size), not {type(grid).__name__}")
+    return (grid, core.MEM_HOST if mem is None else int(mem))
+
+
+_DEVICE_HINT = (
+    "{kind} is in device memory (MEM_DEVICE): copy it to the host with obj.to(pyca.MEM_HOST) "
+    "(obj.toType(pyca.MEM_HOST) moves it in place), or share it on the GPU with cupy.asarray(obj) or "
+    "torch.from_dlpack(obj)"
+)
+
+
+class _ArrayMixin:
+    __slots__ = ()
+    _ncomp = 1
+
+    @property
+    def shape(self):
+        s = tuple(self.size())
+        return s if self._ncomp == 1 else s + (3,)
+
+    @property
+    def mem_type(self):
+        return self.memType()
+
+    @property
+    def is_on_device(self):
+        return self.memType() == _core().MEM_DEVICE
+
+    def _require_host(self, what):
+        if self.is_on_device:
+            raise TypeError(f"{what}: " + _DEVICE_HINT.format(kind=type(self).__name__))
+
+    def __array__(self, dtype=None, copy=None):
+        self._require_host("np.asarray")
+        a = np.asarray(memoryview(self))
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy(order="F") if copy else a
+
+    def to(self, mem):
+        """This object if already in `mem`, else a copy in memory type `mem`."""
+        return self if self.memType() == mem else self.clone(mem)
+
+    def copy(self):
+        """A deep copy in the same memory type (PyCA's copy())."""
+        return self.clone()
+
+    def numpy(self):
+        """A NumPy copy of the data, from any memory type."""
+        return np.array(self.to(_core().MEM_HOST), copy=True, order="F")
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    @property
+    def __cuda_array_interface__(self):
+        if not self.is_on_device:
+            raise AttributeError(f"{type(self).__name__} in {_memname(self.memType())} memory has no "
+                                 "__cuda_array_interface__ (only MEM_DEVICE objects do)")
+        s = tuple(self.size())
+        strides = (4, 4 * s[0], 4 * s[0] * s[1])
+        shape = s
+        if self._ncomp == 3:
+            shape = s + (3,)
+            strides = strides + (4 * self.capacity(),)
+        stream = _core().current_stream()
+        return {
+            "shape": shape,
+            "typestr": "<f4",
+            "data": (self.rawptr(), False),
+            "strides": strides,
+            "version": 3,
+            "stream": stream if stream else 1,
+        }
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy:
+            raise BufferError("pyca exports DLPack without copying; call .clone() first for a copy")
+        if self.is_on_device and stream is not None and stream not in (1, _core().current_stream() or 1):
+            _core().synchronize()  # the consumer's stream must see our finished data
+        return _core().to_dlpack(self)
+
+    def __dlpack_device__(self):
+        return _core().dlpack_device(self)
+
+    @classmethod
+    def from_array(cls, a, grid=None):
+        """Wrap `a` as a pyca object (shares memory when it can, copies otherwise).
+
+        Accepts NumPy arrays and anything with the buffer protocol (host), objects with
+        ``__cuda_array_interface__`` (CuPy, Numba, PyTorch CUDA tensors) and ``__dlpack__`` objects.
+        Expected shape: (sx, sy, sz) for Image3D, (sx, sy, sz, 3) for Field3D ((sx, sy) and
+        (sx, sy, 3) give 2-D grids with sz = 1).
+
+        Shares (zero copy, writes are seen both ways) when the data is float32 and Fortran-ordered
+        (x fastest: strides (4, 4*sx, 4*sx*sy[, 4*sx*sy*sz])). Host data of another dtype or order is
+        copied into a new host array (a NumPy conversion). Device data must already be float32 in
+        that layout (TypeError / ValueError otherwise: convert it with the library that owns it).
+        `grid` (a GridInfo) sets spacing and origin; its size must match the array.
+        """
+        from . import _arrays
+
+        return _arrays.from_array(cls, a, grid)
+
+    def fromlist(self, nested):
+        """Fill from a nested list indexed [x][y][z] (or [x][y] for 2-D), resizing the grid (PyCA)."""
+        arr = np.asarray(nested, dtype=np.float32)
+        if self._ncomp == 3:
+            raise TypeError("Field3D.fromlist is not supported; use Field3D.from_array")
+        if arr.ndim == 2:
+            arr = arr[:, :, None]
+        if arr.ndim != 3:
+            raise ValueError(f"fromlist: expected a 2-D or 3-D nested list, got {arr.ndim} dimensions")
+        core = _core()
+        g = core.GridInfo(arr.shape, self.spacing(), self.origin())
+        self.setGrid(g)
+        self.copy_from(type(self).from_array(np.asfortranarray(arr), g))
+        return self
+
+
+def _memname(m):
+    core = _core()
+    return {core.MEM_HOST: "MEM_HOST", core.MEM_HOST_PINNED: "MEM_HOST_PINNED", core.MEM_DEVICE: "MEM_DEVICE"}.get(
+        m, str(m))
+
+
+class ImageMixin(_ArrayMixin):
+    __slots__ = ()
+    _ncomp = 1
+
+    def asnp(self):
+        """Zero-copy NumPy view (host memory only), shape (sx, sy, sz), x fastest (PyCA's asnp())."""
+        self._require_host("asnp")
+        return np.asarray(self)
+
+
+class FieldMixin(_ArrayMixin):
+    __slots__ = ()
+    _ncomp = 3
+
+    def asnp(self):
+        """Zero-copy NumPy views (vx, vy, vz) of the three components (host memory only)."""
+        self._require_host("asnp")
+        a = np.asarray(self)
+        return (a[..., 0], a[..., 1], a[..., 2])

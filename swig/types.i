@@ -1,0 +1,187 @@
+// Vec3Df, Vec3Di, GridInfo, MemoryType, the enums, Image3D and Field3D.
+%{
+#include <cmath>
+
+// Reads a pyca Vec3 proxy or any sequence of three numbers into `out`.
+template <class T>
+static bool pyca_py_to_vec3(PyObject* o, pyca::detail::Vec3<T>* out, swig_type_info* tf, swig_type_info* ti) {
+  void* p = nullptr;
+  if (SWIG_IsOK(SWIG_ConvertPtr(o, &p, tf, SWIG_POINTER_NO_NULL))) {
+    *out = pyca::detail::Vec3<T>(*static_cast<pyca::detail::Vec3<float>*>(p));
+    return true;
+  }
+  if (SWIG_IsOK(SWIG_ConvertPtr(o, &p, ti, SWIG_POINTER_NO_NULL))) {
+    *out = pyca::detail::Vec3<T>(*static_cast<pyca::detail::Vec3<int>*>(p));
+    return true;
+  }
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || !PySequence_Check(o) || PySequence_Size(o) != 3) {
+    PyErr_Clear();
+    return false;
+  }
+  T v[3];
+  for (int i = 0; i < 3; ++i) {
+    PyObject* item = PySequence_GetItem(o, i);
+    if (!item) {
+      PyErr_Clear();
+      return false;
+    }
+    const bool isNum = PyNumber_Check(item) && !PyUnicode_Check(item);
+    double d = isNum ? PyFloat_AsDouble(item) : 0.0;
+    Py_DECREF(item);
+    if (!isNum || PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    if (std::is_integral<T>::value && d != std::floor(d)) return false;  // no silent truncation
+    v[i] = static_cast<T>(d);
+  }
+  out->set(v[0], v[1], v[2]);
+  return true;
+}
+%}
+
+// Vec3 arguments accept a Vec3Df, a Vec3Di or any sequence of three numbers.
+%define PYCA_VEC3_IN(T, NAME)
+%typemap(in) const pyca::detail::Vec3<T>& (pyca::detail::Vec3<T> temp) {
+  if (!pyca_py_to_vec3<T>($input, &temp, $descriptor(pyca::detail::Vec3<float>*),
+                          $descriptor(pyca::detail::Vec3<int>*))) {
+    PyErr_Format(PyExc_TypeError, "in '$symname', argument $argnum ('$1_name') must be a NAME or a sequence of 3 %s, not %s",
+                 #T "s", Py_TYPE($input)->tp_name);
+    SWIG_fail;
+  }
+  $1 = &temp;
+}
+%typemap(in) pyca::detail::Vec3<T> {
+  if (!pyca_py_to_vec3<T>($input, &$1, $descriptor(pyca::detail::Vec3<float>*),
+                          $descriptor(pyca::detail::Vec3<int>*))) {
+    PyErr_Format(PyExc_TypeError, "in '$symname', argument $argnum ('$1_name') must be a NAME or a sequence of 3 %s, not %s",
+                 #T "s", Py_TYPE($input)->tp_name);
+    SWIG_fail;
+  }
+}
+%typemap(typecheck, precedence=SWIG_TYPECHECK_POINTER) const pyca::detail::Vec3<T>&, pyca::detail::Vec3<T> {
+  pyca::detail::Vec3<T> tmp;
+  $1 = pyca_py_to_vec3<T>($input, &tmp, $descriptor(pyca::detail::Vec3<float>*),
+                          $descriptor(pyca::detail::Vec3<int>*)) ? 1 : 0;
+}
+// Returned references become independent copies (a GridInfo taken from an image outlives it).
+%typemap(out) const pyca::detail::Vec3<T>& {
+  $result = SWIG_NewPointerObj(new pyca::detail::Vec3<T>(*$1), $descriptor(pyca::detail::Vec3<T>*), SWIG_POINTER_OWN);
+}
+%enddef
+PYCA_VEC3_IN(float, Vec3Df)
+PYCA_VEC3_IN(int, Vec3Di)
+
+%typemap(out) const pyca::GridInfo& {
+  $result = SWIG_NewPointerObj(new pyca::GridInfo(*$1), $descriptor(pyca::GridInfo*), SWIG_POINTER_OWN);
+}
+
+%pythonbegin %{
+from . import _mixins
+%}
+
+// ---- Vec3Df / Vec3Di: the C++ value type; Python arithmetic lives in pyca/_mixins.py.
+%ignore pyca::detail::Vec3::operator[];
+%ignore pyca::detail::Vec3::operator-;
+%ignore pyca::detail::Vec3::operator+=;
+%ignore pyca::detail::Vec3::operator-=;
+%ignore pyca::detail::Vec3::operator*=;
+%ignore pyca::detail::Vec3::operator/=;
+%ignore pyca::detail::Vec3::Vec3(T);
+%feature("python:abc", "_mixins.Vec3Mixin") pyca::detail::Vec3<float>;
+%feature("python:abc", "_mixins.Vec3Mixin") pyca::detail::Vec3<int>;
+%feature("docstring") pyca::detail::Vec3 "A 3-vector (x, y, z). Vec3Df holds floats, Vec3Di ints; both take
+arithmetic with each other and with numbers, indexing, len(), iteration and tolist().";
+%include "pyca/config.h"
+%include "pyca/vec3.h"
+%template(Vec3Df) pyca::detail::Vec3<float>;
+%template(Vec3Di) pyca::detail::Vec3<int>;
+
+// ---- MemoryType and PyCA's enumerations (module-level constants, as in PyCA)
+%include "pyca/mem_type.h"
+%include "pyca/enums.h"
+
+// ---- GridInfo
+%feature("docstring") pyca::GridInfo "GridInfo(size, spacing=(1, 1, 1), origin=(0, 0, 0)): the sampling grid of a
+volume: size in voxels (Vec3Di), spacing and origin in world units (Vec3Df). world = origin + spacing * index.
+A grid with size z = 1 is a 2-D image.";
+%feature("python:abc", "_mixins.GridInfoMixin") pyca::GridInfo;
+// Keyword arguments and scalars: GridInfo((17, 23, 31), spacing=1.5).
+%feature("shadow") pyca::GridInfo::GridInfo %{
+def __init__(self, size=None, spacing=None, origin=None):
+    _core.GridInfo_swiginit(self, _core.new_GridInfo(*_mixins.grid_args(size, spacing, origin)))
+%}
+%rename(__str__) pyca::GridInfo::str;
+%include "pyca/grid_info.h"
+%extend pyca::GridInfo {
+  std::string __repr__() const { return $self->str(); }
+}
+
+// ---- Image3D / Field3D
+%ignore pyca::Array3D::buffer;
+%ignore pyca::Array3D::data;
+%ignore pyca::Array3D::Array3D;
+%ignore pyca::Image3D::Image3D(const GridInfo&, std::shared_ptr<Buffer>);
+%ignore pyca::Field3D::Field3D(const GridInfo&, std::shared_ptr<Buffer>);
+%ignore pyca::Image3D::Image3D(Image3D&&);
+%ignore pyca::Field3D::Field3D(Field3D&&);
+%ignore pyca::Image3D::operator=;
+%ignore pyca::Field3D::operator=;
+%ignore pyca::Field3D::x;
+%ignore pyca::Field3D::y;
+%ignore pyca::Field3D::z;
+%ignore pyca::Image3D::repr;
+%ignore pyca::Field3D::repr;
+%ignore pyca::Field3D::copyFrom;
+%ignore pyca::Image3D::copyFrom;
+%feature("python:abc", "_core._HostBuffer, _mixins.ImageMixin") pyca::Image3D;
+%feature("python:abc", "_core._HostBuffer, _mixins.FieldMixin") pyca::Field3D;
+%feature("docstring") pyca::Image3D "Image3D(grid, mem=MEM_HOST) or Image3D(mem): a float32 scalar volume on a GridInfo,
+in host (MEM_HOST), pinned (MEM_HOST_PINNED) or device (MEM_DEVICE) memory. Layout x fastest, then y, then z.
+Host images share their memory with NumPy (np.asarray(im), shape (sx, sy, sz)), memoryview and Cython; device
+images with CuPy (__cuda_array_interface__) and PyTorch (__dlpack__).";
+%feature("docstring") pyca::Field3D "Field3D(grid, mem=MEM_HOST) or Field3D(mem): three float32 components (x, y, z)
+per voxel, one allocation of three planes. np.asarray(f) has shape (sx, sy, sz, 3); asnp() gives (vx, vy, vz).";
+// Objects returned by value (clone) are moved, never copied.
+%typemap(out) pyca::Image3D {
+  $result = SWIG_NewPointerObj(new pyca::Image3D(std::move($1)), $descriptor(pyca::Image3D*), SWIG_POINTER_OWN);
+}
+%typemap(out) pyca::Field3D {
+  $result = SWIG_NewPointerObj(new pyca::Field3D(std::move($1)), $descriptor(pyca::Field3D*), SWIG_POINTER_OWN);
+}
+
+// Image3D(grid, mem=MEM_HOST), Image3D(mem) (PyCA's empty image), with keywords.
+%feature("shadow") pyca::Image3D::Image3D %{
+def __init__(self, grid=None, mem=None):
+    _core.Image3D_swiginit(self, _core.new_Image3D(*_mixins.array_args("Image3D", grid, mem)))
+%}
+%feature("shadow") pyca::Field3D::Field3D %{
+def __init__(self, grid=None, mem=None):
+    _core.Field3D_swiginit(self, _core.new_Field3D(*_mixins.array_args("Field3D", grid, mem)))
+%}
+%include "pyca/array3d.h"
+
+%define PYCA_ARRAY_EXTEND(CLS)
+%extend pyca::CLS {
+  std::string __repr__() const { return $self->repr(); }
+  // Address of the first element (host or device), for interop.
+  std::size_t rawptr() const { return reinterpret_cast<std::size_t>($self->data()); }
+  // Copies data from `src` (same size, any memory type) into this object.
+  void copy_from(const pyca::CLS& src) { $self->copyFrom(src); }
+  // An object sharing this one's memory (no copy).
+  pyca::CLS* _share() const { return new pyca::CLS($self->grid(), $self->buffer()); }
+}
+%enddef
+PYCA_ARRAY_EXTEND(Image3D)
+PYCA_ARRAY_EXTEND(Field3D)
+
+%extend pyca::detail::Vec3<float> {
+  std::string __repr__() const {
+    return "Vec3Df(" + std::to_string($self->x) + ", " + std::to_string($self->y) + ", " + std::to_string($self->z) + ")";
+  }
+}
+%extend pyca::detail::Vec3<int> {
+  std::string __repr__() const {
+    return "Vec3Di(" + std::to_string($self->x) + ", " + std::to_string($self->y) + ", " + std::to_string($self->z) + ")";
+  }
+}

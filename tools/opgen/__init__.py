@@ -1,0 +1,1 @@
+"""Operation descriptions (ops/*.yaml) and the generators that read them."""
