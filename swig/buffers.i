@@ -54,13 +54,16 @@ int pyca_getbuffer(PyObject* self, Py_buffer* view, int flags) {
                  Py_TYPE(self)->tp_name);
     return -1;
   }
-  if ((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS) {
-    PyErr_SetString(PyExc_BufferError, "pyca arrays are Fortran-ordered (x fastest), not C-contiguous");
-    return -1;
-  }
   auto* st = new BufferViewState();
   st->keep = a->buffer();
   const int ndim = pyca_layout(*a, st->shape, st->strides);
+  int extended = 0;  // dimensions longer than 1: with more than one, x-fastest is not C order
+  for (int i = 0; i < ndim; ++i) extended += st->shape[i] > 1;
+  if ((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS && extended > 1) {
+    delete st;
+    PyErr_SetString(PyExc_BufferError, "pyca arrays are Fortran-ordered (x fastest), not C-contiguous");
+    return -1;
+  }
   view->buf = const_cast<float*>(a->data());
   view->obj = self;
   Py_INCREF(self);
@@ -68,7 +71,7 @@ int pyca_getbuffer(PyObject* self, Py_buffer* view, int flags) {
   view->readonly = 0;
   view->itemsize = sizeof(float);
   view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>("f") : nullptr;
-  view->ndim = ndim;
+  view->ndim = (flags & PyBUF_ND) ? ndim : 1;  // a simple request sees one run of bytes
   view->shape = (flags & PyBUF_ND) ? st->shape : nullptr;
   view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? st->strides : nullptr;
   view->suboffsets = nullptr;

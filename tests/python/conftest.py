@@ -1,0 +1,17 @@
+"""Fixtures shared by pyca's Python tests."""
+import numpy as np
+import pytest
+
+import pyca as ca
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture(params=[(17, 23, 31), (31, 33, 1)], ids=["3d", "2d"])
+def grid(request):
+    """An odd-sized 3-D grid and a 2-D one, both with anisotropic spacing and an origin."""
+    size = request.param
+    sp = (1.5, 2.1, 1.0) if size[2] == 1 else (1.5, 1.0, 2.0)
+    return ca.GridInfo(size, sp, (0.5, -1.0, 2.0))
