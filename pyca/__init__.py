@@ -33,7 +33,7 @@ def _optional_submodules():
     # Parts of the package that other modules build on; each is importable on its own too.
     import importlib
 
-    for name in ("_paths", "common", "cuda", "dispatch", "registry", "ext", "io", "_operators"):
+    for name in ("_paths", "managed", "common", "cuda", "dispatch", "registry", "ext", "io", "_operators"):
         try:
             mod = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:
@@ -49,6 +49,9 @@ for _name, _mod in list(_optional_submodules()):
         get_include = _mod.get_include  # noqa: F811
         get_library_dirs = _mod.get_library_dirs
         get_libraries = _mod.get_libraries
-    if _name == "common":
-        GetNumberOfCUDADevices = _core_module.GetNumberOfCUDADevices  # noqa: F405
+    if _name == "managed":
+        ManagedImage3D = _mod.ManagedImage3D
+        ManagedField3D = _mod.ManagedField3D
+        MemoryManager = _mod.MemoryManager
+        ThreadMemoryManager = _mod.ThreadMemoryManager
 del _optional_submodules

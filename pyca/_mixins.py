@@ -79,6 +79,12 @@ class Vec3Mixin:
     def __reduce__(self):
         return (type(self), self.totuple())
 
+    def fromlist(self, seq):
+        """Set x, y, z from a sequence of three numbers (PyCA)."""
+        x, y, z = seq
+        self.x, self.y, self.z = x, y, z
+        return self
+
     def _binary(self, other, fn, reflected=False, true_div=False):
         b = _components(other)
         if b is None:
@@ -187,8 +193,21 @@ class GridInfoMixin:
 
 # ------------------------------------------------------------------------------------------------
 # Image3D / Field3D
-def array_args(kind, grid, mem):
+def array_args(kind, *args, grid=None, mem=None):
+    """Image3D(grid, mem), Image3D(mem), Image3D(sx, sy, sz[, mem]) and Image3D(size_tuple, mem)."""
     core = _core()
+    if len(args) >= 3 and all(isinstance(a, numbers.Integral) for a in args[:3]):  # PyCA: (sx, sy, sz[, mem])
+        if len(args) > 4:
+            raise TypeError(f"{kind}: expected (sx, sy, sz[, mem]), got {len(args)} arguments")
+        grid = core.GridInfo(tuple(int(a) for a in args[:3]))
+        mem = args[3] if len(args) == 4 else mem
+        args = ()
+    if len(args) > 2:
+        raise TypeError(f"{kind}: expected (grid, mem), got {len(args)} arguments")
+    if args:
+        grid = args[0]
+    if len(args) == 2:
+        mem = args[1]
     if isinstance(grid, numbers.Integral) and mem is None:  # PyCA's Image3D(mem)
         return (int(grid),)
     if grid is None:

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# OpenMP threads sleep instead of spinning when waiting: the machine may be shared (CI, parallel builds).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 build=${PYCA_TEST_BUILD_DIR:-build/test}
 
 python3 -m pip install -q ".[test]" -Cbuild-dir="$build" -Ccmake.define.PYCA_BUILD_TESTS=ON

@@ -152,12 +152,12 @@ per voxel, one allocation of three planes. np.asarray(f) has shape (sx, sy, sz, 
 
 // Image3D(grid, mem=MEM_HOST), Image3D(mem) (PyCA's empty image), with keywords.
 %feature("shadow") pyca::Image3D::Image3D %{
-def __init__(self, grid=None, mem=None):
-    _core.Image3D_swiginit(self, _core.new_Image3D(*_mixins.array_args("Image3D", grid, mem)))
+def __init__(self, *args, **kwargs):
+    _core.Image3D_swiginit(self, _core.new_Image3D(*_mixins.array_args("Image3D", *args, **kwargs)))
 %}
 %feature("shadow") pyca::Field3D::Field3D %{
-def __init__(self, grid=None, mem=None):
-    _core.Field3D_swiginit(self, _core.new_Field3D(*_mixins.array_args("Field3D", grid, mem)))
+def __init__(self, *args, **kwargs):
+    _core.Field3D_swiginit(self, _core.new_Field3D(*_mixins.array_args("Field3D", *args, **kwargs)))
 %}
 %include "pyca/array3d.h"
 
@@ -175,6 +175,17 @@ def __init__(self, grid=None, mem=None):
 PYCA_ARRAY_EXTEND(Image3D)
 PYCA_ARRAY_EXTEND(Field3D)
 
+// PyCA's set(dim, value) beside set(x, y, z).
+%define PYCA_VEC3_SET(T)
+%extend pyca::detail::Vec3<T> {
+  void set(int dim, T value) {
+    if (dim < 0 || dim > 2) throw pyca::IndexError("Vec3.set: dim must be 0, 1 or 2");
+    (*$self)[dim] = value;
+  }
+}
+%enddef
+PYCA_VEC3_SET(float)
+PYCA_VEC3_SET(int)
 %extend pyca::detail::Vec3<float> {
   std::string __repr__() const {
     return "Vec3Df(" + std::to_string($self->x) + ", " + std::to_string($self->y) + ", " + std::to_string($self->z) + ")";

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "pyca/buffer.h"
 #include "pyca/grid_info.h"
@@ -56,6 +57,11 @@ class Array3D {
   Array3D& operator=(Array3D&&) noexcept = default;
   ~Array3D() = default;
   void copyDataFrom(const Array3D& src, const char* op);
+  void swapWith(Array3D& other) noexcept {
+    std::swap(grid_, other.grid_);
+    std::swap(mem_, other.mem_);
+    std::swap(buf_, other.buf_);
+  }
   std::string describe(const char* kind) const;
 
   GridInfo grid_;
@@ -79,6 +85,8 @@ class Image3D : public Array3D {
   Image3D clone(MemoryType mem) const;
   // Copies data from `src` (same grid size, any memory type) into this image.
   void copyFrom(const Image3D& src) { copyDataFrom(src, "Image3D.copyFrom"); }
+  // Exchanges grids, memory types and data with `other` (no copy; PyCA's swap).
+  void swap(Image3D& other) noexcept { swapWith(other); }
   std::string repr() const { return describe("Image3D"); }
 };
 
@@ -103,6 +111,7 @@ class Field3D : public Array3D {
   Field3D clone() const;
   Field3D clone(MemoryType mem) const;
   void copyFrom(const Field3D& src) { copyDataFrom(src, "Field3D.copyFrom"); }
+  void swap(Field3D& other) noexcept { swapWith(other); }
   // Sets every voxel to the vector v.
   void fill(const Vec3Df& v);
   using Array3D::fill;

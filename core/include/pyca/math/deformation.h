@@ -1,0 +1,221 @@
+// Per-voxel math of the deformation family (docs/operations/deformation.md), shared by the CPU
+// loops (core/src/ops/deformation*.cpp) and the CUDA kernels (cuda/src/ops/deformation*.cu).
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include "pyca/config.h"
+#include "pyca/enums.h"
+#include "pyca/math/interp.h"
+#include "pyca/vec3.h"
+
+namespace pyca {
+namespace math {
+
+// Where a gather samples its source for output voxel (x, y, z) (linear index id), in source
+// voxel units:
+//   POS_H       p = (fx, fy, fz)[id]                      (an H-field on the output grid)
+//   POS_V       p = (x, y, z) + scale * (fx, fy, fz)[id]  (a V-field; scale = +-delta / spacing)
+//   POS_AFFINE  p = scale * (x, y, z) + offset           (resampling between grids)
+enum PosMode { POS_H = 0, POS_V = 1, POS_AFFINE = 2 };
+
+struct PosSpec {
+  int mode = POS_AFFINE;
+  const float* fx = nullptr;
+  const float* fy = nullptr;
+  const float* fz = nullptr;
+  Vec3Df scale = Vec3Df(1.f, 1.f, 1.f);
+  Vec3Df offset = Vec3Df(0.f, 0.f, 0.f);
+
+  PYCA_HD Vec3Df at(int x, int y, int z, std::size_t id) const {
+    if (mode == POS_H) return Vec3Df(fx[id], fy[id], fz[id]);
+    if (mode == POS_V) {
+      return Vec3Df(float(x) + scale.x * fx[id], float(y) + scale.y * fy[id], float(z) + scale.z * fz[id]);
+    }
+    return Vec3Df(scale.x * float(x) + offset.x, scale.y * float(y) + offset.y,
+                  scale.z * float(z) + offset.z);
+  }
+};
+
+// What a gather writes: out[c] = value[c] * mul[c] (+ p[c] when addPos).
+struct PostSpec {
+  Vec3Df mul = Vec3Df(1.f, 1.f, 1.f);
+  bool addPos = false;
+};
+
+// Linear index of voxel (x, y, z) in a grid of size n (64-bit: 3 * nVox may exceed 2^31).
+PYCA_HD std::size_t linearIndex(int x, int y, int z, const Vec3Di& n) {
+  return (std::size_t(z) * std::size_t(n.y) + std::size_t(y)) * std::size_t(n.x) + std::size_t(x);
+}
+
+// One output voxel of a gather: interpolate src at pos.at(...) and write it through post.
+template <InterpT I, BackgroundStrategy BG, int NC>
+PYCA_HD void gatherVoxel(const MutPlanes<NC>& out, const Planes<NC>& src, const Vec3Di& srcSize,
+                         const PosSpec& pos, const PostSpec& post, float bgVal, int x, int y, int z,
+                         std::size_t id) {
+  const Vec3Df p = pos.at(x, y, z, id);
+  float v[NC];
+  interpolate<I, BG, NC>(v, src, srcSize, p, bgVal);
+  PYCA_UNROLL
+  for (int c = 0; c < NC; ++c) out.p[c][id] = v[c] * post.mul[c] + (post.addPos ? p[c] : 0.f);
+}
+
+// H-field <-> V-field at voxel (x, y, z): v = (h - x) * spacing, h = x + v / spacing.
+PYCA_HD Vec3Df hToV(const Vec3Df& h, int x, int y, int z, const Vec3Df& sp) {
+  return Vec3Df((h.x - float(x)) * sp.x, (h.y - float(y)) * sp.y, (h.z - float(z)) * sp.z);
+}
+PYCA_HD Vec3Df vToH(const Vec3Df& v, int x, int y, int z, const Vec3Df& sp) {
+  return Vec3Df(float(x) + v.x / sp.x, float(y) + v.y / sp.y, float(z) + v.z / sp.z);
+}
+
+// Jacobian J[a][b] = d g_a / d x_b of an H-field g at voxel (x, y, z), in voxel units: central
+// differences inside, one-sided at the border; along an axis b of size 1 (z on a 2-D grid) row and
+// column b are those of the identity (as PyCA did for 2-D images).
+PYCA_HD void jacobianH(const Planes<3>& g, const Vec3Di& n, int x, int y, int z, float J[3][3]) {
+  const int pos[3] = {x, y, z};
+  const int size[3] = {n.x, n.y, n.z};
+  const std::size_t stride[3] = {1, std::size_t(n.x), std::size_t(n.x) * std::size_t(n.y)};
+  const std::size_t id = linearIndex(x, y, z, n);
+  PYCA_UNROLL
+  for (int b = 0; b < 3; ++b) {
+    const int i = pos[b], m = size[b];
+    if (m == 1) {
+      PYCA_UNROLL
+      for (int a = 0; a < 3; ++a) J[a][b] = a == b ? 1.f : 0.f;
+      continue;
+    }
+    const std::size_t ip = i < m - 1 ? id + stride[b] : id;
+    const std::size_t im = i > 0 ? id - stride[b] : id;
+    const float scale = (i > 0 && i < m - 1) ? 0.5f : 1.f;
+    PYCA_UNROLL
+    for (int a = 0; a < 3; ++a) J[a][b] = scale * (g.p[a][ip] - g.p[a][im]);
+  }
+  PYCA_UNROLL
+  for (int b = 0; b < 3; ++b) {
+    if (size[b] != 1) continue;
+    PYCA_UNROLL
+    for (int c = 0; c < 3; ++c) J[b][c] = b == c ? 1.f : 0.f;
+  }
+}
+
+PYCA_HD float det3(const float J[3][3]) {
+  return J[0][0] * (J[1][1] * J[2][2] - J[1][2] * J[2][1]) -
+         J[0][1] * (J[1][0] * J[2][2] - J[1][2] * J[2][0]) +
+         J[0][2] * (J[1][0] * J[2][1] - J[1][1] * J[2][0]);
+}
+
+// Ad: the vector splatted at g(x): |Dg| Dg_w X, with Dg_w = S Dg S^-1 the Jacobian acting on world
+// vectors (S = diag(spacing)): u_a = |Dg| sp_a sum_b Dg[a][b] X_b / sp_b.
+PYCA_HD Vec3Df adValue(const float J[3][3], const Vec3Df& X, const Vec3Df& sp) {
+  const float det = det3(J);
+  const float xs[3] = {X.x / sp.x, X.y / sp.y, X.z / sp.z};
+  float u[3];
+  PYCA_UNROLL
+  for (int a = 0; a < 3; ++a) u[a] = det * sp[a] * (J[a][0] * xs[0] + J[a][1] * xs[1] + J[a][2] * xs[2]);
+  return Vec3Df(u[0], u[1], u[2]);
+}
+
+// CoAd at x: |Dg| Dg_w^T m(g(x)) = |Dg| S^-1 Dg^T S m(g(x)): n_b = |Dg| / sp_b sum_a Dg[a][b] sp_a m_a.
+PYCA_HD Vec3Df coadValue(const float J[3][3], const Vec3Df& mg, const Vec3Df& sp) {
+  const float det = det3(J);
+  const float ms[3] = {mg.x * sp.x, mg.y * sp.y, mg.z * sp.z};
+  float r[3];
+  PYCA_UNROLL
+  for (int b = 0; b < 3; ++b) r[b] = det / sp[b] * (J[0][b] * ms[0] + J[1][b] * ms[1] + J[2][b] * ms[2]);
+  return Vec3Df(r[0], r[1], r[2]);
+}
+
+// Resample's index mapping from an output grid of nOut voxels to an input grid of nIn voxels per
+// axis: p = r * i + (r - 1) / 2 with r = nIn / nOut (voxel centres aligned, the grids cover the
+// same extent), or p = r * i without the origin offset (PyCA's useOriginOffset = false).
+inline PosSpec resampleMapping(const Vec3Di& nOut, const Vec3Di& nIn, bool useOriginOffset) {
+  PosSpec s;
+  s.mode = POS_AFFINE;
+  for (int a = 0; a < 3; ++a) {
+    const float r = float(nIn[a]) / float(nOut[a]);
+    s.scale[a] = r;
+    s.offset[a] = useOriginOffset ? 0.5f * (r - 1.f) : 0.f;
+  }
+  return s;
+}
+
+// World-coordinate mapping from the voxels of grid `from` to the voxel coordinates of grid `to`:
+// p = (origin_from + spacing_from * i - origin_to) / spacing_to.
+inline PosSpec worldMapping(const Vec3Df& spFrom, const Vec3Df& orFrom, const Vec3Df& spTo,
+                            const Vec3Df& orTo) {
+  PosSpec s;
+  s.mode = POS_AFFINE;
+  for (int a = 0; a < 3; ++a) {
+    s.scale[a] = spFrom[a] / spTo[a];
+    s.offset[a] = (orFrom[a] - orTo[a]) / spTo[a];
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host-side dispatch from run-time enums to the compile-time parameters of the loops and kernels.
+
+template <InterpT I>
+using InterpC = std::integral_constant<InterpT, I>;
+template <BackgroundStrategy B>
+using BgC = std::integral_constant<BackgroundStrategy, B>;
+
+constexpr unsigned bgBit(BackgroundStrategy b) { return 1u << unsigned(b); }
+// Strategies accepted for images with a bgVal argument.
+constexpr unsigned kImageBgs = bgBit(BACKGROUND_STRATEGY_CLAMP) | bgBit(BACKGROUND_STRATEGY_WRAP) |
+                               bgBit(BACKGROUND_STRATEGY_ZERO) | bgBit(BACKGROUND_STRATEGY_PARTIAL_ZERO) |
+                               bgBit(BACKGROUND_STRATEGY_VAL);
+// Linear strategies: splatting (the transpose of interpolation), images without bgVal, V-fields.
+constexpr unsigned kLinearBgs = bgBit(BACKGROUND_STRATEGY_CLAMP) | bgBit(BACKGROUND_STRATEGY_WRAP) |
+                                bgBit(BACKGROUND_STRATEGY_ZERO) | bgBit(BACKGROUND_STRATEGY_PARTIAL_ZERO);
+// Strategies accepted for fields (the identity ones are meant for H-fields).
+constexpr unsigned kFieldBgs =
+    kLinearBgs | bgBit(BACKGROUND_STRATEGY_ID) | bgBit(BACKGROUND_STRATEGY_PARTIAL_ID);
+
+inline bool bgAllowed(unsigned set, BackgroundStrategy bg) {
+  return unsigned(bg) < 32u && (set & bgBit(bg)) != 0;
+}
+
+// Calls f(BgC<bg>{}) for a strategy in Set; returns false (calling nothing) for any other value.
+template <unsigned Set, class F>
+bool withBg(BackgroundStrategy bg, F&& f) {
+#define PYCA_BG_CASE(B)                    \
+  case B:                                  \
+    if constexpr ((Set & bgBit(B)) != 0) { \
+      f(BgC<B>{});                         \
+      return true;                         \
+    }                                      \
+    return false;
+  switch (bg) {
+    PYCA_BG_CASE(BACKGROUND_STRATEGY_PARTIAL_ID)
+    PYCA_BG_CASE(BACKGROUND_STRATEGY_ID)
+    PYCA_BG_CASE(BACKGROUND_STRATEGY_PARTIAL_ZERO)
+    PYCA_BG_CASE(BACKGROUND_STRATEGY_ZERO)
+    PYCA_BG_CASE(BACKGROUND_STRATEGY_CLAMP)
+    PYCA_BG_CASE(BACKGROUND_STRATEGY_WRAP)
+    PYCA_BG_CASE(BACKGROUND_STRATEGY_VAL)
+  }
+#undef PYCA_BG_CASE
+  return false;
+}
+
+// Calls f(InterpC<interp>{}); returns false for an unknown value.
+template <class F>
+bool withInterp(InterpT interp, F&& f) {
+  switch (interp) {
+    case INTERP_NN:
+      f(InterpC<INTERP_NN>{});
+      return true;
+    case INTERP_LINEAR:
+      f(InterpC<INTERP_LINEAR>{});
+      return true;
+    case INTERP_CUBIC:
+      f(InterpC<INTERP_CUBIC>{});
+      return true;
+  }
+  return false;
+}
+
+}  // namespace math
+}  // namespace pyca

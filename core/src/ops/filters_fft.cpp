@@ -1,0 +1,301 @@
+// The `filters` family, Fourier part: ApplyFluidOperator (ops/filters.yaml) and the
+// FluidKernelFFT class (pyca/filters.h). CPU: FFTW single precision, real-to-complex plans made
+// once per grid size (and thread count) and cached for the process; the GPU side is in
+// cuda/src/ops/filters_fft.cu. The symbol of the operator is in pyca/math/filters.h; the
+// semantics in docs/operations/filters.md.
+#include <fftw3.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/filters_cuda.h"
+#include "pyca/detail/checks.h"
+#include "pyca/errors.h"
+#include "pyca/filters.h"
+#include "pyca/math/filters.h"
+#include "pyca/ops/filters.h"
+
+namespace pyca {
+
+namespace {
+
+// FFTW's planner is not thread-safe: every plan creation and destruction holds this.
+std::mutex& plannerMutex() {
+  static std::mutex* m = new std::mutex;  // never destroyed: usable until the process ends
+  return *m;
+}
+
+// Plans and scratch of one grid size. The scratch is shared, so one caller at a time (`use`).
+struct FftwPlans {
+  Vec3Di size;
+  std::size_t nReal = 0, nCplx = 0;  // floats per real component, complex values per component
+  float* real = nullptr;             // nReal floats: input/output when a user plane is misaligned
+  fftwf_complex* cplx[3] = {nullptr, nullptr, nullptr};
+  fftwf_plan fwd = nullptr, bwd = nullptr;  // made on real <-> cplx[0]; executed with new arrays
+  std::mutex use;
+
+  explicit FftwPlans(const Vec3Di& s, int nthreads) : size(s) {
+    nReal = std::size_t(s.x) * s.y * s.z;
+    nCplx = std::size_t(s.x / 2 + 1) * s.y * s.z;
+    // Row-major dims (z, y, x), leading size-1 dims dropped (2-D and 1-D grids).
+    int dims[3] = {s.z, s.y, s.x};
+    int first = 0;
+    while (first < 2 && dims[first] == 1) ++first;
+    const int rank = 3 - first;
+    real = fftwf_alloc_real(nReal);
+    for (auto& c : cplx) c = fftwf_alloc_complex(nCplx);
+    if (!real || !cplx[0] || !cplx[1] || !cplx[2]) {
+      release();
+      throw OutOfMemory("FluidKernelFFT: out of host memory for the FFT buffers of a " + std::to_string(s.x) +
+                        "x" + std::to_string(s.y) + "x" + std::to_string(s.z) + " grid");
+    }
+    {
+      std::lock_guard<std::mutex> lk(plannerMutex());
+      fftwf_plan_with_nthreads(nthreads);
+      // Measuring pays off for large grids; small ones are planned at once.
+      const unsigned flags = nReal >= (std::size_t(1) << 18) ? FFTW_MEASURE : FFTW_ESTIMATE;
+      fwd = fftwf_plan_dft_r2c(rank, dims + first, real, cplx[0], flags);
+      bwd = fftwf_plan_dft_c2r(rank, dims + first, cplx[0], real, flags);
+    }
+    if (!fwd || !bwd) {
+      release();
+      throw ValueError("FluidKernelFFT: FFTW could not plan a transform of this grid size");
+    }
+  }
+  ~FftwPlans() { release(); }
+  FftwPlans(const FftwPlans&) = delete;
+  FftwPlans& operator=(const FftwPlans&) = delete;
+
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(plannerMutex());
+      if (fwd) fftwf_destroy_plan(fwd);
+      if (bwd) fftwf_destroy_plan(bwd);
+      fwd = bwd = nullptr;
+    }
+    fftwf_free(real);
+    real = nullptr;
+    for (auto& c : cplx) {
+      fftwf_free(c);
+      c = nullptr;
+    }
+  }
+
+  // FFTW's new-array execute functions need the alignment the plan was made with.
+  bool aligned(const float* p) const {
+    return fftwf_alignment_of(const_cast<float*>(p)) == fftwf_alignment_of(real);
+  }
+};
+
+// Process-wide cache of plans by (size, threads); keeps the 8 most recently created sizes.
+std::shared_ptr<FftwPlans> getPlans(const Vec3Di& size) {
+  static std::once_flag threadsInit;
+  std::call_once(threadsInit, [] { fftwf_init_threads(); });
+  using Key = std::tuple<int, int, int, int>;
+  static auto* mutex = new std::mutex;
+  static auto* cache = new std::map<Key, std::shared_ptr<FftwPlans>>;
+  static auto* order = new std::deque<Key>;
+  const int nthreads = omp_get_max_threads();
+  const Key key{size.x, size.y, size.z, nthreads};
+  std::lock_guard<std::mutex> lk(*mutex);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  auto plans = std::make_shared<FftwPlans>(size, nthreads);
+  (*cache)[key] = plans;
+  order->push_back(key);
+  if (order->size() > 8) {
+    cache->erase(order->front());  // callers still holding it keep it alive
+    order->pop_front();
+  }
+  return plans;
+}
+
+// out = L^p in (or its inverse) on the host; out may equal in.
+void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], const Vec3Df& spacing,
+                   const math::FluidParams& prm) {
+  std::lock_guard<std::mutex> lk(P.use);
+  const Vec3Di s = P.size;
+  for (int c = 0; c < 3; ++c) {
+    if (P.aligned(in[c])) {
+      fftwf_execute_dft_r2c(P.fwd, const_cast<float*>(in[c]), P.cplx[c]);  // r2c keeps its input
+    } else {
+      std::memcpy(P.real, in[c], sizeof(float) * P.nReal);
+      fftwf_execute_dft_r2c(P.fwd, P.real, P.cplx[c]);
+    }
+  }
+
+  // Scaled symbol tables per axis.
+  const int nxh = s.x / 2 + 1;
+  std::vector<float> cx(nxh), sx(nxh), cy(s.y), sy(s.y), cz(s.z), sz(s.z);
+  {
+    std::vector<float> t(std::max(s.x, std::max(s.y, s.z))), sn(t.size());
+    auto table = [&](int n, float h, float* c, float* sv, int count) {
+      math::fluidAxisTable(n, t.data(), sn.data());
+      for (int k = 0; k < count; ++k) {
+        c[k] = t[k] / (h * h);
+        sv[k] = sn[k] / h;
+      }
+    };
+    table(s.x, spacing.x, cx.data(), sx.data(), nxh);
+    table(s.y, spacing.y, cy.data(), sy.data(), s.y);
+    table(s.z, spacing.z, cz.data(), sz.data(), s.z);
+  }
+  const float scale = float(1.0 / double(P.nReal));
+  fftwf_complex *X = P.cplx[0], *Y = P.cplx[1], *Z = P.cplx[2];
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int kz = 0; kz < s.z; ++kz) {
+    for (int ky = 0; ky < s.y; ++ky) {
+      std::size_t i = (std::size_t(kz) * s.y + ky) * nxh;
+      for (int kx = 0; kx < nxh; ++kx, ++i) {
+        float re[3] = {X[i][0], Y[i][0], Z[i][0]};
+        float im[3] = {X[i][1], Y[i][1], Z[i][1]};
+        math::fluidApplyAt(prm, cx[kx], cy[ky], cz[kz], sx[kx], sy[ky], sz[kz], scale, i == 0, re, im);
+        X[i][0] = re[0];
+        Y[i][0] = re[1];
+        Z[i][0] = re[2];
+        X[i][1] = im[0];
+        Y[i][1] = im[1];
+        Z[i][1] = im[2];
+      }
+    }
+  }
+
+  for (int c = 0; c < 3; ++c) {
+    if (P.aligned(out[c])) {
+      fftwf_execute_dft_c2r(P.bwd, P.cplx[c], out[c]);
+    } else {
+      fftwf_execute_dft_c2r(P.bwd, P.cplx[c], P.real);
+      std::memcpy(out[c], P.real, sizeof(float) * P.nReal);
+    }
+  }
+}
+
+void checkParams(const char* op, float alpha, float beta, float gamma, int lpow) {
+  if (!std::isfinite(alpha) || !std::isfinite(beta) || !std::isfinite(gamma)) {
+    throw ValueError(std::string(op) + ": alpha, beta and gamma must be finite");
+  }
+  if (lpow < 0)
+    throw ValueError(std::string(op) + ": argument 'lpow' must be >= 0, not " + std::to_string(lpow));
+}
+
+// Shared by the function and the class: checks done, runs on the arguments' side.
+void runFluid(const char* op, bool dev, Field3D& out, const Field3D& in, const GridInfo& grid,
+              const math::FluidParams& prm, std::shared_ptr<FftwPlans>* cached) {
+  float* const o[3] = {out.x(), out.y(), out.z()};
+  const float* const i[3] = {in.x(), in.y(), in.z()};
+  if (dev) {
+    PYCA_CUDA_CALL(op, cuda_impl::FluidApply(o, i, grid, prm));
+    return;
+  }
+  std::shared_ptr<FftwPlans> plans;
+  if (cached && *cached && (*cached)->size == grid.size()) {
+    plans = *cached;
+  } else {
+    plans = getPlans(grid.size());
+    if (cached) *cached = plans;
+  }
+  fluidApplyCpu(*plans, o, i, grid.spacing(), prm);
+  (void)op;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Plain function
+
+void ApplyFluidOperator(Field3D& out, const Field3D& in, float alpha, float beta, float gamma, int lpow,
+                        bool inverse) {
+  const char* op = "ApplyFluidOperator";
+  const bool dev = detail::prepare(op, {{"out", &out}, {"in", &in}});
+  checkParams(op, alpha, beta, gamma, lpow);
+  math::FluidParams prm;
+  prm.alpha = alpha;
+  prm.beta = beta;
+  prm.gamma = gamma;
+  prm.lpow = lpow;
+  prm.inverse = inverse;
+  runFluid(op, dev, out, in, in.grid(), prm, nullptr);
+}
+
+// ------------------------------------------------------------------------------------------------
+// FluidKernelFFT
+
+struct FluidKernelFFT::Impl {
+  math::FluidParams prm;
+  GridInfo grid;
+  bool hasGrid = false;
+  std::shared_ptr<FftwPlans> plans;  // host plans of grid's size, made on first host use
+};
+
+FluidKernelFFT::FluidKernelFFT() : impl_(new Impl) {}
+FluidKernelFFT::~FluidKernelFFT() = default;
+FluidKernelFFT::FluidKernelFFT(FluidKernelFFT&&) noexcept = default;
+FluidKernelFFT& FluidKernelFFT::operator=(FluidKernelFFT&&) noexcept = default;
+
+void FluidKernelFFT::setAlpha(float alpha) {
+  checkParams("FluidKernelFFT.setAlpha", alpha, 0.f, 0.f, 0);
+  impl_->prm.alpha = alpha;
+}
+float FluidKernelFFT::getAlpha() const { return impl_->prm.alpha; }
+void FluidKernelFFT::setBeta(float beta) {
+  checkParams("FluidKernelFFT.setBeta", 0.f, beta, 0.f, 0);
+  impl_->prm.beta = beta;
+}
+float FluidKernelFFT::getBeta() const { return impl_->prm.beta; }
+void FluidKernelFFT::setGamma(float gamma) {
+  checkParams("FluidKernelFFT.setGamma", 0.f, 0.f, gamma, 0);
+  impl_->prm.gamma = gamma;
+}
+float FluidKernelFFT::getGamma() const { return impl_->prm.gamma; }
+void FluidKernelFFT::setLPow(int lpow) {
+  checkParams("FluidKernelFFT.setLPow", 0.f, 0.f, 0.f, lpow);
+  impl_->prm.lpow = lpow;
+}
+int FluidKernelFFT::getLPow() const { return impl_->prm.lpow; }
+void FluidKernelFFT::setDivergenceFree(bool divFree) { impl_->prm.divFree = divFree; }
+bool FluidKernelFFT::getDivergenceFree() const { return impl_->prm.divFree; }
+
+void FluidKernelFFT::setGrid(const GridInfo& grid) {
+  if (impl_->hasGrid && impl_->grid.size() != grid.size()) impl_->plans.reset();
+  impl_->grid = grid;
+  impl_->hasGrid = true;
+}
+const GridInfo& FluidKernelFFT::grid() const { return impl_->grid; }
+
+void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool inverse) {
+  if (!impl_->hasGrid) throw ValueError(std::string(op) + ": call setGrid(grid) first");
+  const bool dev = detail::prepare(op, {{"out", &out}, {"in", &in}});
+  const Vec3Di& gs = impl_->grid.size();
+  if (in.size() != gs) {
+    const Vec3Di& s = in.size();
+    throw ValueError(std::string(op) + ": size of 'in' (" + std::to_string(s.x) + "x" + std::to_string(s.y) +
+                     "x" + std::to_string(s.z) + ") does not match the grid given to setGrid (" +
+                     std::to_string(gs.x) + "x" + std::to_string(gs.y) + "x" + std::to_string(gs.z) + ")");
+  }
+  math::FluidParams prm = impl_->prm;
+  prm.inverse = inverse;
+  runFluid(op, dev, out, in, impl_->grid, prm, &impl_->plans);
+}
+
+void FluidKernelFFT::applyOperator(Field3D& out, const Field3D& in) {
+  apply("FluidKernelFFT.applyOperator", out, in, false);
+}
+void FluidKernelFFT::applyInverseOperator(Field3D& out, const Field3D& in) {
+  apply("FluidKernelFFT.applyInverseOperator", out, in, true);
+}
+void FluidKernelFFT::applyOperator(Field3D& f) { apply("FluidKernelFFT.applyOperator", f, f, false); }
+void FluidKernelFFT::applyInverseOperator(Field3D& f) {
+  apply("FluidKernelFFT.applyInverseOperator", f, f, true);
+}
+
+}  // namespace pyca

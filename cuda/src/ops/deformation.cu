@@ -1,0 +1,331 @@
+// CUDA backend of the deformation family: the kernels behind the public functions of
+// core/src/ops/deformation.cpp. The per-voxel math is in pyca/math/interp.h and
+// pyca/math/deformation.h, shared with the CPU loops. Everything is enqueued on
+// pyca::currentStream(); nothing synchronises.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include "ops/deformation_cuda.h"
+#include "pyca/errors.h"
+#include "pyca/math/deformation.h"
+#include "pyca/math/interp.h"
+#include "pyca/runtime.h"
+
+namespace pyca {
+namespace cuda_impl {
+
+namespace {
+
+using math::MutPlanes;
+using math::Planes;
+
+constexpr unsigned kAllBgs = math::kFieldBgs | math::bgBit(BACKGROUND_STRATEGY_VAL);
+constexpr int kMaxConvTaps = 255;
+
+cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(pyca::currentStream()); }
+
+void check(cudaError_t err, const char* op, const char* what) {
+  if (err != cudaSuccess) {
+    throw CudaError(std::string(op) + ": " + what + " failed: " + cudaGetErrorString(err));
+  }
+}
+
+template <int NC>
+MutPlanes<NC> mutPlanes(float* const* p) {
+  MutPlanes<NC> r;
+  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
+  return r;
+}
+template <int NC>
+Planes<NC> planes(const float* const* p) {
+  Planes<NC> r;
+  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
+  return r;
+}
+
+std::size_t nVoxOf(const Vec3Di& n) { return std::size_t(n.x) * std::size_t(n.y) * std::size_t(n.z); }
+
+// Voxel loops: threads along x (coalesced), blocks over x, y and z; z grid-strided beyond 65535.
+constexpr int kBlockX = 32, kBlockY = 8;
+struct Launch {
+  dim3 grid, block;
+};
+Launch launchFor(const Vec3Di& n) {
+  Launch l;
+  l.block = dim3(kBlockX, kBlockY, 1);
+  l.grid = dim3(unsigned((n.x + kBlockX - 1) / kBlockX), unsigned((n.y + kBlockY - 1) / kBlockY),
+                unsigned(std::min(n.z, 65535)));
+  return l;
+}
+#define PYCA_VOXEL_LOOP(n)                                  \
+  const int x = int(blockIdx.x * blockDim.x + threadIdx.x); \
+  const int y = int(blockIdx.y * blockDim.y + threadIdx.y); \
+  if (x >= (n).x || y >= (n).y) return;                     \
+  for (int z = int(blockIdx.z); z < (n).z; z += int(gridDim.z))
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+template <InterpT I, BackgroundStrategy BG, int NC>
+__global__ void gatherKernel(MutPlanes<NC> out, Planes<NC> src, Vec3Di srcSize, Vec3Di outSize,
+                             math::PosSpec pos, math::PostSpec post, float bgVal) {
+  PYCA_VOXEL_LOOP(outSize) {
+    const std::size_t id = math::linearIndex(x, y, z, outSize);
+    math::gatherVoxel<I, BG, NC>(out, src, srcSize, pos, post, bgVal, x, y, z, id);
+  }
+}
+
+template <BackgroundStrategy BG, int NC>
+__global__ void splatKernel(MutPlanes<NC> out, float* weights, Vec3Di outSize, Planes<NC> val, Vec3Di inSize,
+                            math::PosSpec pos) {
+  PYCA_VOXEL_LOOP(inSize) {
+    const std::size_t id = math::linearIndex(x, y, z, inSize);
+    const Vec3Df p = pos.at(x, y, z, id);
+    float v[NC];
+    PYCA_UNROLL
+    for (int c = 0; c < NC; ++c) v[c] = val.p[c][id];
+    math::splatPoint<BG>(outSize, p, [&](std::size_t o, float w) {
+      PYCA_UNROLL
+      for (int c = 0; c < NC; ++c) atomicAdd(out.p[c] + o, w * v[c]);
+      if (weights) atomicAdd(weights + o, w);
+    });
+  }
+}
+
+template <int NC>
+__global__ void normalizeKernel(MutPlanes<NC> out, const float* __restrict__ weights, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const float w = weights[i];
+    PYCA_UNROLL
+    for (int c = 0; c < NC; ++c) out.p[c][i] = w > deformation_impl::kSplatWeightEps ? out.p[c][i] / w : 0.f;
+  }
+}
+
+template <BackgroundStrategy BG>
+__global__ void adKernel(MutPlanes<3> out, Planes<3> g, Planes<3> X, Vec3Di n, Vec3Df sp) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    const Vec3Df p(g.p[0][id], g.p[1][id], g.p[2][id]);
+    float J[3][3];
+    math::jacobianH(g, n, x, y, z, J);
+    const Vec3Df u = math::adValue(J, Vec3Df(X.p[0][id], X.p[1][id], X.p[2][id]), sp);
+    math::splatPoint<BG>(n, p, [&](std::size_t o, float w) {
+      atomicAdd(out.p[0] + o, w * u.x);
+      atomicAdd(out.p[1] + o, w * u.y);
+      atomicAdd(out.p[2] + o, w * u.z);
+    });
+  }
+}
+
+template <BackgroundStrategy BG>
+__global__ void coadKernel(MutPlanes<3> out, Planes<3> g, Planes<3> m, Vec3Di n, Vec3Df sp) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    float J[3][3];
+    math::jacobianH(g, n, x, y, z, J);
+    float mg[3];
+    math::interpolate<INTERP_LINEAR, BG, 3>(mg, m, n, Vec3Df(g.p[0][id], g.p[1][id], g.p[2][id]));
+    const Vec3Df r = math::coadValue(J, Vec3Df(mg[0], mg[1], mg[2]), sp);
+    out.p[0][id] = r.x;
+    out.p[1][id] = r.y;
+    out.p[2][id] = r.z;
+  }
+}
+
+__global__ void identityKernel(MutPlanes<3> h, Vec3Di n) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    h.p[0][id] = float(x);
+    h.p[1][id] = float(y);
+    h.p[2][id] = float(z);
+  }
+}
+
+__global__ void convertHVKernel(MutPlanes<3> out, Planes<3> in, Vec3Di n, Vec3Df sp, bool toV) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    const Vec3Df a(in.p[0][id], in.p[1][id], in.p[2][id]);
+    const Vec3Df r = toV ? math::hToV(a, x, y, z, sp) : math::vToH(a, x, y, z, sp);
+    out.p[0][id] = r.x;
+    out.p[1][id] = r.y;
+    out.p[2][id] = r.z;
+  }
+}
+
+__global__ void copyBoxKernel(float* __restrict__ dst, Vec3Di dstSize, Vec3Di dstStart,
+                              const float* __restrict__ src, Vec3Di srcSize, Vec3Di srcStart, Vec3Di extent) {
+  PYCA_VOXEL_LOOP(extent) {
+    dst[math::linearIndex(dstStart.x + x, dstStart.y + y, dstStart.z + z, dstSize)] =
+        src[math::linearIndex(srcStart.x + x, srcStart.y + y, srcStart.z + z, srcSize)];
+  }
+}
+
+struct ConvTaps {
+  float w[kMaxConvTaps];
+};
+
+__global__ void convolveAxisKernel(float* __restrict__ out, const float* __restrict__ in, Vec3Di n, int axis,
+                                   ConvTaps taps, int radius) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    const int i = axis == 0 ? x : (axis == 1 ? y : z);
+    const int m = axis == 0 ? n.x : (axis == 1 ? n.y : n.z);
+    const std::size_t stride =
+        axis == 0 ? 1 : (axis == 1 ? std::size_t(n.x) : std::size_t(n.x) * std::size_t(n.y));
+    const std::size_t base = id - std::size_t(i) * stride;
+    float acc = 0.f;
+    for (int k = -radius; k <= radius; ++k) {
+      acc += taps.w[k + radius] * in[base + std::size_t(math::clampIndex(i + k, m)) * stride];
+    }
+    out[id] = acc;
+  }
+}
+
+[[noreturn]] void badBg(const char* op) {
+  throw ValueError(std::string(op) + ": unsupported background strategy (CUDA backend)");
+}
+
+void zero(float* p, std::size_t n, const char* op) {
+  check(cudaMemsetAsync(p, 0, n * sizeof(float), stream()), op, "cudaMemsetAsync");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Entry points
+
+void gather(const GatherJob& j, const char* op) {
+  if (nVoxOf(j.outSize) == 0) return;
+  const Launch l = launchFor(j.outSize);
+  const cudaStream_t s = stream();
+  const bool ok = math::withInterp(j.interp, [&](auto I) {
+    constexpr InterpT IT = decltype(I)::value;
+    if (!math::withBg<kAllBgs>(j.bg, [&](auto B) {
+          constexpr BackgroundStrategy BG = decltype(B)::value;
+          if (j.nc == 3) {
+            gatherKernel<IT, BG, 3><<<l.grid, l.block, 0, s>>>(mutPlanes<3>(j.out), planes<3>(j.src),
+                                                               j.srcSize, j.outSize, j.pos, j.post, j.bgVal);
+          } else if constexpr (!math::isIdentityBg(BG)) {
+            gatherKernel<IT, BG, 1><<<l.grid, l.block, 0, s>>>(mutPlanes<1>(j.out), planes<1>(j.src),
+                                                               j.srcSize, j.outSize, j.pos, j.post, j.bgVal);
+          } else {
+            badBg(op);
+          }
+        })) {
+      badBg(op);
+    }
+  });
+  if (!ok) throw ValueError(std::string(op) + ": unknown interpolation method");
+  checkLaunch(op);
+}
+
+void splat(const SplatJob& j, const char* op) {
+  const std::size_t nOut = nVoxOf(j.outSize);
+  for (int c = 0; c < j.nc; ++c) zero(j.out[c], nOut, op);
+  if (j.weights) zero(j.weights, nOut, op);
+  if (j.normalize && !j.weights) throw ValueError(std::string(op) + ": normalised splat without weights");
+  if (nVoxOf(j.inSize) > 0) {
+    const Launch l = launchFor(j.inSize);
+    const cudaStream_t s = stream();
+    if (!math::withBg<math::kLinearBgs>(j.bg, [&](auto B) {
+          constexpr BackgroundStrategy BG = decltype(B)::value;
+          if (j.nc == 3) {
+            splatKernel<BG, 3><<<l.grid, l.block, 0, s>>>(mutPlanes<3>(j.out), j.weights, j.outSize,
+                                                          planes<3>(j.val), j.inSize, j.pos);
+          } else {
+            splatKernel<BG, 1><<<l.grid, l.block, 0, s>>>(mutPlanes<1>(j.out), j.weights, j.outSize,
+                                                          planes<1>(j.val), j.inSize, j.pos);
+          }
+        })) {
+      badBg(op);
+    }
+    checkLaunch(op);
+  }
+  if (j.normalize && nOut > 0) {
+    const unsigned block = 256;
+    const unsigned grid = unsigned(std::min<std::size_t>((nOut + block - 1) / block, 65535u * 8));
+    if (j.nc == 3) {
+      normalizeKernel<3><<<grid, block, 0, stream()>>>(mutPlanes<3>(j.out), j.weights, nOut);
+    } else {
+      normalizeKernel<1><<<grid, block, 0, stream()>>>(mutPlanes<1>(j.out), j.weights, nOut);
+    }
+    checkLaunch(op);
+  }
+}
+
+void ad(float* const out[3], const float* const g[3], const float* const X[3], const Vec3Di& size,
+        const Vec3Df& sp, BackgroundStrategy bg, const char* op) {
+  const std::size_t n = nVoxOf(size);
+  for (int c = 0; c < 3; ++c) zero(out[c], n, op);
+  if (n == 0) return;
+  const Launch l = launchFor(size);
+  if (!math::withBg<math::kLinearBgs>(bg, [&](auto B) {
+        adKernel<decltype(B)::value>
+            <<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), planes<3>(g), planes<3>(X), size, sp);
+      })) {
+    badBg(op);
+  }
+  checkLaunch(op);
+}
+
+void coad(float* const out[3], const float* const g[3], const float* const m[3], const Vec3Di& size,
+          const Vec3Df& sp, BackgroundStrategy bg, const char* op) {
+  if (nVoxOf(size) == 0) return;
+  const Launch l = launchFor(size);
+  if (!math::withBg<math::kLinearBgs>(bg, [&](auto B) {
+        coadKernel<decltype(B)::value>
+            <<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), planes<3>(g), planes<3>(m), size, sp);
+      })) {
+    badBg(op);
+  }
+  checkLaunch(op);
+}
+
+void setToIdentity(float* const h[3], const Vec3Di& size, const char* op) {
+  if (nVoxOf(size) == 0) return;
+  const Launch l = launchFor(size);
+  identityKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(h), size);
+  checkLaunch(op);
+}
+
+void convertHV(float* const out[3], const float* const in[3], const Vec3Di& size, const Vec3Df& sp, bool toV,
+               const char* op) {
+  if (nVoxOf(size) == 0) return;
+  const Launch l = launchFor(size);
+  convertHVKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), planes<3>(in), size, sp, toV);
+  checkLaunch(op);
+}
+
+void copyBox(int nc, float* const dst[3], const Vec3Di& dstSize, const Vec3Di& dstStart,
+             const float* const src[3], const Vec3Di& srcSize, const Vec3Di& srcStart, const Vec3Di& extent,
+             const char* op) {
+  if (nVoxOf(extent) == 0) return;
+  const Launch l = launchFor(extent);
+  for (int c = 0; c < nc; ++c) {
+    copyBoxKernel<<<l.grid, l.block, 0, stream()>>>(dst[c], dstSize, dstStart, src[c], srcSize, srcStart,
+                                                    extent);
+  }
+  checkLaunch(op);
+}
+
+void convolveAxis(int nc, float* const out[3], const float* const in[3], const Vec3Di& size, int axis,
+                  const float* weights, int radius, const char* op) {
+  if (2 * radius + 1 > kMaxConvTaps) {
+    throw ValueError(std::string(op) + ": anti-aliasing kernel too long (downsampling factor above 160)");
+  }
+  if (nVoxOf(size) == 0) return;
+  ConvTaps taps{};
+  for (int k = 0; k < 2 * radius + 1; ++k) taps.w[k] = weights[k];
+  const Launch l = launchFor(size);
+  for (int c = 0; c < nc; ++c) {
+    convolveAxisKernel<<<l.grid, l.block, 0, stream()>>>(out[c], in[c], size, axis, taps, radius);
+  }
+  checkLaunch(op);
+}
+
+}  // namespace cuda_impl
+}  // namespace pyca

@@ -1,0 +1,212 @@
+// CUDA backend of FluidKernelFFT / ApplyFluidOperator: cuFFT real-to-complex transforms of the
+// three components (one batched plan), the operator applied per frequency by a kernel calling
+// pyca/math/filters.h, and the complex-to-real transforms back. Plans, the complex buffer and the
+// symbol tables are made on the first use of a (grid size, device, stream) and cached; later calls
+// only queue work on pyca's current stream (no synchronisation).
+#include <cuda_runtime.h>
+#include <cufft.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/filters_cuda.h"
+#include "pyca/errors.h"
+#include "pyca/math/filters.h"
+#include "pyca/runtime.h"
+
+namespace pyca {
+namespace cuda_impl {
+
+namespace {
+
+const char* kOp = "FluidKernelFFT";
+
+void checkCuda(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation)
+    throw OutOfMemory(std::string(kOp) + ": out of device memory (" + what + ")");
+  throw CudaError(std::string(kOp) + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
+                  cudaGetErrorString(e) + ")");
+}
+
+void checkFft(cufftResult r, const char* what) {
+  if (r == CUFFT_SUCCESS) return;
+  if (r == CUFFT_ALLOC_FAILED) throw OutOfMemory(std::string(kOp) + ": out of device memory (" + what + ")");
+  throw CudaError(std::string(kOp) + ": " + what + " failed with cufftResult " + std::to_string(int(r)));
+}
+
+// Plans and buffers of one (size, device, stream).
+struct CufftPlans {
+  Vec3Di size;
+  cudaStream_t stream;
+  int rank = 3;
+  int dims[3] = {1, 1, 1};
+  std::size_t nReal = 0, nCplx = 0;
+  cufftHandle r2c3 = 0, c2r3 = 0;  // batch of 3 contiguous components
+  cufftHandle r2c1 = 0, c2r1 = 0;  // one component (fields whose planes are not contiguous); lazy
+  bool hasR2c3 = false, hasC2r3 = false, hasR2c1 = false, hasC2r1 = false;
+  cufftComplex* cplx = nullptr;  // 3 * nCplx
+  float* tables = nullptr;       // t_x, s_x (nx/2+1 each), t_y, s_y (ny), t_z, s_z (nz), unscaled
+  std::vector<float> hostTables;
+  std::mutex use;  // one caller queues work at a time (plans and buffer are shared)
+
+  CufftPlans(const Vec3Di& s, cudaStream_t st) : size(s), stream(st) {
+    nReal = std::size_t(s.x) * s.y * s.z;
+    nCplx = std::size_t(s.x / 2 + 1) * s.y * s.z;
+    const int d[3] = {s.z, s.y, s.x};
+    int first = 0;
+    while (first < 2 && d[first] == 1) ++first;  // 2-D and 1-D grids: lower rank
+    rank = 3 - first;
+    for (int i = 0; i < rank; ++i) dims[i] = d[first + i];
+
+    try {
+      plan(&r2c3, &hasR2c3, CUFFT_R2C, 3);
+      plan(&c2r3, &hasC2r3, CUFFT_C2R, 3);
+      checkCuda(cudaMalloc(&cplx, 3 * nCplx * sizeof(cufftComplex)), "cudaMalloc");
+
+      const int nxh = s.x / 2 + 1;
+      hostTables.resize(2 * (std::size_t(nxh) + s.y + s.z));
+      std::vector<float> t(std::max(s.x, std::max(s.y, s.z))), sn(t.size());
+      float* h = hostTables.data();
+      const int n[3] = {s.x, s.y, s.z}, count[3] = {nxh, s.y, s.z};
+      for (int a = 0; a < 3; ++a) {
+        math::fluidAxisTable(n[a], t.data(), sn.data());
+        std::copy(t.begin(), t.begin() + count[a], h);
+        std::copy(sn.begin(), sn.begin() + count[a], h + count[a]);
+        h += 2 * count[a];
+      }
+      checkCuda(cudaMalloc(&tables, hostTables.size() * sizeof(float)), "cudaMalloc");
+      checkCuda(cudaMemcpyAsync(tables, hostTables.data(), hostTables.size() * sizeof(float),
+                                cudaMemcpyHostToDevice, stream),
+                "cudaMemcpyAsync");
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~CufftPlans() { release(); }
+  CufftPlans(const CufftPlans&) = delete;
+  CufftPlans& operator=(const CufftPlans&) = delete;
+
+  void release() {
+    if (hasR2c3) cufftDestroy(r2c3);
+    if (hasC2r3) cufftDestroy(c2r3);
+    if (hasR2c1) cufftDestroy(r2c1);
+    if (hasC2r1) cufftDestroy(c2r1);
+    hasR2c3 = hasC2r3 = hasR2c1 = hasC2r1 = false;
+    if (cplx) cudaFree(cplx);
+    if (tables) cudaFree(tables);
+    cplx = nullptr;
+    tables = nullptr;
+  }
+
+  // Makes a plan of `batch` transforms bound to the stream; *made records that it needs destroying.
+  void plan(cufftHandle* h, bool* made, cufftType type, int batch) {
+    checkFft(cufftPlanMany(h, rank, dims, nullptr, 1, 0, nullptr, 1, 0, type, batch), "cufftPlanMany");
+    *made = true;
+    checkFft(cufftSetStream(*h, stream), "cufftSetStream");
+  }
+
+  void ensureSingle() {
+    if (!hasR2c1) plan(&r2c1, &hasR2c1, CUFFT_R2C, 1);
+    if (!hasC2r1) plan(&c2r1, &hasC2r1, CUFFT_C2R, 1);
+  }
+};
+
+// Process-wide cache by (size, device, stream); keeps the 4 most recently created entries.
+std::shared_ptr<CufftPlans> getPlans(const Vec3Di& size, cudaStream_t st) {
+  int device = 0;
+  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+  using Key = std::tuple<int, int, int, int, std::size_t>;
+  static auto* mutex = new std::mutex;
+  static auto* cache = new std::map<Key, std::shared_ptr<CufftPlans>>;
+  static auto* order = new std::deque<Key>;
+  const Key key{size.x, size.y, size.z, device, reinterpret_cast<std::size_t>(st)};
+  std::lock_guard<std::mutex> lk(*mutex);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  auto plans = std::make_shared<CufftPlans>(size, st);
+  (*cache)[key] = plans;
+  order->push_back(key);
+  if (order->size() > 4) {
+    cache->erase(order->front());  // freed when its last user lets go
+    order->pop_front();
+  }
+  return plans;
+}
+
+__global__ void fluidKernel(cufftComplex* __restrict__ X, cufftComplex* __restrict__ Y,
+                            cufftComplex* __restrict__ Z, int nxh, int ny, int nz,
+                            const float* __restrict__ tab, float isx, float isy, float isz,
+                            math::FluidParams P, float scale) {
+  const std::size_t n = std::size_t(nxh) * ny * nz;
+  const float* tx = tab;
+  const float* sxT = tx + nxh;
+  const float* ty = sxT + nxh;
+  const float* syT = ty + ny;
+  const float* tz = syT + ny;
+  const float* szT = tz + nz;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = i / nxh;
+    const int kx = int(i - r * nxh), ky = int(r % ny), kz = int(r / ny);
+    const cufftComplex x = X[i], y = Y[i], z = Z[i];
+    float re[3] = {x.x, y.x, z.x};
+    float im[3] = {x.y, y.y, z.y};
+    math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
+                       __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale, i == 0, re,
+                       im);
+    X[i] = make_cuFloatComplex(re[0], im[0]);
+    Y[i] = make_cuFloatComplex(re[1], im[1]);
+    Z[i] = make_cuFloatComplex(re[2], im[2]);
+  }
+}
+
+}  // namespace
+
+void FluidApply(float* const out[3], const float* const in[3], const GridInfo& grid,
+                const math::FluidParams& p) {
+  const Vec3Di s = grid.size();
+  cudaStream_t st = reinterpret_cast<cudaStream_t>(pyca::currentStream());
+  std::shared_ptr<CufftPlans> plans = getPlans(s, st);
+  CufftPlans& P = *plans;
+  std::lock_guard<std::mutex> lk(P.use);
+  const std::size_t nR = P.nReal, nC = P.nCplx;
+  cufftComplex* C[3] = {P.cplx, P.cplx + nC, P.cplx + 2 * nC};
+
+  // Forward transforms (R2C keeps its input, so `in` is left alone).
+  if (in[1] == in[0] + nR && in[2] == in[1] + nR) {
+    checkFft(cufftExecR2C(P.r2c3, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
+  } else {
+    P.ensureSingle();
+    for (int c = 0; c < 3; ++c)
+      checkFft(cufftExecR2C(P.r2c1, const_cast<float*>(in[c]), C[c]), "cufftExecR2C");
+  }
+
+  const Vec3Df sp = grid.spacing();
+  const int block = 256;
+  const std::size_t blocks = std::min<std::size_t>((nC + block - 1) / block, std::size_t(1) << 20);
+  fluidKernel<<<unsigned(std::max<std::size_t>(blocks, 1)), block, 0, st>>>(
+      C[0], C[1], C[2], s.x / 2 + 1, s.y, s.z, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
+      float(1.0 / double(nR)));
+  pyca::checkLaunch(kOp);
+
+  // Inverse transforms (C2R overwrites the complex buffer, which is ours).
+  if (out[1] == out[0] + nR && out[2] == out[1] + nR) {
+    checkFft(cufftExecC2R(P.c2r3, C[0], out[0]), "cufftExecC2R");
+  } else {
+    P.ensureSingle();
+    for (int c = 0; c < 3; ++c) checkFft(cufftExecC2R(P.c2r1, C[c], out[c]), "cufftExecC2R");
+  }
+}
+
+}  // namespace cuda_impl
+}  // namespace pyca

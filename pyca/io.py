@@ -1,0 +1,267 @@
+"""Reading and writing images and vector fields: NIfTI through nibabel, MetaImage / NRRD through
+SimpleITK (when it is installed).
+
+    im = pyca.io.load_image("brain.nii.gz")                 # Image3D in host memory
+    im = pyca.io.load_image("brain.nii.gz", ca.MEM_DEVICE)  # ... or on the GPU
+    pyca.io.save_image(im, "out.nii.gz")                    # any memory type
+    h = pyca.io.load_field("phiinv.nii.gz"); pyca.io.save_field(h, "copy.mha")
+
+Spacing and origin are kept: NIfTI's voxel sizes (``pixdim``) become the grid spacing and the world
+position of voxel (0, 0, 0) (the translation of the affine, in the file's RAS+ world) its origin;
+MetaImage's ElementSpacing and Offset (ITK's LPS world) likewise. pyca grids have no orientation: a
+rotation or axis flip in the file's affine is not applied (the voxels are read in stored order) and a
+warning says so. 2-D images (or a z extent of 1) give a grid with size z = 1. See docs/io.md.
+
+Errors come before any data is used: a missing file raises FileNotFoundError; a file that cannot be
+read, data that is not a 2-D/3-D scalar image (or a 3-vector field), or a grid with non-positive
+spacing raises ImageFileError (a ValueError) naming the file and what is wrong.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from . import core
+
+__all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
+           "write_array", "simpleitk_available", "FORMATS"]
+
+# Extensions and the library that handles them.
+_NIFTI_EXT = (".nii", ".nii.gz", ".hdr", ".img", ".img.gz")
+_ITK_EXT = (".mha", ".mhd", ".nrrd", ".nhdr")
+FORMATS = {"nifti": _NIFTI_EXT, "metaimage/nrrd (SimpleITK)": _ITK_EXT}
+
+
+class ImageFileError(ValueError):
+    """A file that cannot be used as a pyca image or field (unreadable, wrong shape or grid)."""
+
+
+def simpleitk_available() -> bool:
+    """True when SimpleITK can be imported (needed for MetaImage and NRRD)."""
+    try:
+        import SimpleITK  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _kind(path: str) -> str:
+    low = path.lower()
+    if low.endswith(_NIFTI_EXT):
+        return "nifti"
+    if low.endswith(_ITK_EXT):
+        return "itk"
+    return "unknown"
+
+
+def _sitk(path, what):
+    try:
+        import SimpleITK as sitk
+    except ImportError:
+        raise ImageFileError(f"{what} {path!r}: MetaImage/NRRD files need SimpleITK, which is not installed "
+                             "(pip install SimpleITK, or pip install 'pyca[itk]'); NIfTI (.nii, .nii.gz) "
+                             "needs only nibabel") from None
+    return sitk
+
+
+def _check_grid(path, what, spacing, origin):
+    sp = [float(s) for s in spacing]
+    org = [float(o) for o in origin]
+    if not all(np.isfinite(sp)) or any(s <= 0 for s in sp):
+        raise ImageFileError(f"{what} {path!r}: voxel spacing must be positive and finite, got {tuple(sp)}")
+    if not all(np.isfinite(org)):
+        raise ImageFileError(f"{what} {path!r}: origin must be finite, got {tuple(org)}")
+    return sp, org
+
+
+# ------------------------------------------------------------------------------------------------
+# Raw readers: (array in x, y, z[, c] order, spacing (3), origin (3))
+def _read_nifti(path, what):
+    import nibabel as nib
+
+    try:
+        img = nib.load(path)
+        data = np.asarray(img.dataobj)
+    except Exception as e:  # noqa: BLE001 - every failure of the reader is "cannot read"
+        raise ImageFileError(f"{what} {path!r}: cannot read it as NIfTI/Analyze ({type(e).__name__}: {e})") from None
+    if data.dtype.fields is not None or np.iscomplexobj(data):
+        raise ImageFileError(f"{what} {path!r}: expected real scalar voxels, got dtype {data.dtype}")
+    zooms = list(img.header.get_zooms())[:3]
+    zooms += [1.0] * (3 - len(zooms))
+    aff = np.asarray(img.affine, dtype=float)
+    lin = aff[:3, :3]
+    if np.count_nonzero(np.abs(lin - np.diag(np.diag(lin))) > 1e-6 * np.abs(lin).max()) or np.any(np.diag(lin) < 0):
+        warnings.warn(f"{path}: the file's affine has a rotation or an axis flip; pyca grids have no orientation, "
+                      "so the voxels are used in stored order with spacing = voxel sizes and origin = the affine's "
+                      "translation", stacklevel=3)
+    return data, zooms, list(aff[:3, 3])
+
+
+def _read_itk(path, what):
+    sitk = _sitk(path, what)
+    try:
+        img = sitk.ReadImage(path)
+    except Exception as e:  # noqa: BLE001
+        raise ImageFileError(f"{what} {path!r}: cannot read it with SimpleITK ({e})") from None
+    dim = img.GetDimension()
+    if dim not in (2, 3):
+        raise ImageFileError(f"{what} {path!r}: expected a 2-D or 3-D image, got a {dim}-D one")
+    arr = sitk.GetArrayFromImage(img)  # (z, y, x[, c]) or (y, x[, c])
+    ncomp = img.GetNumberOfComponentsPerPixel()
+    if np.iscomplexobj(arr):
+        raise ImageFileError(f"{what} {path!r}: expected real voxels, got dtype {arr.dtype}")
+    if ncomp > 1:  # (..., c): reverse the spatial axes only
+        arr = np.transpose(arr, tuple(range(dim - 1, -1, -1)) + (dim,))
+        if dim == 2:
+            arr = arr[:, :, None, :]  # (x, y, 1, c)
+    else:
+        arr = arr.T
+    sp = list(img.GetSpacing()) + [1.0] * (3 - dim)
+    org = list(img.GetOrigin()) + [0.0] * (3 - dim)
+    return arr, sp, org
+
+
+def read_array(path, what="load_image"):
+    """(data, spacing, origin) of a file: data in pyca's axis order (x, y, z, ...), untouched dtype."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what}: no such file: {path!r}")
+    if os.path.isdir(path):
+        raise ImageFileError(f"{what} {path!r}: is a folder, not an image file")
+    kind = _kind(path)
+    if kind == "itk":
+        return _read_itk(path, what)
+    if kind == "nifti":
+        return _read_nifti(path, what)
+    # Unknown extension: nibabel guesses from the content, then SimpleITK if present.
+    try:
+        return _read_nifti(path, what)
+    except ImageFileError as first:
+        if simpleitk_available():
+            return _read_itk(path, what)
+        raise ImageFileError(f"{first} (supported: .nii, .nii.gz, .hdr/.img; .mha, .mhd, .nrrd with "
+                             "SimpleITK)") from None
+
+
+def _to_grid(path, what, spacing, origin, spatial_shape):
+    sp, org = _check_grid(path, what, spacing, origin)
+    if any(n < 1 for n in spatial_shape):
+        raise ImageFileError(f"{what} {path!r}: empty image, shape {tuple(spatial_shape)}")
+    return core.GridInfo(tuple(int(n) for n in spatial_shape), tuple(sp), tuple(org))
+
+
+def _finish(cls, arr, grid, mem):
+    arr = np.asfortranarray(arr, dtype=np.float32)
+    obj = cls.from_array(arr, grid)
+    if mem is not None and int(mem) != int(core.MEM_HOST):
+        obj = obj.clone(mem)
+    return obj
+
+
+def load_image(path, mem=None):
+    """Read a scalar image into an Image3D (spacing and origin from the file) in memory type `mem`
+    (default MEM_HOST). Accepts 3-D data, 2-D data (a grid with z = 1) and 4-D/5-D data whose extra
+    dimensions are 1; anything else raises ImageFileError."""
+    what = "load_image"
+    data, sp, org = read_array(path, what)
+    shape = list(data.shape)
+    while len(shape) > 3 and shape[-1] == 1:
+        shape.pop()
+    if len(shape) == 2:
+        shape.append(1)
+    if len(shape) != 3:
+        hint = " (a vector field? use load_field)" if data.shape[-1] == 3 else ""
+        raise ImageFileError(f"{what} {os.fspath(path)!r}: expected a 2-D or 3-D scalar image, got data of shape "
+                             f"{tuple(data.shape)}{hint}")
+    data = np.reshape(data, shape, order="F") if tuple(data.shape) != tuple(shape) else data
+    grid = _to_grid(os.fspath(path), what, sp, org, shape)
+    return _finish(core.Image3D, data, grid, mem)
+
+
+def load_field(path, mem=None):
+    """Read a vector field into a Field3D in memory type `mem` (default MEM_HOST). Accepts shape
+    (x, y, z, 3), NIfTI's vector layout (x, y, z, 1, 3) and 2-D forms (x, y, 1, 1, 3) or (x, y, 1, 3).
+    The values are stored as they are (pyca H-fields hold voxel coordinates, V-fields world units)."""
+    what = "load_field"
+    data, sp, org = read_array(path, what)
+    shape = list(data.shape)
+    if len(shape) == 5 and shape[3] == 1:
+        shape = shape[:3] + [shape[4]]
+    if len(shape) != 4 or shape[-1] not in (2, 3):
+        raise ImageFileError(f"{what} {os.fspath(path)!r}: expected a vector field of shape (x, y, z, 3) or "
+                             f"(x, y, z, 1, 3), got data of shape {tuple(data.shape)}")
+    data = np.reshape(data, shape, order="F")
+    if shape[-1] == 2:  # a 2-D field: z component 0
+        data = np.concatenate([data, np.zeros(shape[:3] + [1], dtype=data.dtype)], axis=3)
+    grid = _to_grid(os.fspath(path), what, sp, org, shape[:3])
+    return _finish(core.Field3D, data, grid, mem)
+
+
+# ------------------------------------------------------------------------------------------------
+# Writers
+def _host_array(obj, what):
+    if not isinstance(obj, (core.Image3D, core.Field3D)):
+        raise TypeError(f"{what}: expected a pyca Image3D or Field3D, got {type(obj).__name__}")
+    return obj.numpy()  # a host copy from any memory type
+
+
+def write_array(arr, spacing, origin, path, vector=False, what="save_image", description=""):
+    """Write `arr` (x, y, z[, 3], float32) with a grid spacing and origin to `path` (format from the
+    extension; anything but MetaImage/NRRD is written as NIfTI)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{what}: folder {folder!r} does not exist")
+    sp = [float(s) for s in spacing]
+    org = [float(o) for o in origin]
+    if _kind(path) == "itk":
+        sitk = _sitk(path, what)
+        data = np.asarray(arr, dtype=np.float32)
+        if vector:
+            img = sitk.GetImageFromArray(np.ascontiguousarray(np.moveaxis(data, -1, 0).T), isVector=True)
+        else:
+            img = sitk.GetImageFromArray(np.ascontiguousarray(data.T))
+        img.SetSpacing(sp)
+        img.SetOrigin(org)
+        sitk.WriteImage(img, path)
+        return
+    import nibabel as nib
+
+    data = np.asarray(arr, dtype=np.float32)
+    if vector:
+        data = data.reshape(data.shape[:3] + (1, 3), order="F")
+    aff = np.eye(4)
+    aff[0, 0], aff[1, 1], aff[2, 2] = sp
+    aff[:3, 3] = org
+    img = nib.Nifti1Image(data, aff)
+    hdr = img.header
+    hdr.set_xyzt_units("mm", "sec")
+    img.set_qform(aff, code=1)
+    img.set_sform(aff, code=1)
+    if vector:
+        hdr.set_intent("vector", (), name=description[:15] or "pyca field")
+    elif description:
+        hdr["descrip"] = description[:79].encode()
+    nib.save(img, path)
+
+
+def save_image(im, path, description=""):
+    """Write an Image3D (any memory type) to `path` (.nii, .nii.gz; .mha, .mhd, .nrrd with SimpleITK)
+    with its spacing and origin."""
+    arr = _host_array(im, "save_image")
+    if not isinstance(im, core.Image3D):
+        raise TypeError("save_image: expected an Image3D (use save_field for a Field3D)")
+    g = im.grid()
+    write_array(arr, g.spacing(), g.origin(), path, vector=False, what="save_image", description=description)
+
+
+def save_field(f, path, description=""):
+    """Write a Field3D (any memory type) to `path` as a 3-vector image (NIfTI: shape (x, y, z, 1, 3),
+    intent 'vector', as ITK writes displacement fields) with its spacing and origin."""
+    arr = _host_array(f, "save_field")
+    if not isinstance(f, core.Field3D):
+        raise TypeError("save_field: expected a Field3D (use save_image for an Image3D)")
+    g = f.grid()
+    write_array(arr, g.spacing(), g.origin(), path, vector=True, what="save_field", description=description)

@@ -1,0 +1,282 @@
+"""The `filters` family against independent references (docs/operations/filters.md).
+
+GaussianBlur / GaussianFilter against scipy.ndimage.gaussian_filter (mode='nearest', the same
+radius), Convolve against scipy.ndimage.convolve, and the fluid operator against a float64 NumPy
+FFT implementation of the documented symbol, closed-form Fourier modes and K(L(v)) = v.
+"""
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+import pyca as ca
+
+MEMS = [
+    pytest.param(ca.MEM_HOST, id="host"),
+    pytest.param(ca.MEM_DEVICE, id="device",
+                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
+]
+
+
+def image(arr, grid, mem):
+    return ca.Image3D.from_array(np.asarray(arr, np.float32), grid).to(mem)
+
+
+def field(arr, grid, mem):
+    return ca.Field3D.from_array(np.asarray(arr, np.float32), grid).to(mem)
+
+
+def sp_of(grid):
+    return np.array([float(s) for s in grid.spacing()])
+
+
+# ------------------------------------------------------------------------------- Gaussian
+def scipy_gauss(a, sigma_vox, radius):
+    return ndi.gaussian_filter(np.asarray(a, np.float64), sigma=tuple(sigma_vox), mode="nearest",
+                               radius=tuple(int(r) for r in radius))
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("sigma", [(2.0, 1.5, 3.0), (0.7, 2.5, 1.0), (3.0, 0.0, 2.0)])
+def test_gaussian_blur_matches_scipy(grid, rng, mem, sigma):
+    a = rng.standard_normal(tuple(grid.size())).astype(np.float32)
+    sv = np.asarray(sigma) / sp_of(grid)  # world -> voxels
+    im, out = image(a, grid, mem), ca.Image3D(grid, mem)
+    # default radius: int(4 * sigma_vox + 0.5), scipy's truncate=4
+    ca.GaussianBlur(out, im, ca.Vec3Df(*sigma))
+    auto = [int(4 * s + 0.5) if s > 0 else 0 for s in sv]
+    np.testing.assert_allclose(out.numpy(), scipy_gauss(a, sv, auto), rtol=1e-5, atol=2e-6)
+    # explicit radius, larger than some dimensions (the border clamps)
+    rad = (5, 3, 20)
+    ca.GaussianBlur(out, im, ca.Vec3Df(*sigma), ca.Vec3Di(*rad))
+    np.testing.assert_allclose(out.numpy(), scipy_gauss(a, sv, [r if s > 0 else 0 for r, s in zip(rad, sv)]),
+                               rtol=1e-5, atol=2e-6)
+    np.testing.assert_array_equal(im.numpy(), a)
+    # in place
+    ca.GaussianBlur(im, im, ca.Vec3Df(*sigma), ca.Vec3Di(*rad))
+    np.testing.assert_allclose(im.numpy(), out.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_gaussian_blur_field_is_componentwise(grid, rng, mem):
+    v = rng.standard_normal(tuple(grid.size()) + (3,)).astype(np.float32)
+    out = ca.Field3D(grid, mem)
+    ca.GaussianBlur(out, field(v, grid, mem), (1.5, 2.0, 2.0), (3, 3, 3))
+    sv = np.array([1.5, 2.0, 2.0]) / sp_of(grid)
+    ref = np.stack([scipy_gauss(v[..., c], sv, (3, 3, 3)) for c in range(3)], -1)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_gaussian_filter_object_pyca_api(grid, rng, mem):
+    a = rng.standard_normal(tuple(grid.size())).astype(np.float32)
+    im, out, tmp = image(a, grid, mem), ca.Image3D(grid, mem), ca.Image3D(grid, mem)
+    for cls in (ca.GaussianFilter, ca.GaussianFilterCPU, ca.GaussianFilterGPU):
+        g = cls()
+        sig, rad = ca.Vec3Df(1.2, 0.8, 1.5), ca.Vec3Di(3, 2, 4)  # VOXEL units (PyCA)
+        g.updateParams(grid.size(), sig, rad)
+        g.filter(out, im, tmp)
+        ref = scipy_gauss(a, sig, rad)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
+        out.fill(0.0)
+        g.Filter(out, im, tmp)  # PyCA's Python spelling
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
+        g.filter(out, im)  # no scratch
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
+    assert tuple(g.size()) == tuple(grid.size()) and tuple(g.kRadius()) == (3, 2, 4)
+
+
+def test_gaussian_filter_object_checks(grid):
+    g = ca.GaussianFilter()
+    im = ca.Image3D(grid, ca.MEM_HOST)
+    im.fill(1.0)
+    with pytest.raises(ValueError, match="updateParams"):
+        g.filter(ca.Image3D(grid, ca.MEM_HOST), im)
+    g.updateParams((4, 4, 4), (1, 1, 1), (2, 2, 2))
+    with pytest.raises(ValueError, match="size"):
+        g.filter(ca.Image3D(grid, ca.MEM_HOST), im)
+    with pytest.raises(ValueError, match="kRadius"):
+        g.updateParams(grid.size(), (1, 1, 1), (-1, 2, 2))
+    g.updateParams(grid.size(), (1, 1, 1), (2, 2, 2))
+    with pytest.raises(ValueError, match="tmp"):
+        g.filter(im, im, im)
+
+
+def test_gaussian_blur_rejects_bad_input(grid):
+    a = ca.Image3D(grid, ca.MEM_HOST)
+    a.fill(2.0)
+    with pytest.raises(ValueError, match=r"GaussianBlur.*'in'"):
+        ca.GaussianBlur(ca.Image3D(ca.GridInfo((4, 5, 6))), a, (1, 1, 1))
+    with pytest.raises(ValueError, match=r"GaussianBlur.*kRadius"):
+        ca.GaussianBlur(ca.Image3D(grid), a, (1, 1, 1), (1, -2, 1))
+    np.testing.assert_array_equal(np.asarray(a), 2.0)
+
+
+# ------------------------------------------------------------------------------- Convolve
+@pytest.mark.parametrize("mem", MEMS)
+def test_convolve_matches_scipy(grid, rng, mem):
+    a = rng.standard_normal(tuple(grid.size())).astype(np.float32)
+    ks = (3, 5, 3) if grid.size()[2] > 1 else (5, 3, 1)
+    k = rng.standard_normal(ks).astype(np.float32)
+    out = ca.Image3D(grid, mem)
+    ca.Convolve(out, image(a, grid, mem), image(k, ca.GridInfo(ks), mem))
+    ref = ndi.convolve(a.astype(np.float64), k.astype(np.float64), mode="nearest")
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_convolve_rejects_even_kernels(grid):
+    a = ca.Image3D(grid, ca.MEM_HOST)
+    with pytest.raises(ValueError, match=r"Convolve.*odd"):
+        ca.Convolve(ca.Image3D(grid), a, ca.Image3D(ca.GridInfo((2, 1, 1))))
+
+
+# ------------------------------------------------------------------------------- fluid operator
+def np_fluid(v, sp, alpha, beta, gamma, lpow, inverse):
+    """float64 FFT implementation of the documented symbol of L (periodic finite differences)."""
+    shape = v.shape[:3]
+    w = [2 * np.pi * np.arange(n) / n for n in shape]
+    W = np.meshgrid(*w, indexing="ij")
+    c = [(2 - 2 * np.cos(W[d])) / sp[d] ** 2 for d in range(3)]
+    s = [np.sin(W[d]) / sp[d] for d in range(3)]
+    lam = alpha * (c[0] + c[1] + c[2]) + gamma
+    L = np.zeros(shape + (3, 3))
+    for i in range(3):
+        for j in range(3):
+            L[..., i, j] = beta * (c[i] if i == j else s[i] * s[j]) + (lam if i == j else 0)
+    if inverse:
+        sing = np.abs(np.linalg.det(L)) < 1e-30
+        L[sing] = np.eye(3)
+        L = np.linalg.inv(L)
+        L[sing] = 0
+    M = np.linalg.matrix_power(L, lpow) if lpow else np.broadcast_to(np.eye(3), L.shape)
+    F = np.stack([np.fft.fftn(v[..., k].astype(np.float64)) for k in range(3)], -1)
+    G = np.einsum("...ij,...j->...i", M, F)
+    return np.stack([np.fft.ifftn(G[..., k]).real for k in range(3)], -1)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("beta", [0.0, 0.3])
+@pytest.mark.parametrize("lpow, inverse", [(1, False), (2, False), (1, True), (2, True), (0, True)])
+def test_fluid_operator_matches_numpy_symbol(grid, rng, mem, beta, lpow, inverse):
+    v = rng.standard_normal(tuple(grid.size()) + (3,)).astype(np.float32)
+    out = ca.Field3D(grid, mem)
+    alpha, gamma = 0.6, 0.2
+    ca.ApplyFluidOperator(out, field(v, grid, mem), alpha, beta, gamma, lpow, inverse)
+    ref = np_fluid(v, sp_of(grid), alpha, beta, gamma, lpow, inverse)
+    scale = np.abs(ref).max()
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=2e-5 * scale)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_fluid_kernel_inverts_operator(grid, rng, mem, beta):
+    v = rng.standard_normal(tuple(grid.size()) + (3,)).astype(np.float32)
+    k = ca.FluidKernelFFT()
+    k.setAlpha(0.5)
+    k.setBeta(beta)
+    k.setGamma(0.1)
+    k.setLPow(2)
+    k.setGrid(grid)
+    f, w = ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    vin = field(v, grid, mem)
+    k.applyOperator(f, vin)
+    k.applyInverseOperator(w, f)
+    np.testing.assert_allclose(w.numpy(), v, rtol=1e-3, atol=2e-4)
+    np.testing.assert_array_equal(vin.numpy(), v)  # input untouched
+    # in place
+    k.applyInverseOperator(f)
+    np.testing.assert_allclose(f.numpy(), v, rtol=1e-3, atol=2e-4)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_fluid_operator_on_a_fourier_mode(mem):
+    g = ca.GridInfo((16, 12, 10), (1.5, 1.0, 2.0))
+    kx, ky, kz = 3, 2, 1
+    X, Y, Z = np.meshgrid(*[np.arange(n) for n in (16, 12, 10)], indexing="ij")
+    mode = np.cos(2 * np.pi * (kx * X / 16 + ky * Y / 12 + kz * Z / 10))
+    v = np.zeros((16, 12, 10, 3))
+    v[..., 0] = mode
+    alpha, gamma = 0.8, 0.25
+    lam = gamma + alpha * sum((2 - 2 * np.cos(2 * np.pi * k / n)) / h ** 2
+                              for k, n, h in zip((kx, ky, kz), (16, 12, 10), (1.5, 1.0, 2.0)))
+    out = ca.Field3D(g, mem)
+    ca.ApplyFluidOperator(out, field(v, g, mem), alpha, 0.0, gamma)
+    got = out.numpy()
+    np.testing.assert_allclose(got[..., 0], lam * mode, atol=1e-4)
+    np.testing.assert_allclose(got[..., 1:], 0.0, atol=1e-4)
+    # With beta, a mode along x only (ky = kz = 0) of the x component: eigenvalue lam + beta c_x.
+    mode_x = np.cos(2 * np.pi * kx * X / 16)
+    v[..., 0] = mode_x
+    beta = 0.4
+    cx = (2 - 2 * np.cos(2 * np.pi * kx / 16)) / 1.5 ** 2
+    lam_x = gamma + alpha * cx + beta * cx
+    ca.ApplyFluidOperator(out, field(v, g, mem), alpha, beta, gamma)
+    np.testing.assert_allclose(out.numpy()[..., 0], lam_x * mode_x, atol=1e-4)
+    np.testing.assert_allclose(out.numpy()[..., 1:], 0.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_fluid_operator_is_minus_periodic_laplacian(grid, rng, mem):
+    v = rng.standard_normal(tuple(grid.size()) + (3,)).astype(np.float32)
+    f, lap = ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    vin = field(v, grid, mem)
+    ca.ApplyFluidOperator(f, vin, 1.0, 0.0, 0.0)
+    ca.Laplacian(lap, vin, ca.BC_WRAP)
+    np.testing.assert_allclose(f.numpy(), -lap.numpy(), atol=2e-4)
+    # gamma = 0: the inverse discards the mean
+    w = ca.Field3D(grid, mem)
+    ca.ApplyFluidOperator(w, f, 1.0, 0.0, 0.0, 1, True)
+    np.testing.assert_allclose(w.numpy(), v - v.mean(axis=(0, 1, 2)), atol=2e-3)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_fluid_kernel_object_api_and_divergence_free(grid, rng, mem):
+    for cls in (ca.FluidKernelFFT, ca.FluidKernelFFTCPU, ca.FluidKernelFFTGPU):
+        k = cls()
+        assert (k.getAlpha(), k.getBeta(), k.getGamma(), k.getLPow()) == (1.0, 0.0, 0.0, 1)
+    v = rng.standard_normal(tuple(grid.size()) + (3,)).astype(np.float32)
+    k.setAlpha(0.4)
+    k.setGamma(0.5)
+    k.setGrid(grid)
+    out, ref = ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    k.applyInverseOperator(out, field(v, grid, mem))
+    ca.ApplyFluidOperator(ref, field(v, grid, mem), 0.4, 0.0, 0.5, 1, True)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6, atol=1e-7)
+    # Divergence-free option: the periodic central-difference divergence of the result vanishes.
+    k.setDivergenceFree(True)
+    assert k.getDivergenceFree()
+    k.applyInverseOperator(out, field(v, grid, mem))
+    div = ca.Image3D(grid, mem)
+    ca.Divergence(div, out, ca.DIFF_CENTRAL, ca.BC_WRAP)
+    np.testing.assert_allclose(div.numpy(), 0.0, atol=1e-4 * np.abs(out.numpy()).max())
+
+
+def test_fluid_kernel_rejects_bad_input(grid):
+    k = ca.FluidKernelFFT()
+    v = ca.Field3D(grid, ca.MEM_HOST)
+    v.fill(1.0)
+    with pytest.raises(ValueError, match="setGrid"):
+        k.applyOperator(ca.Field3D(grid, ca.MEM_HOST), v)
+    k.setGrid(ca.GridInfo((4, 5, 6)))
+    with pytest.raises(ValueError, match="size"):
+        k.applyOperator(ca.Field3D(grid, ca.MEM_HOST), v)
+    with pytest.raises(ValueError, match="lpow"):
+        k.setLPow(-1)
+    with pytest.raises(ValueError, match=r"ApplyFluidOperator.*'in'"):
+        ca.ApplyFluidOperator(ca.Field3D(ca.GridInfo((4, 5, 6))), v, 1.0, 0.0, 1.0)
+    np.testing.assert_array_equal(np.asarray(v), 1.0)
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+def test_mixed_memory_is_refused(grid):
+    h = ca.Image3D(grid, ca.MEM_HOST)
+    d = ca.Image3D(grid, ca.MEM_DEVICE)
+    with pytest.raises(ca.MemoryTypeError, match="GaussianBlur"):
+        ca.GaussianBlur(d, h, (1, 1, 1))
+    g = ca.GaussianFilter()
+    g.updateParams(grid.size(), (1, 1, 1), (2, 2, 2))
+    with pytest.raises(ca.MemoryTypeError):
+        g.filter(d, h)
+    k = ca.FluidKernelFFT()
+    k.setGrid(grid)
+    with pytest.raises(ca.MemoryTypeError):
+        k.applyOperator(ca.Field3D(grid, ca.MEM_DEVICE), ca.Field3D(grid, ca.MEM_HOST))
