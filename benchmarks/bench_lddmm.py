@@ -119,8 +119,15 @@ def time_peer(xp, ndi, n, iterations, sync=None):
     return (time.perf_counter() - t0) / iterations
 
 
-def run(table, gpu=False, iterations=100, size=128, peer_iterations=2):
+def run(table, gpu=False, iterations=100, size=128, peer_iterations=2, cpu=True):
     n = size
+    if cpu:
+        _run_cpu(table, n, iterations, peer_iterations)
+    if gpu:
+        _run_gpu(table, n, iterations, peer_iterations)
+
+
+def _run_cpu(table, n, iterations, peer_iterations):
     t, done, res = time_pyca(n, iterations, "cpu")
     per_it = t / max(done, 1)
     scipy_nd = optional_import("scipy.ndimage")
@@ -133,8 +140,9 @@ def run(table, gpu=False, iterations=100, size=128, peer_iterations=2):
                   f"peer estimated from {peer_iterations} iterations")
     else:
         table.add(f"LDDMM {done} iterations (CPU)", f"{n}^3", t, "-", None, "SciPy not installed")
-    if not gpu:
-        return
+
+
+def _run_gpu(table, n, iterations, peer_iterations):
     if not gpu_available():
         table.skip("LDDMM (GPU)", f"{n}^3", "-", "no usable CUDA GPU")
         return
@@ -161,9 +169,10 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--peer-iterations", type=int, default=2)
+    ap.add_argument("--skip-cpu", action="store_true", help="only the GPU part")
     a = ap.parse_args(argv)
     t = Table("LDDMM (pyca.apps.lddmm.register, built-in pair, one scale)")
-    run(t, gpu=a.gpu, iterations=a.iterations, size=a.size, peer_iterations=a.peer_iterations)
+    run(t, gpu=a.gpu, iterations=a.iterations, size=a.size, peer_iterations=a.peer_iterations, cpu=not a.skip_cpu)
     print(machine_line())
     t.print()
 
