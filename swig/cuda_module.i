@@ -21,7 +21,7 @@
 #include "pyca/kernel.cuh"
 #include "pyca/runtime.h"
 #ifdef PYCA_WITH_CUDA
-#include "../cuda/src/kernel_module.h"  // found through the swig/ include directory
+#include "kernel_module.h"  // cuda/src is on the SWIG module's include path
 #endif
 
 namespace pyca {

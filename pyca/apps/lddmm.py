@@ -557,7 +557,9 @@ def make_report(res, fixed, path):
         ax.legend()
     ax.set_xlabel("accepted iteration (dashed: next scale)")
     ax.set_title("energy per voxel")
-    fig.suptitle(f"pyca lddmm on {res.device}: mismatch -{100 * res.mismatch_reduction:.1f}%, "
+    parts = res.device.split(" (")  # "gpu (NAME (details...)...)" -> "gpu (NAME)"
+    short = f"{parts[0]} ({parts[1].rstrip(')')})" if len(parts) > 1 else res.device
+    fig.suptitle(f"pyca lddmm on {short}: mismatch -{100 * res.mismatch_reduction:.1f}%, "
                  f"{res.timings.get('registration_s', 0):.1f} s")
     fig.tight_layout()
     fig.savefig(path, dpi=80)

@@ -17,7 +17,7 @@ struct Vec3 {
   T y = T(0);
   T z = T(0);
 
-  PYCA_HD Vec3() = default;
+  Vec3() = default;
   PYCA_HD Vec3(T x_, T y_, T z_) : x(x_), y(y_), z(z_) {}
   PYCA_HD explicit Vec3(T v) : x(v), y(v), z(v) {}
   template <class U>

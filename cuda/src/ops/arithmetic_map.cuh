@@ -52,7 +52,9 @@ __global__ void __launch_bounds__(kThreads) mapKernel(const Params<F::arity> P) 
 #pragma unroll
   for (int j = 0; j < N; ++j) {
     q[j] = P.p[j] ? P.p[j] + std::size_t(k) * P.stride[j] : nullptr;
-    c[j] = P.c[j][k];
+    // constant indices only: indexing the parameter block with the runtime k would copy it to
+    // local memory (a stack frame and extra traffic in every thread)
+    c[j] = k == 0 ? P.c[j][0] : (k == 1 ? P.c[j][1] : P.c[j][2]);
   }
   const float* mask = P.mask;
   const std::size_t n = P.n;
@@ -111,22 +113,28 @@ void map(const char* op, const MapTarget& t, const MapOperand* in) {
   using namespace map_detail;
   constexpr int N = F::arity;
   if (t.n == 0 || t.planes <= 0) return;
+  // Planes that lie back to back (fields with planeStride == nVox, all operands alike, one constant
+  // for all planes, no mask) are one plane of 3n floats: one launch, and float4 access whatever n is.
+  bool flat = t.planes > 1 && t.stride == t.n && !t.mask;
+  for (int j = 0; j < N && flat; ++j)
+    flat = in[j].p ? in[j].stride == t.n : (in[j].c[0] == in[j].c[1] && in[j].c[1] == in[j].c[2]);
+  const int planes = flat ? 1 : t.planes;
   Params<N> P;
   P.out = t.p;
   P.outStride = t.stride;
-  P.n = t.n;
+  P.n = flat ? t.n * std::size_t(t.planes) : t.n;
   P.mask = t.mask;
-  bool vec = planesAligned(t.p, t.stride, t.planes) && (!t.mask || aligned16(t.mask));
+  bool vec = planesAligned(t.p, t.stride, planes) && (!t.mask || aligned16(t.mask));
   for (int j = 0; j < N; ++j) {
     P.p[j] = in[j].p;
     P.stride[j] = in[j].stride;
     for (int k = 0; k < 3; ++k) P.c[j][k] = in[j].c[k];
-    if (in[j].p) vec = vec && planesAligned(in[j].p, in[j].stride, t.planes);
+    if (in[j].p) vec = vec && planesAligned(in[j].p, in[j].stride, planes);
   }
-  const std::size_t work = vec ? (t.n + 3) / 4 : t.n;
+  const std::size_t work = vec ? (P.n + 3) / 4 : P.n;
   std::size_t blocks = (work + kThreads - 1) / kThreads;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  const dim3 grid(unsigned(blocks), unsigned(t.planes));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(planes));
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(currentStream());
   if (vec)
     mapKernel<F, true><<<grid, kThreads, 0, stream>>>(P);

@@ -48,7 +48,8 @@ Planes<NC> planes(const float* const* p) {
 
 std::size_t nVoxOf(const Vec3Di& n) { return std::size_t(n.x) * std::size_t(n.y) * std::size_t(n.z); }
 
-// Voxel loops: threads along x (coalesced), blocks over x, y and z; z grid-strided beyond 65535.
+// Voxel loops: threads along x (coalesced; one warp = 32 consecutive x of one row, which the
+// splats rely on), blocks over x, y and z; z grid-strided beyond 65535.
 constexpr int kBlockX = 32, kBlockY = 8;
 struct Launch {
   dim3 grid, block;
@@ -78,20 +79,75 @@ __global__ void gatherKernel(MutPlanes<NC> out, Planes<NC> src, Vec3Di srcSize, 
   }
 }
 
+// Splats the NC values v at position p (output grid of size n) with atomicAdd: the taps of
+// math::splatPoint<BG>, with the same weights. Along x, a lane's second tap usually is the next
+// lane's first one (an H-field is smooth): the two are added in registers first and sent as one
+// atomic, which halves the atomics of a smooth deformation. Called by all 32 lanes of a warp
+// (blockDim.x == 32) together; lanes with active == false take part without adding anything.
+template <BackgroundStrategy BG, int NC>
+__device__ void warpSplat(bool active, const Vec3Df& p, const float v[NC], const MutPlanes<NC>& out,
+                          float* weights, const Vec3Di& n) {
+  constexpr unsigned kFull = 0xffffffffu;
+  math::AxisTaps<2> tx{}, ty{}, tz{};
+  if (active) {
+    active = math::axisTaps<INTERP_LINEAR, BG>(p.x, n.x, tx) &
+             math::axisTaps<INTERP_LINEAR, BG>(p.y, n.y, ty) &
+             math::axisTaps<INTERP_LINEAR, BG>(p.z, n.z, tz);
+  }
+  const unsigned lane = threadIdx.x & 31u;
+  const std::size_t nx = std::size_t(n.x), nxy = std::size_t(n.x) * std::size_t(n.y);
+  PYCA_UNROLL
+  for (int kz = 0; kz < 2; ++kz) {
+    PYCA_UNROLL
+    for (int ky = 0; ky < 2; ++ky) {
+      const bool row = active && tz.w[kz] != 0.f && tz.ok[kz] && ty.w[ky] != 0.f && ty.ok[ky];
+      const float wzy = tz.w[kz] * ty.w[ky];
+      const std::size_t base = std::size_t(tz.idx[kz]) * nxy + std::size_t(ty.idx[ky]) * nx;
+      const bool a0 = row && tx.w[0] != 0.f && tx.ok[0];
+      const bool a1 = row && tx.w[1] != 0.f && tx.ok[1];
+      const long long addr0 = a0 ? (long long)(base + std::size_t(tx.idx[0])) : -1;
+      const long long addr1 = a1 ? (long long)(base + std::size_t(tx.idx[1])) : -2;
+      const float w0 = wzy * tx.w[0], w1 = wzy * tx.w[1];
+      // The previous lane's second tap lands on my first one: I add it; it skips it.
+      const long long prevAddr1 = __shfl_up_sync(kFull, addr1, 1);
+      const long long nextAddr0 = __shfl_down_sync(kFull, addr0, 1);
+      const bool take = lane != 0 && a0 && prevAddr1 == addr0;
+      const bool give = lane != 31 && a1 && nextAddr0 == addr1;
+      PYCA_UNROLL
+      for (int c = 0; c < NC + 1; ++c) {
+        if (c == NC && !weights) break;  // uniform across the warp
+        const float val = c < NC ? v[c] : 1.f;
+        float* dst = c < NC ? out.p[c] : weights;
+        const float prev = __shfl_up_sync(kFull, w1 * val, 1);
+        if (a0) atomicAdd(dst + addr0, w0 * val + (take ? prev : 0.f));
+        if (a1 && !give) atomicAdd(dst + addr1, w1 * val);
+      }
+    }
+  }
+}
+
+// Voxel loop for the warp-cooperative splats: every lane of a warp stays in the loop (lanes past
+// the end of a row are inactive), so the shuffles see full warps.
+#define PYCA_WARP_VOXEL_LOOP(n)                                  \
+  const int x = int(blockIdx.x * blockDim.x + threadIdx.x);      \
+  const int y = int(blockIdx.y * blockDim.y + threadIdx.y);      \
+  if (y >= (n).y) return; /* the whole warp: blockDim.x == 32 */ \
+  const bool inX = x < (n).x;                                    \
+  for (int z = int(blockIdx.z); z < (n).z; z += int(gridDim.z))
+
 template <BackgroundStrategy BG, int NC>
 __global__ void splatKernel(MutPlanes<NC> out, float* weights, Vec3Di outSize, Planes<NC> val, Vec3Di inSize,
                             math::PosSpec pos) {
-  PYCA_VOXEL_LOOP(inSize) {
-    const std::size_t id = math::linearIndex(x, y, z, inSize);
-    const Vec3Df p = pos.at(x, y, z, id);
-    float v[NC];
-    PYCA_UNROLL
-    for (int c = 0; c < NC; ++c) v[c] = val.p[c][id];
-    math::splatPoint<BG>(outSize, p, [&](std::size_t o, float w) {
+  PYCA_WARP_VOXEL_LOOP(inSize) {
+    Vec3Df p(0.f, 0.f, 0.f);
+    float v[NC] = {};
+    if (inX) {
+      const std::size_t id = math::linearIndex(x, y, z, inSize);
+      p = pos.at(x, y, z, id);
       PYCA_UNROLL
-      for (int c = 0; c < NC; ++c) atomicAdd(out.p[c] + o, w * v[c]);
-      if (weights) atomicAdd(weights + o, w);
-    });
+      for (int c = 0; c < NC; ++c) v[c] = val.p[c][id];
+    }
+    warpSplat<BG, NC>(inX, p, v, out, weights, outSize);
   }
 }
 
@@ -107,17 +163,20 @@ __global__ void normalizeKernel(MutPlanes<NC> out, const float* __restrict__ wei
 
 template <BackgroundStrategy BG>
 __global__ void adKernel(MutPlanes<3> out, Planes<3> g, Planes<3> X, Vec3Di n, Vec3Df sp) {
-  PYCA_VOXEL_LOOP(n) {
-    const std::size_t id = math::linearIndex(x, y, z, n);
-    const Vec3Df p(g.p[0][id], g.p[1][id], g.p[2][id]);
-    float J[3][3];
-    math::jacobianH(g, n, x, y, z, J);
-    const Vec3Df u = math::adValue(J, Vec3Df(X.p[0][id], X.p[1][id], X.p[2][id]), sp);
-    math::splatPoint<BG>(n, p, [&](std::size_t o, float w) {
-      atomicAdd(out.p[0] + o, w * u.x);
-      atomicAdd(out.p[1] + o, w * u.y);
-      atomicAdd(out.p[2] + o, w * u.z);
-    });
+  PYCA_WARP_VOXEL_LOOP(n) {
+    Vec3Df p(0.f, 0.f, 0.f);
+    float u[3] = {0.f, 0.f, 0.f};
+    if (inX) {
+      const std::size_t id = math::linearIndex(x, y, z, n);
+      p = Vec3Df(g.p[0][id], g.p[1][id], g.p[2][id]);
+      float J[3][3];
+      math::jacobianH(g, n, x, y, z, J);
+      const Vec3Df a = math::adValue(J, Vec3Df(X.p[0][id], X.p[1][id], X.p[2][id]), sp);
+      u[0] = a.x;
+      u[1] = a.y;
+      u[2] = a.z;
+    }
+    warpSplat<BG, 3>(inX, p, u, out, nullptr, n);
   }
 }
 

@@ -22,8 +22,8 @@
 #include "pyca/enums.h"
 #include "pyca/vec3.h"
 
-// Loop unrolling hint for the CUDA compiler (the host compiler unrolls on its own).
-#if defined(__CUDACC__)
+// Loop unrolling hint for the CUDA device compiler (the host compiler unrolls on its own).
+#if defined(__CUDA_ARCH__)
 #define PYCA_UNROLL _Pragma("unroll")
 #else
 #define PYCA_UNROLL
