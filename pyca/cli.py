@@ -172,7 +172,7 @@ def cmd_demo(a):
         t0 = time.perf_counter()
         out = fn()
         ca.synchronize()
-        print(f"  {what:<58s} {1e3 * (time.perf_counter() - t0):8.2f} ms  {out if out is not None else ''}")
+        print(f"  {what:<64s} {1e3 * (time.perf_counter() - t0):8.2f} ms  {out if out is not None else ''}")
 
     grid = ca.GridInfo((n, n, n), (1.0, 1.0, 1.5))
     c = (n - 1) / 2.0
@@ -219,8 +219,9 @@ def cmd_info(_a):
     avail = ca.cuda_available()
     print(f"  CUDA available: {avail}")
     print(f"  device: {ca.device_info()}")
-    if not avail:
-        print(f"  why not: {ca.core.cuda_unavailable_reason()}")
+    why = ca.core.cuda_unavailable_reason() if not avail else ""
+    if why and why != ca.device_info():
+        print(f"  why not: {why}")
     opt = []
     for name in ("numpy", "nibabel", "SimpleITK", "tqdm", "matplotlib", "scipy", "cupy", "torch"):
         try:

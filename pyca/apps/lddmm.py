@@ -133,7 +133,7 @@ def check_inputs(fixed, moving):
     gf, gm = fixed.grid(), moving.grid()
     for name, g in (("fixed", gf), ("moving", gm)):
         s = tuple(g.size())
-        if s[2] != 1 and min(s) < _MIN_SIZE or min(s[:2]) < _MIN_SIZE:
+        if (s[2] != 1 and min(s) < _MIN_SIZE) or min(s[:2]) < _MIN_SIZE:
             raise ValueError(f"lddmm: the {name} image's grid {s} is too small to register (each axis needs at "
                              f"least {_MIN_SIZE} voxels; z = 1 for a 2-D image)")
     if (gf.size().z == 1) != (gm.size().z == 1):

@@ -181,9 +181,48 @@ void passAny(float* out, const float* in, const Vec3Di& s, int axis, const float
   }
 }
 
-// out = im convolved with the kernel, clamped border.
+// out = im convolved with the kernel, clamped border. The weights and the linear offsets of the taps
+// sit in shared memory; voxels whose taps all fall inside the grid take the offsets directly, the
+// others clamp each coordinate.
+constexpr int kMaxTaps = 2048;
 __global__ void convolveKernel(float* __restrict__ out, const float* __restrict__ im, int nx, int ny, int nz,
                                const float* __restrict__ k, int kx, int ky, int kz) {
+  extern __shared__ float shw[];  // taps weights, then taps offsets (long long)
+  const int taps = kx * ky * kz;
+  long long* shoff = reinterpret_cast<long long*>(shw + ((taps + 1) & ~1));
+  const std::size_t n = std::size_t(nx) * ny * nz, nxy = std::size_t(nx) * ny;
+  const int cx = kx / 2, cy = ky / 2, cz = kz / 2;
+  for (int u = threadIdx.x; u < taps; u += blockDim.x) {
+    const int a = u % kx, b = (u / kx) % ky, c = u / (kx * ky);
+    shw[u] = k[u];
+    shoff[u] = -(long long)(a - cx) - (long long)(b - cy) * nx - (long long)(c - cz) * (long long)nxy;
+  }
+  __syncthreads();
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const int z = int(i / nxy), rem = int(i - std::size_t(z) * nxy), y = rem / nx, x = rem - y * nx;
+    float acc = 0.f;
+    if (x >= cx && x < nx - cx && y >= cy && y < ny - cy && z >= cz && z < nz - cz) {
+      const float* c0 = im + i;
+      for (int u = 0; u < taps; ++u) acc += shw[u] * __ldg(c0 + shoff[u]);
+    } else {
+      int u = 0;
+      for (int c = 0; c < kz; ++c) {
+        const int zz = clampi(z - (c - cz), nz);
+        for (int b = 0; b < ky; ++b) {
+          const int yy = clampi(y - (b - cy), ny);
+          const float* row = im + std::size_t(zz) * nxy + std::size_t(yy) * nx;
+          for (int a = 0; a < kx; ++a, ++u) acc += shw[u] * __ldg(row + clampi(x - (a - cx), nx));
+        }
+      }
+    }
+    out[i] = acc;
+  }
+}
+
+// Kernels with more taps than fit in shared memory: weights straight from global memory.
+__global__ void convolveLarge(float* __restrict__ out, const float* __restrict__ im, int nx, int ny, int nz,
+                              const float* __restrict__ k, int kx, int ky, int kz) {
   const std::size_t n = std::size_t(nx) * ny * nz, nxy = std::size_t(nx) * ny;
   const int cx = kx / 2, cy = ky / 2, cz = kz / 2;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -260,8 +299,16 @@ void GaussianFilter(float* out, const float* in, float* tmp, const Vec3Di& size,
 void Convolve(float* out, const float* im, const Vec3Di& size, const float* kernel, const Vec3Di& ksize) {
   const std::size_t n = std::size_t(size.x) * size.y * size.z;
   if (n == 0) return;
-  convolveKernel<<<blocksFor(n, 256), 256, 0, stream()>>>(out, im, size.x, size.y, size.z, kernel, ksize.x,
-                                                          ksize.y, ksize.z);
+  const long long taps = (long long)ksize.x * ksize.y * ksize.z;
+  if (taps <= kMaxTaps) {
+    const std::size_t shm =
+        std::size_t((taps + 1) & ~1LL) * sizeof(float) + std::size_t(taps) * sizeof(long long);
+    convolveKernel<<<blocksFor(n, 256), 256, shm, stream()>>>(out, im, size.x, size.y, size.z, kernel,
+                                                              ksize.x, ksize.y, ksize.z);
+  } else {
+    convolveLarge<<<blocksFor(n, 256), 256, 0, stream()>>>(out, im, size.x, size.y, size.z, kernel, ksize.x,
+                                                           ksize.y, ksize.z);
+  }
   pyca::checkLaunch("Convolve");
 }
 
