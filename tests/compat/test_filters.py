@@ -90,8 +90,6 @@ def test_convolve(gid, mem):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="PyCA's Convolve correlates (out(x) = sum_u k(u) im(x + u - c)); pyca's "
-                   "convolves (kernel flipped), see docs/pyca-migration.md")
 @grids
 @both_memory(rtol=1e-5, atol=1e-5)
 def test_convolve_pyca_orientation(gid, mem):

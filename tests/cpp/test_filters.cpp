@@ -143,9 +143,10 @@ TEST(Filters, ConvolveDeltaShiftAndBorder) {
   k.data()[2] = 0.f;
   Convolve(out, im, k);
   for (std::size_t i = 0; i < im.nVox(); ++i) ASSERT_EQ(out.data()[i], im.data()[i]);
-  // kernel(u) at u = 0 (offset -1): out(x) = im(x + 1), clamped at the last voxel.
-  k.data()[0] = 1.f;
+  // PyCA's orientation (a correlation): kernel(u) at u = 2 (offset +1): out(x) = im(x + 1), clamped at
+  // the last voxel.
   k.data()[1] = 0.f;
+  k.data()[2] = 1.f;
   Convolve(out, im, k);
   const Vec3Di s = kGrid3.size();
   for (int z = 0; z < s.z; ++z)

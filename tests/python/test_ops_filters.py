@@ -1,7 +1,7 @@
 """The `filters` family against independent references (docs/operations/filters.md).
 
 GaussianBlur / GaussianFilter against scipy.ndimage.gaussian_filter (mode='nearest', the same
-radius), Convolve against scipy.ndimage.convolve, and the fluid operator against a float64 NumPy
+radius), Convolve against scipy.ndimage.correlate (PyCA's orientation), and the fluid operator against a float64 NumPy
 FFT implementation of the documented symbol, closed-form Fourier modes and K(L(v)) = v.
 """
 import numpy as np
@@ -119,7 +119,7 @@ def test_convolve_matches_scipy(grid, rng, mem):
     k = rng.standard_normal(ks).astype(np.float32)
     out = ca.Image3D(grid, mem)
     ca.Convolve(out, image(a, grid, mem), image(k, ca.GridInfo(ks), mem))
-    ref = ndi.convolve(a.astype(np.float64), k.astype(np.float64), mode="nearest")
+    ref = ndi.correlate(a.astype(np.float64), k.astype(np.float64), mode="nearest")
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
 
 

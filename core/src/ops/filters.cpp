@@ -258,14 +258,14 @@ void Convolve(Image3D& out, const Image3D& im, const Image3D& kernel) {
       float* orow = o + std::size_t(z) * nxy + std::size_t(y) * s.x;
       for (int x = 0; x < s.x; ++x) orow[x] = 0.f;
       for (int kz = 0; kz < ks.z; ++kz) {
-        const int zz = math::clampIndex(z - (kz - cz), s.z);
+        const int zz = math::clampIndex(z + (kz - cz), s.z);
         for (int ky = 0; ky < ks.y; ++ky) {
-          const int yy = math::clampIndex(y - (ky - cy), s.y);
+          const int yy = math::clampIndex(y + (ky - cy), s.y);
           const float* irow = p + std::size_t(zz) * nxy + std::size_t(yy) * s.x;
           const float* krow = K + (std::size_t(kz) * ks.y + ky) * ks.x;
           for (int kx = 0; kx < ks.x; ++kx) {
             const float kv = krow[kx];
-            const int off = kx - cx;  // out(x) += kv * im(x - off)
+            const int off = cx - kx;  // out(x) += kv * im(x - off) = kv * im(x + (kx - cx))
             const int x0 = std::min(std::max(off, 0), s.x), x1 = std::max(std::min(s.x + off, s.x), x0);
             for (int x = 0; x < x0; ++x) orow[x] += kv * irow[math::clampIndex(x - off, s.x)];
 #pragma omp simd

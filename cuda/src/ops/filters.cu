@@ -181,7 +181,7 @@ void passAny(float* out, const float* in, const Vec3Di& s, int axis, const float
   }
 }
 
-// out = im convolved with the kernel, clamped border. The weights and the linear offsets of the taps
+// out = im correlated with the kernel (PyCA's Convolve), clamped border. The weights and the linear offsets of the taps
 // sit in shared memory; voxels whose taps all fall inside the grid take the offsets directly, the
 // others clamp each coordinate.
 constexpr int kMaxTaps = 2048;
@@ -195,7 +195,7 @@ __global__ void convolveKernel(float* __restrict__ out, const float* __restrict_
   for (int u = threadIdx.x; u < taps; u += blockDim.x) {
     const int a = u % kx, b = (u / kx) % ky, c = u / (kx * ky);
     shw[u] = k[u];
-    shoff[u] = -(long long)(a - cx) - (long long)(b - cy) * nx - (long long)(c - cz) * (long long)nxy;
+    shoff[u] = (long long)(a - cx) + (long long)(b - cy) * nx + (long long)(c - cz) * (long long)nxy;
   }
   __syncthreads();
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -208,11 +208,11 @@ __global__ void convolveKernel(float* __restrict__ out, const float* __restrict_
     } else {
       int u = 0;
       for (int c = 0; c < kz; ++c) {
-        const int zz = clampi(z - (c - cz), nz);
+        const int zz = clampi(z + (c - cz), nz);
         for (int b = 0; b < ky; ++b) {
-          const int yy = clampi(y - (b - cy), ny);
+          const int yy = clampi(y + (b - cy), ny);
           const float* row = im + std::size_t(zz) * nxy + std::size_t(yy) * nx;
-          for (int a = 0; a < kx; ++a, ++u) acc += shw[u] * __ldg(row + clampi(x - (a - cx), nx));
+          for (int a = 0; a < kx; ++a, ++u) acc += shw[u] * __ldg(row + clampi(x + (a - cx), nx));
         }
       }
     }
@@ -230,12 +230,12 @@ __global__ void convolveLarge(float* __restrict__ out, const float* __restrict__
     const int z = int(i / nxy), rem = int(i - std::size_t(z) * nxy), y = rem / nx, x = rem - y * nx;
     float acc = 0.f;
     for (int c = 0; c < kz; ++c) {
-      const int zz = clampi(z - (c - cz), nz);
+      const int zz = clampi(z + (c - cz), nz);
       for (int b = 0; b < ky; ++b) {
-        const int yy = clampi(y - (b - cy), ny);
+        const int yy = clampi(y + (b - cy), ny);
         const float* row = im + std::size_t(zz) * nxy + std::size_t(yy) * nx;
         const float* krow = k + (std::size_t(c) * ky + b) * kx;
-        for (int a = 0; a < kx; ++a) acc += __ldg(krow + a) * row[clampi(x - (a - cx), nx)];
+        for (int a = 0; a < kx; ++a) acc += __ldg(krow + a) * row[clampi(x + (a - cx), nx)];
       }
     }
     out[i] = acc;
