@@ -1,6 +1,7 @@
 // The elementwise kernel of the `arithmetic` family: one template, instantiated per formula (functor of
-// pyca/math/arithmetic.h) in arithmetic_map_*.cu. Grid-stride, one block row per plane, float4 loads and
-// stores when every pointer of every plane is 16-byte aligned (the tail of n % 4 floats is scalar).
+// pyca/math/arithmetic.h) in arithmetic_map_*.cu. Grid-stride; each thread handles one index of every
+// plane; float4 loads and stores when every pointer of every plane is 16-byte aligned (the tail of
+// n % 4 floats is scalar).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,15 +19,16 @@ namespace cuda_impl {
 namespace map_detail {
 
 constexpr int kThreads = 256;
-constexpr unsigned kMaxBlocks = 1u << 16;  // per plane; the grid-stride loop covers the rest
+constexpr unsigned kMaxBlocks = 1u << 16;  // the grid-stride loop covers the rest
 
 template <int N>
 struct Params {
   float* out;
   std::size_t outStride;
-  std::size_t n;
+  std::size_t n;  // floats per plane
+  int planes;     // 1 or 3
   const float* mask;
-  const float* p[N];
+  const float* p[N];  // nullptr: constant operand
   std::size_t stride[N];
   float c[N][3];
 };
@@ -41,22 +43,14 @@ __device__ __forceinline__ float call(const F& f, const float (&v)[F::arity]) {
   return call(f, v, std::make_index_sequence<F::arity>());
 }
 
+// One thread computes index i (four consecutive floats with kVec) of every plane, so an image operand
+// of a field operation is read from memory once, not once per plane. The plane loop is unrolled so
+// that the parameter block is only ever indexed with constants (a runtime index would copy it to
+// local memory in every thread).
 template <class F, bool kVec>
-__global__ void __launch_bounds__(kThreads) mapKernel(const Params<F::arity> P) {
+__global__ void __launch_bounds__(kThreads, 4) mapKernel(const Params<F::arity> P) {
   constexpr int N = F::arity;
   const F f{};
-  const int k = blockIdx.y;  // plane
-  float* out = P.out + std::size_t(k) * P.outStride;
-  const float* q[N];
-  float c[N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    q[j] = P.p[j] ? P.p[j] + std::size_t(k) * P.stride[j] : nullptr;
-    // constant indices only: indexing the parameter block with the runtime k would copy it to
-    // local memory (a stack frame and extra traffic in every thread)
-    c[j] = k == 0 ? P.c[j][0] : (k == 1 ? P.c[j][1] : P.c[j][2]);
-  }
-  const float* mask = P.mask;
   const std::size_t n = P.n;
   const std::size_t tid = std::size_t(blockIdx.x) * kThreads + threadIdx.x;
   const std::size_t nth = std::size_t(gridDim.x) * kThreads;
@@ -64,38 +58,47 @@ __global__ void __launch_bounds__(kThreads) mapKernel(const Params<F::arity> P) 
   if constexpr (kVec) {
     const std::size_t n4 = n / 4;
     for (std::size_t i = tid; i < n4; i += nth) {
-      float v0[N], v1[N], v2[N], v3[N];
+      const float4 m = P.mask ? reinterpret_cast<const float4*>(P.mask)[i] : make_float4(1.f, 1.f, 1.f, 1.f);
 #pragma unroll
-      for (int j = 0; j < N; ++j) {
-        if (q[j]) {
-          const float4 t = reinterpret_cast<const float4*>(q[j])[i];
-          v0[j] = t.x;
-          v1[j] = t.y;
-          v2[j] = t.z;
-          v3[j] = t.w;
-        } else {
-          v0[j] = v1[j] = v2[j] = v3[j] = c[j];
+      for (int k = 0; k < 3; ++k) {
+        if (k >= P.planes) break;
+        float v0[N], v1[N], v2[N], v3[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          if (P.p[j]) {
+            const float4 t = reinterpret_cast<const float4*>(P.p[j] + std::size_t(k) * P.stride[j])[i];
+            v0[j] = t.x;
+            v1[j] = t.y;
+            v2[j] = t.z;
+            v3[j] = t.w;
+          } else {
+            v0[j] = v1[j] = v2[j] = v3[j] = P.c[j][k];
+          }
         }
+        float4* o = reinterpret_cast<float4*>(P.out + std::size_t(k) * P.outStride) + i;
+        float4 r = make_float4(call(f, v0), call(f, v1), call(f, v2), call(f, v3));
+        if (P.mask) {
+          const float4 old = *o;
+          r.x = m.x != 0.f ? r.x : old.x;
+          r.y = m.y != 0.f ? r.y : old.y;
+          r.z = m.z != 0.f ? r.z : old.z;
+          r.w = m.w != 0.f ? r.w : old.w;
+        }
+        *o = r;
       }
-      float4 r = make_float4(call(f, v0), call(f, v1), call(f, v2), call(f, v3));
-      if (mask) {
-        const float4 m = reinterpret_cast<const float4*>(mask)[i];
-        const float4 o = reinterpret_cast<const float4*>(out)[i];
-        r.x = m.x != 0.f ? r.x : o.x;
-        r.y = m.y != 0.f ? r.y : o.y;
-        r.z = m.z != 0.f ? r.z : o.z;
-        r.w = m.w != 0.f ? r.w : o.w;
-      }
-      reinterpret_cast<float4*>(out)[i] = r;
     }
     start = n4 * 4;
   }
   for (std::size_t i = start + tid; i < n; i += nth) {
-    if (mask && mask[i] == 0.f) continue;
-    float v[N];
+    if (P.mask && P.mask[i] == 0.f) continue;
 #pragma unroll
-    for (int j = 0; j < N; ++j) v[j] = q[j] ? q[j][i] : c[j];
-    out[i] = call(f, v);
+    for (int k = 0; k < 3; ++k) {
+      if (k >= P.planes) break;
+      float v[N];
+#pragma unroll
+      for (int j = 0; j < N; ++j) v[j] = P.p[j] ? P.p[j][std::size_t(k) * P.stride[j] + i] : P.c[j][k];
+      P.out[std::size_t(k) * P.outStride + i] = call(f, v);
+    }
   }
 }
 
@@ -123,6 +126,7 @@ void map(const char* op, const MapTarget& t, const MapOperand* in) {
   P.out = t.p;
   P.outStride = t.stride;
   P.n = flat ? t.n * std::size_t(t.planes) : t.n;
+  P.planes = planes;
   P.mask = t.mask;
   bool vec = planesAligned(t.p, t.stride, planes) && (!t.mask || aligned16(t.mask));
   for (int j = 0; j < N; ++j) {
@@ -134,7 +138,7 @@ void map(const char* op, const MapTarget& t, const MapOperand* in) {
   const std::size_t work = vec ? (P.n + 3) / 4 : P.n;
   std::size_t blocks = (work + kThreads - 1) / kThreads;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(planes));
+  const unsigned grid = static_cast<unsigned>(blocks);
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(currentStream());
   if (vec)
     mapKernel<F, true><<<grid, kThreads, 0, stream>>>(P);

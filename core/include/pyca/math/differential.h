@@ -19,9 +19,9 @@ namespace math {
 //  - inside: forward f[i+1]-f[i], backward f[i]-f[i-1], central (f[i+1]-f[i-1])/2;
 //  - BC_CLAMP: a sample beyond the border equals the border sample;
 //  - BC_WRAP: periodic;
-//  - BC_APPROX: a difference that would need a sample beyond the border becomes the one-sided
-//    difference that stays inside (central -> forward at 0 / backward at n-1; forward at n-1 ->
-//    backward; backward at 0 -> forward).
+//  - BC_APPROX (PyCA's): a central difference at the border becomes the one-sided difference that
+//    stays inside (forward at 0, backward at n-1); a forward difference at n-1 or a backward
+//    difference at 0 is 0, as with BC_CLAMP.
 // An axis with a single sample has derivative 0.
 PYCA_HD float diff1(const float* p, std::ptrdiff_t stride, int i, int n, DiffT d, BoundaryCondT bc) {
   if (n <= 1) return 0.f;
@@ -31,14 +31,12 @@ PYCA_HD float diff1(const float* p, std::ptrdiff_t stride, int i, int n, DiffT d
   if (d == DIFF_FORWARD) {
     if (hasNext) return p[stride] - v;
     if (bc == BC_WRAP) return p[-wrap] - v;
-    if (bc == BC_APPROX) return v - p[-stride];
-    return 0.f;
+    return 0.f;  // BC_CLAMP, BC_APPROX
   }
   if (d == DIFF_BACKWARD) {
     if (hasPrev) return v - p[-stride];
     if (bc == BC_WRAP) return v - p[wrap];
-    if (bc == BC_APPROX) return p[stride] - v;
-    return 0.f;
+    return 0.f;  // BC_CLAMP, BC_APPROX
   }
   // DIFF_CENTRAL
   if (hasNext && hasPrev) return 0.5f * (p[stride] - p[-stride]);
@@ -55,9 +53,10 @@ PYCA_HD float diff1(const float* p, std::ptrdiff_t stride, int i, int n, DiffT d
 }
 
 // diff1 restricted to a mask (m points at the mask value of the same voxel): 0 where the mask is
-// 0; a neighbour whose mask is 0 is treated like a neighbour beyond the border with BC_CLAMP (its
-// value is the centre's) or BC_APPROX (the difference becomes one-sided, 0 if neither side is
-// usable). With BC_WRAP the grid border wraps and masked neighbours are clamped.
+// 0; a neighbour whose mask is 0 is treated like a neighbour beyond the border: its value is the
+// centre's (so a forward/backward difference towards it is 0), except that with BC_APPROX a central
+// difference becomes one-sided (0 if neither side is usable). With BC_WRAP the grid border wraps
+// and masked neighbours are clamped.
 PYCA_HD float diffMask1(const float* p, const float* m, std::ptrdiff_t stride, int i, int n, DiffT d,
                         BoundaryCondT bc) {
   if (m[0] == 0.f || n <= 1) return 0.f;
@@ -72,14 +71,8 @@ PYCA_HD float diffMask1(const float* p, const float* m, std::ptrdiff_t stride, i
   }
   const bool nextOk = hasNext && m[on] != 0.f;
   const bool prevOk = hasPrev && m[op] != 0.f;
-  if (d == DIFF_FORWARD) {
-    if (nextOk) return p[on] - v;
-    return (bc == BC_APPROX && prevOk) ? v - p[op] : 0.f;
-  }
-  if (d == DIFF_BACKWARD) {
-    if (prevOk) return v - p[op];
-    return (bc == BC_APPROX && nextOk) ? p[on] - v : 0.f;
-  }
+  if (d == DIFF_FORWARD) return nextOk ? p[on] - v : 0.f;
+  if (d == DIFF_BACKWARD) return prevOk ? v - p[op] : 0.f;
   if (nextOk && prevOk) return 0.5f * (p[on] - p[op]);
   if (bc == BC_APPROX) return nextOk ? p[on] - v : (prevOk ? v - p[op] : 0.f);
   return 0.5f * ((nextOk ? p[on] : v) - (prevOk ? p[op] : v));
@@ -139,14 +132,6 @@ PYCA_HD void gradient(const float* p, const Grid3& g, int x, int y, int z, DiffT
   gz = diff1(p, g.sz(), z, g.nz, d, bc) * g.isz;
 }
 
-// Gradient per world unit without the spacing (per index unit), for H-fields.
-PYCA_HD void gradientIndex(const float* p, const Grid3& g, int x, int y, int z, DiffT d, BoundaryCondT bc,
-                           float& gx, float& gy, float& gz) {
-  gx = diff1(p, 1, x, g.nx, d, bc);
-  gy = diff1(p, g.sy(), y, g.ny, d, bc);
-  gz = diff1(p, g.sz(), z, g.nz, d, bc);
-}
-
 PYCA_HD void gradientMask(const float* p, const float* m, const Grid3& g, int x, int y, int z, DiffT d,
                           BoundaryCondT bc, float& gx, float& gy, float& gz) {
   gx = diffMask1(p, m, 1, x, g.nx, d, bc) * g.isx;
@@ -199,16 +184,18 @@ PYCA_HD float det3(float a00, float a01, float a02, float a10, float a11, float 
   return a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20);
 }
 
-// Jacobian determinant of an H-field (per index unit) at voxel (x, y, z); hx/hy/hz point at the
-// voxel in each component plane. 2x2 determinant on a 2-D grid.
+// Jacobian determinant of an H-field at voxel (x, y, z), derivatives per world unit (PyCA's
+// JacDetH): det(Dh) / (sx * sy * sz) with Dh per voxel index, so the identity gives
+// 1 / (sx * sy * sz). hx/hy/hz point at the voxel in each component plane. On a 2-D grid the 2x2
+// determinant of the x and y components and coordinates (1 / (sx * sy) for the identity).
 PYCA_HD float jacDetH(const float* hx, const float* hy, const float* hz, const Grid3& g, int x, int y, int z,
                       DiffT d, BoundaryCondT bc) {
   float a00, a01, a02, a10, a11, a12;
-  gradientIndex(hx, g, x, y, z, d, bc, a00, a01, a02);
-  gradientIndex(hy, g, x, y, z, d, bc, a10, a11, a12);
+  gradient(hx, g, x, y, z, d, bc, a00, a01, a02);
+  gradient(hy, g, x, y, z, d, bc, a10, a11, a12);
   if (g.nz == 1) return a00 * a11 - a01 * a10;
   float a20, a21, a22;
-  gradientIndex(hz, g, x, y, z, d, bc, a20, a21, a22);
+  gradient(hz, g, x, y, z, d, bc, a20, a21, a22);
   return det3(a00, a01, a02, a10, a11, a12, a20, a21, a22);
 }
 
@@ -225,13 +212,15 @@ PYCA_HD float jacDetV(const float* vx, const float* vy, const float* vz, const G
 }
 
 // From the gradient fields of Jacobian(): rows (x0, x1, x2), (y0, y1, y2), (z0, z1, z2) at one voxel.
-// H-field: the per-world-unit gradients are scaled back to index units by the spacing product.
+// H-field (PyCA's JacDetH): the plain determinant of the rows, 2x2 (x0 y1 - x1 y0) on a 2-D grid.
 PYCA_HD float jacDetHFromGrads(float x0, float x1, float x2, float y0, float y1, float y2, float z0, float z1,
-                               float z2, bool is2D, float spacingProd) {
-  if (is2D) return spacingProd * (x0 * y1 - x1 * y0);
-  return spacingProd * det3(x0, x1, x2, y0, y1, y2, z0, z1, z2);
+                               float z2, bool is2D) {
+  if (is2D) return x0 * y1 - x1 * y0;
+  return det3(x0, x1, x2, y0, y1, y2, z0, z1, z2);
 }
 
+// V-field (PyCA's JacDetV): det(I + G) of the rows, a full 3x3 determinant (on a 2-D grid the z
+// derivatives are 0, so it is the 2x2 determinant of I + D(v.x, v.y)).
 PYCA_HD float jacDetVFromGrads(float x0, float x1, float x2, float y0, float y1, float y2, float z0, float z1,
                                float z2) {
   return det3(1.f + x0, x1, x2, y0, 1.f + y1, y2, z0, z1, 1.f + z2);
