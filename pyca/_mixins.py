@@ -331,8 +331,12 @@ class _ArrayMixin:
             raise ValueError(f"fromlist: expected a 2-D or 3-D nested list, got {arr.ndim} dimensions")
         core = _core()
         g = core.GridInfo(arr.shape, self.spacing(), self.origin())
-        self.setGrid(g)
-        self.copy_from(type(self).from_array(np.asfortranarray(arr), g))
+        src = type(self).from_array(np.asfortranarray(arr), g)
+        if g.nVox() <= self.capacity():
+            self.setGrid(g)
+            self.copy_from(src)
+        else:  # more voxels than this object holds: new memory of the same type
+            self.swap(src.to(self.memType()) if src.memType() != self.memType() else src.clone())
         return self
 
 

@@ -3,7 +3,8 @@
 # and the GPU benchmarks, and print a summary.
 #
 #   scripts/gpu-check.sh            # tests + benchmarks
-#   scripts/gpu-check.sh --no-bench
+#   scripts/gpu-check.sh --no-bench # tests only
+#   scripts/gpu-check.sh --no-tests # build + benchmarks only
 #
 # Offline machines (no package registry): wheels of missing Python packages (swig, nibabel) in .whl/
 # and Debian packages of missing libraries (libfftw3-*, libdlpack-dev, libgtest-dev) in .debs/ are
@@ -14,7 +15,9 @@ root=$PWD
 OUT=${OUT:-/tmp/pyca-gpu-check}
 mkdir -p "$OUT"
 bench=1
+tests=1
 [ "${1:-}" = "--no-bench" ] && bench=0
+[ "${1:-}" = "--no-tests" ] && tests=0
 export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 
 nvidia-smi -L || { echo "no NVIDIA GPU visible"; exit 2; }
@@ -46,6 +49,9 @@ if ! PYCA_WITH_CUDA=ON PYCA_BUILD_TESTS=ON python3 -m pip install --no-build-iso
 fi
 export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH}
 
+ctest_line="not run"
+pytest_line="not run"
+if [ $tests = 1 ]; then
 echo "== ctest"
 ctest --test-dir build/gpu --output-on-failure --no-tests=error -j 8 >"$OUT/ctest.log" 2>&1 || status=1
 ctest_line=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
@@ -56,6 +62,7 @@ echo "== pytest"
    --rootdir "$root" -q -p no:cacheprovider --junitxml="$OUT/junit.xml" >"$OUT/pytest.log" 2>&1) || status=1
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
 pytest_line=$(tail -1 "$OUT/pytest.log")
+fi
 
 if [ $bench = 1 ]; then
   echo "== benchmarks (GPU)"

@@ -17,7 +17,8 @@ Finds velocity fields v_t (t in [0, 1], T piecewise-constant steps, world units)
 
 with J0_j = I0 o phi_{t_j,0}, J1_j = I1 o phi_{t_j,1} and K = L^-1. The flows are integrated
 semi-Lagrangianly (ComposeHVInv forwards, ComposeHV backwards), J0 / J1 by ApplyH, |D phi| by
-JacDetH, grad J0 by Gradient. A coarse-to-fine schedule runs the same algorithm on downsampled images
+JacDetH (per world unit, as PyCA's, so times the voxel volume: 1 for the identity), grad J0 by
+Gradient. A coarse-to-fine schedule runs the same algorithm on downsampled images
 (ResampleAA) and carries the velocities up (Resample). Every operation routes by memory type, so
 the same code runs on the CPU (MEM_HOST) and on the GPU (MEM_DEVICE). Algorithm and parameters:
 docs/lddmm.md.
@@ -171,6 +172,21 @@ def _coarse_grid(g, f):
     return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + 0.5 * (r - 1) * sp))
 
 
+def _voxel_volume(g):
+    """sx * sy * sz (sx * sy on a 2-D grid): JacDetH differentiates an H-field per world unit (PyCA's
+    units), so JacDetH times this is det D phi with phi in voxel coordinates (1 for the identity)."""
+    sp = tuple(float(x) for x in g.spacing())
+    return sp[0] * sp[1] * (1.0 if g.size().z == 1 else sp[2])
+
+
+def _jac_det(out, h):
+    """out = |D h| of an H-field, 1 for the identity on any spacing."""
+    ca.JacDetH(out, h)
+    vol = _voxel_volume(h.grid())
+    if vol != 1.0:
+        ca.MulC_I(out, vol)
+
+
 def _ext_ssd_gradient():
     ext = getattr(ca, "ext", None)
     if ext is None:
@@ -240,7 +256,7 @@ class _Level:
             ca.ComposeHV(hn, h, self.v[j], self.dt)
             h, hn = hn, h
             ca.ApplyH(self.J1, self.I1, h)
-            ca.JacDetH(self.jac, h)
+            _jac_det(self.jac, h)
             ca.Gradient(self.grad, self.J0[j])
             b = self.m_new[j]
             if self.ssd_gradient is not None:
@@ -453,7 +469,7 @@ def register(fixed, moving, *, progress=False, **params):
     deformed = ca.Image3D(grid, mem)
     ca.ApplyH(deformed, I0_orig, phiinv)
     jac = ca.Image3D(grid, mem)
-    ca.JacDetH(jac, phiinv)
+    _jac_det(jac, phiinv)
     ca.synchronize()
     timings["outputs_s"] = time.perf_counter() - t0
     timings["registration_s"] = sum(s["seconds"] for s in timings["scales"])

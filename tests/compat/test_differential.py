@@ -15,29 +15,16 @@ BCS = [ca.BC_CLAMP, ca.BC_WRAP, ca.BC_APPROX]
 DNAME = {ca.DIFF_FORWARD: "fwd", ca.DIFF_BACKWARD: "bwd", ca.DIFF_CENTRAL: "cen"}
 BNAME = {ca.BC_CLAMP: "clamp", ca.BC_WRAP: "wrap", ca.BC_APPROX: "approx"}
 
-# Where pyca deviates from PyCA (reported; docs/pyca-migration.md): with BC_APPROX, PyCA's forward
-# difference at the last voxel (backward at the first) is 0, as with BC_CLAMP (BC_APPROX only makes
-# CENTRAL differences one-sided at the border); pyca takes the one-sided difference inside.
-APPROX_FWD_BWD = pytest.mark.xfail(strict=True, reason="DEVIATION from PyCA: BC_APPROX with DIFF_FORWARD/BACKWARD at "
-                                   "the border (PyCA: 0 as BC_CLAMP; pyca: the one-sided difference inside)")
-
-
-def _approx_deviation(diff, bc):
-    return bc == ca.BC_APPROX and diff != ca.DIFF_CENTRAL
-
-
 def _cases(dims=True, bcs=BCS):
-    """(dim,) diff, bc, gid parameters, with the BC_APPROX forward/backward cases marked (except
-    along z on the 2-D grid, where every difference is 0)."""
+    """(dim,) diff, bc, gid parameters over every combination."""
     out = []
     for diff in DIFFS:
         for bc in bcs:
             for dim in (DIMS if dims else [None]):
                 for gid in GRID_IDS:
-                    dev = _approx_deviation(diff, bc) and not (dims and gid == "2d" and dim == ca.DIM_Z)
                     args = ((dim,) if dims else ()) + (diff, bc, gid)
                     ident = "-".join(([("x", "y", "z")[int(dim)]] if dims else []) + [DNAME[diff], BNAME[bc], gid])
-                    out.append(pytest.param(*args, marks=[APPROX_FWD_BWD] if dev else [], id=ident))
+                    out.append(pytest.param(*args, id=ident))
     return out
 
 
@@ -269,13 +256,6 @@ def test_jacdet_h_full_vs_pointwise(diff, gid, mem):
     return full
 
 
-JACDET_SPACING = pytest.mark.xfail(
-    strict=True, reason="DEVIATION from PyCA: PyCA's JacDetH takes the derivatives of h per world unit (det(Dh) / "
-    "product of the spacings; JacDetH(out, Xg, Yg, Zg) is the plain determinant of Jacobian()'s rows); pyca's is "
-    "det(Dh) per index unit (1 for the identity)")
-
-
-@JACDET_SPACING
 @grids
 @both_memory(rtol=1e-4, atol=1e-4)
 def test_jacdet_h_pyca_units(gid, mem):
@@ -290,7 +270,6 @@ def test_jacdet_h_pyca_units(gid, mem):
     return jd
 
 
-@JACDET_SPACING
 @grids
 @both_memory(rtol=1e-4, atol=1e-4)
 def test_jacdet_h_from_gradients_is_plain_det(gid, mem):
@@ -306,16 +285,27 @@ def test_jacdet_h_from_gradients_is_plain_det(gid, mem):
 
 @grids
 @both_memory()
-def test_jacdet_of_identity_is_one(gid, mem):
+def test_jacdet_of_identity(gid, mem):
+    # PyCA's units: JacDetH of the identity H-field is 1 / (sx sy sz) (1 / (sx sy) on a 2-D grid),
+    # 1 on unit spacing; JacDetV of v = 0 is 1 on any spacing
     g = make_grid(gid)
-    g.setSpacing(ca.Vec3Df(1, 1, 1))  # (PyCA and pyca agree on unit spacing)
-    h = ca.Field3D(g, mem)
-    ca.SetToIdentity(h)
-    jd = ca.Image3D(g, mem)
-    ca.JacDetH(jd, h)  # defaults: central, BC_APPROX
-    np.testing.assert_allclose(jd.numpy(), 1.0, rtol=1e-6)
-    v = ca.Field3D(g, mem)
-    ca.SetMem(v, 0.0)
-    ca.JacDetV(jd, v)
-    np.testing.assert_allclose(jd.numpy(), 1.0, rtol=1e-6)
-    return jd
+    sp = spacing(g)
+    res = []
+    for unit in (True, False):
+        if unit:
+            g.setSpacing(ca.Vec3Df(1, 1, 1))
+        else:
+            g.setSpacing(ca.Vec3Df(*sp))
+        h = ca.Field3D(g, mem)
+        ca.SetToIdentity(h)
+        jd = ca.Image3D(g, mem)
+        ca.JacDetH(jd, h)  # defaults: central, BC_APPROX
+        want = 1.0 if unit else 1.0 / (sp[0] * sp[1] * (1.0 if g.size().z == 1 else sp[2]))
+        np.testing.assert_allclose(jd.numpy(), want, rtol=1e-6)
+        v = ca.Field3D(g, mem)
+        ca.SetMem(v, 0.0)
+        jv = ca.Image3D(g, mem)
+        ca.JacDetV(jv, v)
+        np.testing.assert_allclose(jv.numpy(), 1.0, rtol=1e-6)
+        res += [jd, jv]
+    return res

@@ -1,8 +1,10 @@
 """The `differential` family against independent NumPy references (docs/operations/differential.md).
 
 Every operation runs on host memory, and on device memory when a GPU is usable. The references are
-written here from the documented stencils (np.roll for BC_WRAP, edge padding for BC_CLAMP,
-one-sided differences for BC_APPROX), in float64.
+written here from the documented stencils (np.roll for BC_WRAP, edge padding for BC_CLAMP and
+BC_APPROX, with one-sided central differences at the border for BC_APPROX), in float64. They follow
+PyCA: with BC_APPROX a forward difference at the last voxel (backward at the first) is 0, and
+JacDetH differentiates the H-field per world unit.
 """
 import itertools
 
@@ -44,13 +46,11 @@ def np_diff(a, axis, diff, bc, h=1.0):
         d = a - prv
     else:
         d = 0.5 * (nxt - prv)
-    if bc == ca.BC_APPROX:  # one-sided differences that stay inside the grid
+    if bc == ca.BC_APPROX and diff == ca.DIFF_CENTRAL:  # one-sided central differences at the border
         d = np.moveaxis(d, axis, 0).copy()
         b = np.moveaxis(a, axis, 0)
-        if diff in (ca.DIFF_FORWARD, ca.DIFF_CENTRAL):
-            d[-1] = b[-1] - b[-2]
-        if diff in (ca.DIFF_BACKWARD, ca.DIFF_CENTRAL):
-            d[0] = b[1] - b[0]
+        d[-1] = b[-1] - b[-2]
+        d[0] = b[1] - b[0]
         d = np.moveaxis(d, 0, axis)
     return d / h
 
@@ -60,7 +60,8 @@ def np_grad(a, diff, bc, sp):
 
 
 def np_diff_mask(a, m, axis, diff, bc, h):
-    """Masked difference: masked neighbours behave like neighbours beyond the border."""
+    """Masked difference: masked neighbours behave like neighbours beyond the border (their value is
+    the centre's; with BC_APPROX a central difference becomes one-sided)."""
     a = np.moveaxis(np.asarray(a, np.float64), axis, 0)
     m = np.moveaxis(np.asarray(m) != 0, axis, 0)
     n = a.shape[0]
@@ -76,9 +77,9 @@ def np_diff_mask(a, m, axis, diff, bc, h):
             pok = hp & m[jp]
             fn, fp = np.where(nok, a[jn], v), np.where(pok, a[jp], v)
             if diff == ca.DIFF_FORWARD:
-                d = np.where(nok, a[jn] - v, np.where((bc == ca.BC_APPROX) & pok, v - a[jp], 0.0))
+                d = fn - v
             elif diff == ca.DIFF_BACKWARD:
-                d = np.where(pok, v - a[jp], np.where((bc == ca.BC_APPROX) & nok, a[jn] - v, 0.0))
+                d = v - fp
             elif bc == ca.BC_APPROX:
                 d = np.where(nok & pok, 0.5 * (a[jn] - a[jp]),
                              np.where(nok, a[jn] - v, np.where(pok, v - a[jp], 0.0)))
@@ -247,8 +248,9 @@ def test_upwind_grad_mag(grid, im_np, rng, mem):
     for k in range(3):
         if im_np.shape[k] == 1:
             continue
-        dplus = np_diff(im_np, k, ca.DIFF_FORWARD, ca.BC_APPROX, sp[k])   # backward at the last voxel
-        dminus = np_diff(im_np, k, ca.DIFF_BACKWARD, ca.BC_APPROX, sp[k])  # forward at the first voxel
+        fw = np.moveaxis(np.diff(im_np.astype(np.float64), axis=k), k, 0) / sp[k]
+        dplus = np.moveaxis(np.concatenate([fw, fw[-1:]], 0), 0, k)   # backward at the last voxel
+        dminus = np.moveaxis(np.concatenate([fw[:1], fw], 0), 0, k)  # forward at the first voxel
         pos = np.maximum(dplus, 0) ** 2 + np.maximum(-dminus, 0) ** 2
         neg = np.minimum(dplus, 0) ** 2 + np.minimum(-dminus, 0) ** 2
         tot += np.where(s_np < 0, neg, pos)
@@ -272,10 +274,9 @@ def test_jacobian_and_determinants(grid, rng, mem, diff, bc):
 
     jd = ca.Image3D(grid, mem)
     ca.JacDetH(jd, h, diff, bc)
-    Jidx = J * np.asarray(sp)  # per voxel index
-    ref = np_det(Jidx[..., :2, :2]) if is2d else np_det(Jidx)
+    ref = np_det(J[..., :2, :2]) if is2d else np_det(J)  # per world unit, as PyCA
     np.testing.assert_allclose(jd.numpy(), ref, rtol=1e-4, atol=1e-4)
-    ca.JacDetH(jd, Xg, Yg, Zg)  # from the gradient fields: the same number
+    ca.JacDetH(jd, Xg, Yg, Zg)  # from the gradient fields: the plain determinant, the same number
     np.testing.assert_allclose(jd.numpy(), ref, rtol=1e-4, atol=1e-4)
 
     v_np = 0.2 * rng.standard_normal(tuple(grid.size()) + (3,))
@@ -298,11 +299,17 @@ def test_jacdeth_of_affine_map_is_det_a(grid, mem):
     h = field(p @ A.T + np.array([0.3, -0.2, 0.1]), grid, mem)
     jd = ca.Image3D(grid, mem)
     ca.JacDetH(jd, h)  # DIFF_CENTRAL, BC_APPROX: exact for affine maps, borders included
-    want = np.linalg.det(A[:2, :2]) if grid.size()[2] == 1 else np.linalg.det(A)
-    np.testing.assert_allclose(jd.numpy(), want, rtol=1e-4, atol=1e-4)
-    # The identity gives 1 whatever the spacing (H-fields are in voxel units).
+    sp = np.asarray(sp_of(grid))
+    if grid.size()[2] == 1:
+        want, vol = np.linalg.det(A[:2, :2]), sp[0] * sp[1]
+    else:
+        want, vol = np.linalg.det(A), np.prod(sp)
+    # derivatives per world unit (PyCA): det(A) divided by the voxel volume
+    np.testing.assert_allclose(jd.numpy(), want / vol, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(jd.numpy() * vol, want, rtol=1e-4, atol=1e-4)
+    # The identity gives 1 / voxel volume (1 on unit spacing).
     ca.JacDetH(jd, field(p, grid, mem))
-    np.testing.assert_allclose(jd.numpy(), 1.0, atol=1e-5)
+    np.testing.assert_allclose(jd.numpy(), 1.0 / vol, rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------- bad input

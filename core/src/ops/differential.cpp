@@ -299,19 +299,17 @@ void JacDetH(Image3D& out, const Field3D& Xg, const Field3D& Yg, const Field3D& 
   const char* op = "JacDetH";
   bool dev = false;
   const cuda_impl::GradPlanes p = gradPlanes(op, &dev, out, Xg, Yg, Zg);
-  const Vec3Df sp = Xg.spacing();
   const bool is2D = Xg.grid().is2D();
-  const float spProd = is2D ? sp.x * sp.y : sp.x * sp.y * sp.z;
   const std::size_t n = out.nVox();
   if (dev) {
-    PYCA_CUDA_CALL(op, cuda_impl::JacDetHGrads(out.data(), p, n, is2D, spProd));
+    PYCA_CUDA_CALL(op, cuda_impl::JacDetHGrads(out.data(), p, n, is2D));
     return;
   }
   float* o = out.data();
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
     o[i] = math::jacDetHFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i], p.z[0][i],
-                                  p.z[1][i], p.z[2][i], is2D, spProd);
+                                  p.z[1][i], p.z[2][i], is2D);
   }
 }
 

@@ -33,8 +33,8 @@ void JacDetH(float* out, const float* hx, const float* hy, const float* hz, cons
              BoundaryCondT bc);
 void JacDetV(float* out, const float* vx, const float* vy, const float* vz, const math::Grid3& g, DiffT d,
              BoundaryCondT bc);
-// From gradient fields: H (spacingProd * det, 2x2 when is2D) or V (det(I + G)).
-void JacDetHGrads(float* out, const GradPlanes& p, std::size_t n, bool is2D, float spacingProd);
+// From gradient fields: H (det, 2x2 when is2D) or V (det(I + G)).
+void JacDetHGrads(float* out, const GradPlanes& p, std::size_t n, bool is2D);
 void JacDetVGrads(float* out, const GradPlanes& p, std::size_t n);
 
 }  // namespace cuda_impl

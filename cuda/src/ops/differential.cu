@@ -178,10 +178,9 @@ struct JacDetHGradsF {
   float* out;
   GradPlanes p;
   bool is2D;
-  float spProd;
   __device__ void operator()(std::size_t i) const {
     out[i] = math::jacDetHFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i],
-                                    p.z[0][i], p.z[1][i], p.z[2][i], is2D, spProd);
+                                    p.z[0][i], p.z[1][i], p.z[2][i], is2D);
   }
 };
 
@@ -241,9 +240,9 @@ void JacDetV(float* out, const float* vx, const float* vy, const float* vz, cons
   launch(g, JacDetVF{out, vx, vy, vz, g, d, bc}, "JacDetV");
 }
 
-void JacDetHGrads(float* out, const GradPlanes& p, std::size_t n, bool is2D, float spacingProd) {
+void JacDetHGrads(float* out, const GradPlanes& p, std::size_t n, bool is2D) {
   if (n == 0) return;
-  linearKernel<<<blocksFor(n), kBlock, 0, stream()>>>(n, JacDetHGradsF{out, p, is2D, spacingProd});
+  linearKernel<<<blocksFor(n), kBlock, 0, stream()>>>(n, JacDetHGradsF{out, p, is2D});
   pyca::checkLaunch("JacDetH");
 }
 
