@@ -79,11 +79,17 @@ __global__ void gatherKernel(MutPlanes<NC> out, Planes<NC> src, Vec3Di srcSize, 
   }
 }
 
-// Splats the NC values v at position p (output grid of size n) with atomicAdd: the taps of
-// math::splatPoint<BG>, with the same weights. Along x, a lane's second tap usually is the next
-// lane's first one (an H-field is smooth): the two are added in registers first and sent as one
-// atomic, which halves the atomics of a smooth deformation. Called by all 32 lanes of a warp
-// (blockDim.x == 32) together; lanes with active == false take part without adding anything.
+// ---------------------------------------------------------------------------------------------
+// Splatting with atomicAdd. The taps and weights are those of math::splatPoint<BG> (the transpose
+// of trilinear interpolation). A smooth deformation sends neighbouring voxels to neighbouring
+// places, so along x a lane's second tap is usually the next lane's first one: the two are added
+// in registers (through a warp shuffle) and sent as one atomic, which halves the atomics of a
+// smooth deformation. (Carrying the upper z taps of a voxel over to the next one along z was
+// measured too: no gain on an H100.)
+
+// Splats the NC values v (and 1 into weights, when not null) at p on an output grid of size n.
+// Called by all 32 lanes of a warp together (blockDim.x == 32); inactive lanes take part in the
+// shuffles without adding anything.
 template <BackgroundStrategy BG, int NC>
 __device__ void warpSplat(bool active, const Vec3Df& p, const float v[NC], const MutPlanes<NC>& out,
                           float* weights, const Vec3Di& n) {
@@ -108,14 +114,14 @@ __device__ void warpSplat(bool active, const Vec3Df& p, const float v[NC], const
       const long long addr0 = a0 ? (long long)(base + std::size_t(tx.idx[0])) : -1;
       const long long addr1 = a1 ? (long long)(base + std::size_t(tx.idx[1])) : -2;
       const float w0 = wzy * tx.w[0], w1 = wzy * tx.w[1];
-      // The previous lane's second tap lands on my first one: I add it; it skips it.
+      // The previous lane's second tap lands on my first one: I add it, it drops it.
       const long long prevAddr1 = __shfl_up_sync(kFull, addr1, 1);
       const long long nextAddr0 = __shfl_down_sync(kFull, addr0, 1);
       const bool take = lane != 0 && a0 && prevAddr1 == addr0;
       const bool give = lane != 31 && a1 && nextAddr0 == addr1;
       PYCA_UNROLL
-      for (int c = 0; c < NC + 1; ++c) {
-        if (c == NC && !weights) break;  // uniform across the warp
+      for (int c = 0; c <= NC; ++c) {
+        if (c == NC && !weights) break;  // the same in every lane
         const float val = c < NC ? v[c] : 1.f;
         float* dst = c < NC ? out.p[c] : weights;
         const float prev = __shfl_up_sync(kFull, w1 * val, 1);
@@ -126,30 +132,52 @@ __device__ void warpSplat(bool active, const Vec3Df& p, const float v[NC], const
   }
 }
 
-// Voxel loop for the warp-cooperative splats: every lane of a warp stays in the loop (lanes past
-// the end of a row are inactive), so the shuffles see full warps.
-#define PYCA_WARP_VOXEL_LOOP(n)                                  \
-  const int x = int(blockIdx.x * blockDim.x + threadIdx.x);      \
-  const int y = int(blockIdx.y * blockDim.y + threadIdx.y);      \
-  if (y >= (n).y) return; /* the whole warp: blockDim.x == 32 */ \
-  const bool inX = x < (n).x;                                    \
-  for (int z = int(blockIdx.z); z < (n).z; z += int(gridDim.z))
-
-template <BackgroundStrategy BG, int NC>
-__global__ void splatKernel(MutPlanes<NC> out, float* weights, Vec3Di outSize, Planes<NC> val, Vec3Di inSize,
-                            math::PosSpec pos) {
-  PYCA_WARP_VOXEL_LOOP(inSize) {
+// Splats the inSize voxels: source(x, y, z, p, v) gives the position p (output voxel units) and the
+// NC values v of input voxel (x, y, z). Every lane of a warp stays in the loop (lanes past the end
+// of a row are inactive) so that the shuffles see full warps.
+template <BackgroundStrategy BG, int NC, class Source>
+__global__ void splatKernel(MutPlanes<NC> out, float* weights, Vec3Di outSize, Vec3Di inSize, Source source) {
+  const int x = int(blockIdx.x * blockDim.x + threadIdx.x);
+  const int y = int(blockIdx.y * blockDim.y + threadIdx.y);
+  if (y >= inSize.y) return;  // the whole warp (blockDim.x == 32)
+  const bool inX = x < inSize.x;
+  for (int z = int(blockIdx.z); z < inSize.z; z += int(gridDim.z)) {
     Vec3Df p(0.f, 0.f, 0.f);
     float v[NC] = {};
-    if (inX) {
-      const std::size_t id = math::linearIndex(x, y, z, inSize);
-      p = pos.at(x, y, z, id);
-      PYCA_UNROLL
-      for (int c = 0; c < NC; ++c) v[c] = val.p[c][id];
-    }
+    if (inX) source(x, y, z, p, v);
     warpSplat<BG, NC>(inX, p, v, out, weights, outSize);
   }
 }
+
+// Sources of the splat kernels.
+template <int NC>
+struct ValueSource {  // Splat, SplatWorld: values of an array at pos.at(x)
+  Planes<NC> val;
+  math::PosSpec pos;
+  Vec3Di n;
+  __device__ void operator()(int x, int y, int z, Vec3Df& p, float* v) const {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    p = pos.at(x, y, z, id);
+    PYCA_UNROLL
+    for (int c = 0; c < NC; ++c) v[c] = val.p[c][id];
+  }
+};
+
+struct AdSource {  // Ad: |Dg| Dg_w X at g(x)
+  Planes<3> g, X;
+  Vec3Di n;
+  Vec3Df sp;
+  __device__ void operator()(int x, int y, int z, Vec3Df& p, float* v) const {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    p = Vec3Df(g.p[0][id], g.p[1][id], g.p[2][id]);
+    float J[3][3];
+    math::jacobianH(g, n, x, y, z, J);
+    const Vec3Df a = math::adValue(J, Vec3Df(X.p[0][id], X.p[1][id], X.p[2][id]), sp);
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = a.z;
+  }
+};
 
 template <int NC>
 __global__ void normalizeKernel(MutPlanes<NC> out, const float* __restrict__ weights, std::size_t n) {
@@ -158,25 +186,6 @@ __global__ void normalizeKernel(MutPlanes<NC> out, const float* __restrict__ wei
     const float w = weights[i];
     PYCA_UNROLL
     for (int c = 0; c < NC; ++c) out.p[c][i] = w > deformation_impl::kSplatWeightEps ? out.p[c][i] / w : 0.f;
-  }
-}
-
-template <BackgroundStrategy BG>
-__global__ void adKernel(MutPlanes<3> out, Planes<3> g, Planes<3> X, Vec3Di n, Vec3Df sp) {
-  PYCA_WARP_VOXEL_LOOP(n) {
-    Vec3Df p(0.f, 0.f, 0.f);
-    float u[3] = {0.f, 0.f, 0.f};
-    if (inX) {
-      const std::size_t id = math::linearIndex(x, y, z, n);
-      p = Vec3Df(g.p[0][id], g.p[1][id], g.p[2][id]);
-      float J[3][3];
-      math::jacobianH(g, n, x, y, z, J);
-      const Vec3Df a = math::adValue(J, Vec3Df(X.p[0][id], X.p[1][id], X.p[2][id]), sp);
-      u[0] = a.x;
-      u[1] = a.y;
-      u[2] = a.z;
-    }
-    warpSplat<BG, 3>(inX, p, u, out, nullptr, n);
   }
 }
 
@@ -293,11 +302,11 @@ void splat(const SplatJob& j, const char* op) {
     if (!math::withBg<math::kLinearBgs>(j.bg, [&](auto B) {
           constexpr BackgroundStrategy BG = decltype(B)::value;
           if (j.nc == 3) {
-            splatKernel<BG, 3><<<l.grid, l.block, 0, s>>>(mutPlanes<3>(j.out), j.weights, j.outSize,
-                                                          planes<3>(j.val), j.inSize, j.pos);
+            splatKernel<BG, 3><<<l.grid, l.block, 0, s>>>(mutPlanes<3>(j.out), j.weights, j.outSize, j.inSize,
+                                                          ValueSource<3>{planes<3>(j.val), j.pos, j.inSize});
           } else {
-            splatKernel<BG, 1><<<l.grid, l.block, 0, s>>>(mutPlanes<1>(j.out), j.weights, j.outSize,
-                                                          planes<1>(j.val), j.inSize, j.pos);
+            splatKernel<BG, 1><<<l.grid, l.block, 0, s>>>(mutPlanes<1>(j.out), j.weights, j.outSize, j.inSize,
+                                                          ValueSource<1>{planes<1>(j.val), j.pos, j.inSize});
           }
         })) {
       badBg(op);
@@ -322,9 +331,10 @@ void ad(float* const out[3], const float* const g[3], const float* const X[3], c
   for (int c = 0; c < 3; ++c) zero(out[c], n, op);
   if (n == 0) return;
   const Launch l = launchFor(size);
+  const AdSource src{planes<3>(g), planes<3>(X), size, sp};
   if (!math::withBg<math::kLinearBgs>(bg, [&](auto B) {
-        adKernel<decltype(B)::value>
-            <<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), planes<3>(g), planes<3>(X), size, sp);
+        splatKernel<decltype(B)::value, 3>
+            <<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), nullptr, size, size, src);
       })) {
     badBg(op);
   }
