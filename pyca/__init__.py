@@ -24,6 +24,11 @@ def device_info() -> str:
     return _core_module.device_info()
 
 
+def SetToZero(v):
+    """Sets every element of an Image3D or Field3D to 0 (PyCA's SetToZero), in any memory type."""
+    v.fill(0.0)
+
+
 def best_memory_type():
     """MEM_DEVICE when a GPU can be used, else MEM_HOST."""
     return MEM_DEVICE if cuda_available() else MEM_HOST  # noqa: F405
