@@ -89,21 +89,9 @@ class Unsupported(Exception):
     """A declaration Cython cannot express; it is left out and named in a comment."""
 
 
-def split_top(s: str, sep: str = ",") -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "(<":
-            depth += 1
-        elif ch in ")>":
-            depth -= 1
-        if ch == sep and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        out.append(cur)
-    return out
+def split_top(s: str) -> list[str]:
+    """Splits at the commas that are not inside <...> or (...) (the op generator's own splitter)."""
+    return load_spec().split_top_level(s)
 
 
 def split_swig_type(t: str) -> tuple[list[str], str]:

@@ -30,7 +30,9 @@ Array3D::Array3D(int ncomp, const GridInfo& grid, std::shared_ptr<Buffer> buf)
   }
 }
 
-std::size_t Array3D::capacity() const { return buf_ ? buf_->bytes() / (sizeof(float) * std::size_t(ncomp_)) : 0; }
+std::size_t Array3D::capacity() const {
+  return buf_ ? buf_->bytes() / (sizeof(float) * std::size_t(ncomp_)) : 0;
+}
 
 void Array3D::setGrid(const GridInfo& g) {
   if (g.nVox() > capacity()) {
@@ -81,8 +83,9 @@ std::string Array3D::describe(const char* kind) const {
   const Vec3Df& sp = spacing();
   const Vec3Df& o = origin();
   std::ostringstream os;
-  os << kind << "(size=(" << s.x << ", " << s.y << ", " << s.z << "), spacing=(" << sp.x << ", " << sp.y << ", "
-     << sp.z << "), origin=(" << o.x << ", " << o.y << ", " << o.z << "), mem=" << memTypeName(mem_) << ")";
+  os << kind << "(size=(" << s.x << ", " << s.y << ", " << s.z << "), spacing=(" << sp.x << ", " << sp.y
+     << ", " << sp.z << "), origin=(" << o.x << ", " << o.y << ", " << o.z << "), mem=" << memTypeName(mem_)
+     << ")";
   return os.str();
 }
 

@@ -18,10 +18,10 @@ bool onDevice(const char* op, std::initializer_list<Arg> args) {
     if (!first) {
       first = &a;
     } else if (isHostMem(a.a->memType()) != isHostMem(first->a->memType())) {
-      throw MemoryTypeError(std::string(op) + ": argument '" + a.name + "' is in " +
-                            memTypeName(a.a->memType()) + " memory but '" + first->name + "' is in " +
-                            memTypeName(first->a->memType()) +
-                            " memory; move one with toType() so that all are on the host or all on the device");
+      throw MemoryTypeError(
+          std::string(op) + ": argument '" + a.name + "' is in " + memTypeName(a.a->memType()) +
+          " memory but '" + first->name + "' is in " + memTypeName(first->a->memType()) +
+          " memory; move one with toType() so that all are on the host or all on the device");
     }
   }
   return first && first->a->memType() == MEM_DEVICE;

@@ -44,7 +44,8 @@ cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(tl_stream); }
 
 [[noreturn]] void fail(const char* call, cudaError_t err) {
   cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
-  throw CudaError(std::string(call) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  throw CudaError(std::string(call) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                  ")");
 }
 
 void check(cudaError_t err, const char* call) {
@@ -95,9 +96,9 @@ std::string deviceInfo() {
   std::ostringstream os;
   os.precision(1);
   os << std::fixed << p.name << " (sm_" << p.major << p.minor << ", " << p.multiProcessorCount << " SMs, "
-     << double(p.totalGlobalMem) / double(1ull << 30) << " GiB), device " << dev << " of " << cudaDeviceCount()
-     << ", driver " << drv / 1000 << "." << (drv % 1000) / 10 << ", runtime " << rt / 1000 << "."
-     << (rt % 1000) / 10;
+     << double(p.totalGlobalMem) / double(1ull << 30) << " GiB), device " << dev << " of "
+     << cudaDeviceCount() << ", driver " << drv / 1000 << "." << (drv % 1000) / 10 << ", runtime "
+     << rt / 1000 << "." << (rt % 1000) / 10;
   return os.str();
 }
 
@@ -127,7 +128,8 @@ void* deviceAlloc(std::size_t bytes, int* device) {
   cudaError_t err = cudaMallocAsync(&p, bytes, stream());
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    throw OutOfMemory("out of device memory allocating " + std::to_string(bytes) + " bytes (cudaMallocAsync)");
+    throw OutOfMemory("out of device memory allocating " + std::to_string(bytes) +
+                      " bytes (cudaMallocAsync)");
   }
   check(err, "cudaMallocAsync");
   return p;
@@ -141,7 +143,8 @@ void* pinnedAlloc(std::size_t bytes) {
   cudaError_t err = cudaMallocHost(&p, bytes);
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    throw OutOfMemory("out of pinned host memory allocating " + std::to_string(bytes) + " bytes (cudaMallocHost)");
+    throw OutOfMemory("out of pinned host memory allocating " + std::to_string(bytes) +
+                      " bytes (cudaMallocHost)");
   }
   check(err, "cudaMallocHost");
   return p;

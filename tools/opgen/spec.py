@@ -104,7 +104,8 @@ class SpecError(ValueError):
     pass
 
 
-def _split_args(s: str) -> list[str]:
+def split_top_level(s: str) -> list[str]:
+    """Splits at the commas that are not inside <...> or (...)."""
     out, depth, cur = [], 0, ""
     for ch in s:
         if ch in "<(":
@@ -129,7 +130,7 @@ def parse_overload(decl: str, where: str) -> Overload:
     if ret not in RETURN_TYPES:
         raise SpecError(f"{where}: return type {ret!r} not one of {sorted(RETURN_TYPES)}")
     args = []
-    for a in _split_args(m["args"]):
+    for a in split_top_level(m["args"]):
         am = _ARG.match(a)
         if not am:
             raise SpecError(f"{where}: cannot parse argument {a!r} of {decl!r}")

@@ -21,7 +21,8 @@ struct Vec3 {
   PYCA_HD Vec3(T x_, T y_, T z_) : x(x_), y(y_), z(z_) {}
   PYCA_HD explicit Vec3(T v) : x(v), y(v), z(v) {}
   template <class U>
-  PYCA_HD explicit Vec3(const Vec3<U>& o) : x(static_cast<T>(o.x)), y(static_cast<T>(o.y)), z(static_cast<T>(o.z)) {}
+  PYCA_HD explicit Vec3(const Vec3<U>& o)
+      : x(static_cast<T>(o.x)), y(static_cast<T>(o.y)), z(static_cast<T>(o.z)) {}
 
   PYCA_HD void set(T x_, T y_, T z_) {
     x = x_;
@@ -41,16 +42,26 @@ struct Vec3 {
   PYCA_HD Vec3& operator*=(T s) { return *this = *this * Vec3(s); }
   PYCA_HD Vec3& operator/=(T s) { return *this = *this / Vec3(s); }
 
-  friend PYCA_HD Vec3 operator+(const Vec3& a, const Vec3& b) { return Vec3(a.x + b.x, a.y + b.y, a.z + b.z); }
-  friend PYCA_HD Vec3 operator-(const Vec3& a, const Vec3& b) { return Vec3(a.x - b.x, a.y - b.y, a.z - b.z); }
-  friend PYCA_HD Vec3 operator*(const Vec3& a, const Vec3& b) { return Vec3(a.x * b.x, a.y * b.y, a.z * b.z); }
-  friend PYCA_HD Vec3 operator/(const Vec3& a, const Vec3& b) { return Vec3(a.x / b.x, a.y / b.y, a.z / b.z); }
+  friend PYCA_HD Vec3 operator+(const Vec3& a, const Vec3& b) {
+    return Vec3(a.x + b.x, a.y + b.y, a.z + b.z);
+  }
+  friend PYCA_HD Vec3 operator-(const Vec3& a, const Vec3& b) {
+    return Vec3(a.x - b.x, a.y - b.y, a.z - b.z);
+  }
+  friend PYCA_HD Vec3 operator*(const Vec3& a, const Vec3& b) {
+    return Vec3(a.x * b.x, a.y * b.y, a.z * b.z);
+  }
+  friend PYCA_HD Vec3 operator/(const Vec3& a, const Vec3& b) {
+    return Vec3(a.x / b.x, a.y / b.y, a.z / b.z);
+  }
   friend PYCA_HD Vec3 operator+(const Vec3& a, T s) { return a + Vec3(s); }
   friend PYCA_HD Vec3 operator-(const Vec3& a, T s) { return a - Vec3(s); }
   friend PYCA_HD Vec3 operator*(const Vec3& a, T s) { return a * Vec3(s); }
   friend PYCA_HD Vec3 operator/(const Vec3& a, T s) { return a / Vec3(s); }
   friend PYCA_HD Vec3 operator*(T s, const Vec3& a) { return Vec3(s) * a; }
-  friend PYCA_HD bool operator==(const Vec3& a, const Vec3& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+  friend PYCA_HD bool operator==(const Vec3& a, const Vec3& b) {
+    return a.x == b.x && a.y == b.y && a.z == b.z;
+  }
   friend PYCA_HD bool operator!=(const Vec3& a, const Vec3& b) { return !(a == b); }
   // Lexicographic order, so vectors can be sorted and compared like tuples.
   friend PYCA_HD bool operator<(const Vec3& a, const Vec3& b) {

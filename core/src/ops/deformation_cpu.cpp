@@ -20,20 +20,9 @@ using math::Planes;
 
 constexpr unsigned kAllBgs = math::kFieldBgs | math::bgBit(BACKGROUND_STRATEGY_VAL);
 
-template <int NC>
-MutPlanes<NC> mutPlanes(float* const* p) {
-  MutPlanes<NC> r;
-  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
-  return r;
-}
-template <int NC>
-Planes<NC> planes(const float* const* p) {
-  Planes<NC> r;
-  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
-  return r;
-}
-
-std::size_t nVoxOf(const Vec3Di& n) { return std::size_t(n.x) * std::size_t(n.y) * std::size_t(n.z); }
+using math::mutPlanes;
+using math::nVoxOf;
+using math::planes;
 
 // ---------------------------------------------------------------------------------------------
 // Gather: one output voxel per iteration, rows of x in parallel.

@@ -33,20 +33,9 @@ void check(cudaError_t err, const char* op, const char* what) {
   }
 }
 
-template <int NC>
-MutPlanes<NC> mutPlanes(float* const* p) {
-  MutPlanes<NC> r;
-  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
-  return r;
-}
-template <int NC>
-Planes<NC> planes(const float* const* p) {
-  Planes<NC> r;
-  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
-  return r;
-}
-
-std::size_t nVoxOf(const Vec3Di& n) { return std::size_t(n.x) * std::size_t(n.y) * std::size_t(n.z); }
+using math::mutPlanes;
+using math::nVoxOf;
+using math::planes;
 
 // Voxel loops: threads along x (coalesced; one warp = 32 consecutive x of one row, which the
 // splats rely on), blocks over x, y and z; z grid-strided beyond 65535.

@@ -181,8 +181,8 @@ void passAny(float* out, const float* in, const Vec3Di& s, int axis, const float
   }
 }
 
-// out = im correlated with the kernel (PyCA's Convolve), clamped border. The weights and the linear offsets of the taps
-// sit in shared memory; voxels whose taps all fall inside the grid take the offsets directly, the
+// out = im correlated with the kernel (PyCA's Convolve), clamped border. The weights and the linear offsets
+// of the taps sit in shared memory; voxels whose taps all fall inside the grid take the offsets directly, the
 // others clamp each coordinate.
 constexpr int kMaxTaps = 2048;
 __global__ void convolveKernel(float* __restrict__ out, const float* __restrict__ im, int nx, int ny, int nz,

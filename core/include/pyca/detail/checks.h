@@ -36,6 +36,5 @@ void require(bool cond, const char* op, const char* what);
 #ifdef PYCA_WITH_CUDA
 #define PYCA_CUDA_CALL(op, call) call
 #else
-#define PYCA_CUDA_CALL(op, call) \
-  throw ::pyca::CudaError(std::string(op) + ": pyca was built without CUDA")
+#define PYCA_CUDA_CALL(op, call) throw ::pyca::CudaError(std::string(op) + ": pyca was built without CUDA")
 #endif

@@ -203,6 +203,20 @@ template <int NC>
 struct MutPlanes {
   float* p[NC];
 };
+// From the backends' arrays of NC plane pointers.
+template <int NC>
+inline MutPlanes<NC> mutPlanes(float* const* p) {
+  MutPlanes<NC> r;
+  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
+  return r;
+}
+template <int NC>
+inline Planes<NC> planes(const float* const* p) {
+  Planes<NC> r;
+  for (int c = 0; c < NC; ++c) r.p[c] = p[c];
+  return r;
+}
+inline std::size_t nVoxOf(const Vec3Di& n) { return std::size_t(n.x) * std::size_t(n.y) * std::size_t(n.z); }
 
 // The identity coordinate of a position: the position, with 0 along axes of size 1.
 PYCA_HD Vec3Df identityOf(const Vec3Df& p, const Vec3Di& n) {
