@@ -39,6 +39,8 @@ OPERATIONS = (
        # field
        "ComposeHH", "ComposeVH", "ComposeVInvH", "ComposeHV", "ComposeHVInv", "Jacobian", "NormalizeSafe",
        "NormalizeSafe_I", "Ad", "CoAd", "SetToIdentity", "HtoV", "HtoV_I", "VtoH", "VtoH_I",
+       "AdInf", "CoAdInf", "DivergenceTensor", "JacobianXY", "JacobianXtY", "GradFor", "GradForMag", "DivBack",
+       "JacDetVInv", "SetToZero",
        # reductions
        "Sum", "Sum2", "Max", "Min", "MinMax", "LInf", "L1", "Dot"]
 )
@@ -49,23 +51,14 @@ COMMON = ["ImFromNPArr", "FieldFromNPArr", "AsNPCopy", "IsImage3D", "IsField3D",
           "ExtractSliceVF", "ExtractSliceArrVF", "ComposeDef", "SaveSliceStack", "Distribute", "Mkdir_p",
           "TukeyWindow", "TukeyWindow1D", "AddWhiteNoise", "GaussianBlur", "DrawEllipse", "GetNumberOfCUDADevices"]
 
-# PyCA names pyca lacks, with what they did (reported; docs/pyca-migration.md)
+# PyCA names pyca lacks, with what they did (docs/pyca-migration.md)
 MISSING = {
     "ComposeTranslation": "h(x) = f(x + t) for fields, a_o = a_i(x + t) for images",
     "SplatField": "splat a field by an H-field (pyca: Splat(Field3D, h, Field3D))",
     "ReprojectToUnitVec": "normalise a field in place",
     "FixedPointInverse": "fixed-point inversion of an H-field",
     "UpdateInverse": "update of an inverse deformation by one time step",
-    "AdInf": "infinitesimal adjoint action ad_X Y = DX Y - DY X",
-    "CoAdInf": "infinitesimal coadjoint action ad_X^* m = DX^T m + div(m (x) X)",
-    "DivergenceTensor": "div(X (x) Y)",
-    "JacobianXY": "(DX) Y",
-    "JacobianXtY": "(DX)^T Y",
-    "GradFor": "gradient by forward differences",
-    "GradForMag": "magnitude of the forward-difference gradient",
-    "DivBack": "divergence by backward differences",
     "Gradient2": "CPU-only second gradient form",
-    "JacDetVInv": "det(I - Dv) from Jacobian() rows",
     "ShiftCoordinate": "permute the image axes",
 }
 

@@ -312,6 +312,148 @@ def test_jacdeth_of_affine_map_is_det_a(grid, mem):
     np.testing.assert_allclose(jd.numpy(), 1.0 / vol, rtol=1e-5)
 
 
+# ------------------------------------------------------------------------------- PyCA's fixed-stencil forms
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("bc", BCS)
+def test_grad_for_grad_for_mag_div_back(grid, im_np, rng, mem, bc):
+    sp = sp_of(grid)
+    im = image(im_np, grid, mem)
+    g = ca.Field3D(grid, mem)
+    ca.GradFor(g, im, bc)
+    np.testing.assert_allclose(g.numpy(), np_grad(im_np, ca.DIFF_FORWARD, bc, sp), rtol=RTOL, atol=ATOL)
+    ca.GradFor(g, im)  # default BC_CLAMP: 0 at the last voxel of each axis
+    ref = np_grad(im_np, ca.DIFF_FORWARD, ca.BC_CLAMP, sp)
+    np.testing.assert_allclose(g.numpy(), ref, rtol=RTOL, atol=ATOL)
+    assert np.all(g.numpy()[-1, :, :, 0] == 0) and np.all(g.numpy()[:, -1, :, 1] == 0)
+
+    mag = ca.Image3D(grid, mem)
+    ca.GradForMag(mag, im)  # DIFF_FORWARD, BC_APPROX (= BC_CLAMP for forward differences)
+    np.testing.assert_allclose(mag.numpy(), np.sqrt((ref ** 2).sum(-1)), rtol=RTOL, atol=ATOL)
+
+    v_np = rng.standard_normal(tuple(grid.size()) + (3,)).astype(np.float32)
+    div = ca.Image3D(grid, mem)
+    ca.DivBack(div, field(v_np, grid, mem), bc)
+    ref_div = sum(np_diff(v_np[..., k], k, ca.DIFF_BACKWARD, bc, sp[k]) for k in range(3))
+    np.testing.assert_allclose(div.numpy(), ref_div, rtol=RTOL, atol=5 * ATOL)
+    ca.DivBack(div, field(v_np, grid, mem))  # default BC_CLAMP
+    ref_div = sum(np_diff(v_np[..., k], k, ca.DIFF_BACKWARD, ca.BC_CLAMP, sp[k]) for k in range(3))
+    np.testing.assert_allclose(div.numpy(), ref_div, rtol=RTOL, atol=5 * ATOL)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_div_back_is_minus_adjoint_of_grad_for_with_wrap(grid, im_np, rng, mem):
+    v_np = rng.standard_normal(tuple(grid.size()) + (3,)).astype(np.float32)
+    g, div = ca.Field3D(grid, mem), ca.Image3D(grid, mem)
+    ca.GradFor(g, image(im_np, grid, mem), ca.BC_WRAP)
+    ca.DivBack(div, field(v_np, grid, mem), ca.BC_WRAP)
+    lhs = np.sum(g.numpy().astype(np.float64) * v_np)
+    rhs = -np.sum(im_np.astype(np.float64) * div.numpy())
+    scale = np.sum(np.abs(g.numpy().astype(np.float64) * v_np))
+    assert abs(lhs - rhs) <= 1e-5 * scale
+
+
+# ------------------------------------------------------------------------------- Jacobian-field products
+def np_jac_central_clamp(f, sp):
+    """[..., i, j] = d(f_i)/dx_j per world unit, central differences with BC_CLAMP."""
+    return np.stack([np_grad(f[..., r], ca.DIFF_CENTRAL, ca.BC_CLAMP, sp) for r in range(3)], -2)
+
+
+def np_div_tensor(X, Y, sp):
+    """out_i = sum_j D_j(X_i Y_j): central difference (BC_CLAMP) of the product."""
+    return np.stack([sum(np_diff(X[..., i] * Y[..., j], j, ca.DIFF_CENTRAL, ca.BC_CLAMP, sp[j])
+                         for j in range(3)) for i in range(3)], -1)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_jacobian_field_products(grid, rng, mem):
+    sp = sp_of(grid)
+    shape = tuple(grid.size()) + (3,)
+    X_np = rng.standard_normal(shape).astype(np.float32)
+    Y_np = rng.standard_normal(shape).astype(np.float32)
+    X, Y = field(X_np, grid, mem), field(Y_np, grid, mem)
+    X64, Y64 = X_np.astype(np.float64), Y_np.astype(np.float64)
+    JX, JY = np_jac_central_clamp(X64, sp), np_jac_central_clamp(Y64, sp)
+    out = ca.Field3D(grid, mem)
+    tol = dict(rtol=1e-5, atol=1e-4)
+
+    ca.JacobianXY(out, X, Y)
+    np.testing.assert_allclose(out.numpy(), np.einsum("...ij,...j->...i", JX, Y64), **tol)
+    ca.JacobianXtY(out, X, Y)
+    np.testing.assert_allclose(out.numpy(), np.einsum("...ji,...j->...i", JX, Y64), **tol)
+    ca.DivergenceTensor(out, X, Y)
+    np.testing.assert_allclose(out.numpy(), np_div_tensor(X64, Y64, sp), **tol)
+    ca.AdInf(out, X, Y)
+    ref_ad = np.einsum("...ij,...j->...i", JX, Y64) - np.einsum("...ij,...j->...i", JY, X64)
+    np.testing.assert_allclose(out.numpy(), ref_ad, **tol)
+    ca.CoAdInf(out, X, Y)  # Y plays m
+    ref_coad = np.einsum("...ji,...j->...i", JX, Y64) + np_div_tensor(Y64, X64, sp)
+    np.testing.assert_allclose(out.numpy(), ref_coad, **tol)
+    if grid.size()[2] == 1:  # no z derivatives on a 2-D grid
+        ca.JacobianXY(out, X, field(np.tile([0.0, 0.0, 1.0], tuple(grid.size()) + (1,)), grid, mem))
+        np.testing.assert_array_equal(out.numpy(), 0.0)
+    np.testing.assert_array_equal(X.numpy(), X_np)  # inputs untouched
+    np.testing.assert_array_equal(Y.numpy(), Y_np)
+
+
+def _bump_fields(grid, rng):
+    """Smooth fields that vanish (with their derivatives) near the border: sums of Gaussians."""
+    (X, Y, Z), _ = world_coords(grid)
+    ext = [grid.spacing()[k] * (grid.size()[k] - 1) for k in range(3)]
+    org = [grid.origin()[k] for k in range(3)]
+    is2d = grid.size()[2] == 1
+    out = []
+    for _ in range(3):
+        comps = []
+        for _c in range(3):
+            c = [org[k] + ext[k] * rng.uniform(0.4, 0.6) for k in range(3)]
+            s = [ext[k] / 9.0 for k in range(3)]
+            r2 = ((X - c[0]) / s[0]) ** 2 + ((Y - c[1]) / s[1]) ** 2
+            if not is2d:
+                r2 = r2 + ((Z - c[2]) / s[2]) ** 2
+            comps.append(rng.uniform(0.5, 1.5) * np.exp(-r2))
+        out.append(np.stack(comps, -1))
+    return out
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_adinf_coadinf_adjoint_relation(grid, rng, mem):
+    X_np, Y_np, m_np = _bump_fields(grid, rng)
+    X, Y, m = (field(a, grid, mem) for a in (X_np, Y_np, m_np))
+    ad, coad = ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    ca.AdInf(ad, X, Y)
+    ca.CoAdInf(coad, X, m)
+    lhs = np.sum(ad.numpy().astype(np.float64) * m.numpy())
+    rhs = np.sum(Y.numpy().astype(np.float64) * coad.numpy())
+    scale = np.sum(np.abs(ad.numpy().astype(np.float64) * m.numpy()))
+    assert scale > 0
+    assert abs(lhs - rhs) <= 1e-3 * scale, (lhs, rhs, scale)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_jacdetvinv(grid, rng, mem):
+    sp = sp_of(grid)
+    is2d = grid.size()[2] == 1
+    v = field(0.2 * rng.standard_normal(tuple(grid.size()) + (3,)), grid, mem)
+    v_np = v.numpy().astype(np.float64)
+    Xg, Yg, Zg = (ca.Field3D(grid, mem) for _ in range(3))
+    ca.Jacobian(Xg, Yg, Zg, v)
+    G = np.stack([np_grad(v_np[..., r], ca.DIFF_CENTRAL, ca.BC_APPROX, sp) for r in range(3)], -2)
+    jd = ca.Image3D(grid, mem)
+    ca.JacDetVInv(jd, Xg, Yg, Zg)
+    ref = np.linalg.det(np.eye(3) - G)
+    np.testing.assert_allclose(jd.numpy(), ref, rtol=1e-4, atol=1e-4)
+    if is2d:
+        np.testing.assert_allclose(jd.numpy(), np.linalg.det(np.eye(2) - G[..., :2, :2]), rtol=1e-4, atol=1e-4)
+    # Arbitrary rows (a full 3x3 with off-diagonal terms): det(I - G), and 1 for G = 0.
+    rows = [rng.uniform(-0.3, 0.3, tuple(grid.size()) + (3,)).astype(np.float32) for _ in range(3)]
+    ca.JacDetVInv(jd, *(field(r, grid, mem) for r in rows))
+    np.testing.assert_allclose(jd.numpy(), np.linalg.det(np.eye(3) - np.stack(rows, -2).astype(np.float64)),
+                               rtol=1e-4, atol=1e-5)
+    zero = field(np.zeros(tuple(grid.size()) + (3,)), grid, mem)
+    ca.JacDetVInv(jd, zero, zero, zero)
+    np.testing.assert_array_equal(jd.numpy(), 1.0)
+
+
 # ------------------------------------------------------------------------------- bad input
 def test_mismatched_sizes_name_the_op_and_argument(grid, im_np):
     im = image(im_np, grid, ca.MEM_HOST)
@@ -355,3 +497,33 @@ def test_mixed_memory_is_refused(grid, im_np):
     with pytest.raises(ca.MemoryTypeError, match="JacDetH"):
         ca.JacDetH(out, ca.Field3D(grid, ca.MEM_HOST))
     np.testing.assert_array_equal(np.asarray(im), im_np)
+
+
+def test_new_ops_bad_input(grid, im_np):
+    """One bad input per operation added for PyCA parity: wrong size names the op and argument;
+    outputs sharing memory with an input are refused."""
+    H = ca.MEM_HOST
+    im = image(im_np, grid, H)
+    small = ca.GridInfo((5, 6, 7))
+    with pytest.raises(ValueError, match=r"GradFor.*'im'"):
+        ca.GradFor(ca.Field3D(small, H), im)
+    with pytest.raises(ValueError, match=r"GradForMag.*must not share memory"):
+        ca.GradForMag(im, im)
+    with pytest.raises(ValueError, match=r"DivBack.*'v'"):
+        ca.DivBack(ca.Image3D(grid, H), ca.Field3D(small, H))
+    f = ca.Field3D.from_array(np.zeros(tuple(grid.size()) + (3,), np.float32), grid)
+    g = ca.Field3D.from_array(np.ones(tuple(grid.size()) + (3,), np.float32), grid)
+    with pytest.raises(ValueError, match=r"JacDetVInv.*'Zg'"):
+        ca.JacDetVInv(ca.Image3D(grid, H), f, f, ca.Field3D(small, H))
+    with pytest.raises(ValueError, match=r"JacobianXY.*'Y'"):
+        ca.JacobianXY(ca.Field3D(grid, H), f, ca.Field3D(small, H))
+    with pytest.raises(ValueError, match=r"JacobianXtY.*must not share memory"):
+        ca.JacobianXtY(f, f, g)
+    with pytest.raises(ValueError, match=r"DivergenceTensor.*must not share memory"):
+        ca.DivergenceTensor(g, f, g)
+    with pytest.raises(ValueError, match=r"AdInf.*'X'"):
+        ca.AdInf(ca.Field3D(grid, H), ca.Field3D(small, H), f)
+    with pytest.raises(ValueError, match=r"CoAdInf.*must not share memory"):
+        ca.CoAdInf(g, f, g)
+    np.testing.assert_array_equal(f.numpy(), 0.0)
+    np.testing.assert_array_equal(g.numpy(), 1.0)

@@ -5,11 +5,10 @@
 
 #include <cmath>
 #include <cstddef>
-#include <string>
 
 #include "ops/differential_cuda.h"
+#include "ops/differential_impl.h"
 #include "pyca/detail/checks.h"
-#include "pyca/errors.h"
 #include "pyca/math/differential.h"
 
 namespace pyca {
@@ -17,45 +16,11 @@ namespace pyca {
 namespace {
 
 using detail::Arg;
-
-math::Grid3 gridOf(const Array3D& a) {
-  const Vec3Di& s = a.size();
-  const Vec3Df& sp = a.spacing();
-  return math::Grid3{s.x, s.y, s.z, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z};
-}
-
-void checkDim(const char* op, DimT dim) {
-  if (dim != DIM_X && dim != DIM_Y && dim != DIM_Z) {
-    throw ValueError(std::string(op) + ": argument 'dim' must be DIM_X, DIM_Y or DIM_Z, not " +
-                     std::to_string(int(dim)));
-  }
-}
-
-void checkDiffBc(const char* op, DiffT d, BoundaryCondT bc) {
-  if (d != DIFF_FORWARD && d != DIFF_BACKWARD && d != DIFF_CENTRAL) {
-    throw ValueError(std::string(op) + ": argument 'diffType' must be DIFF_FORWARD, DIFF_BACKWARD or " +
-                     "DIFF_CENTRAL, not " + std::to_string(int(d)));
-  }
-  if (bc != BC_APPROX && bc != BC_WRAP && bc != BC_CLAMP) {
-    throw ValueError(std::string(op) + ": argument 'bc' must be BC_APPROX, BC_WRAP or BC_CLAMP, not " +
-                     std::to_string(int(bc)));
-  }
-}
-
-void checkBc(const char* op, BoundaryCondT bc) { checkDiffBc(op, DIFF_CENTRAL, bc); }
-
-// Calls f(i, x, y, z) for every voxel, i the linear index; OpenMP over the (z, y) lines.
-template <class F>
-void forEachVoxel(const math::Grid3& g, F&& f) {
-  const int nx = g.nx, ny = g.ny, nz = g.nz;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int z = 0; z < nz; ++z) {
-    for (int y = 0; y < ny; ++y) {
-      std::size_t i = (std::size_t(z) * ny + y) * std::size_t(nx);
-      for (int x = 0; x < nx; ++x, ++i) f(i, x, y, z);
-    }
-  }
-}
+using diff_detail::checkBc;
+using diff_detail::checkDiffBc;
+using diff_detail::checkDim;
+using diff_detail::forEachVoxel;
+using diff_detail::gridOf;
 
 void finiteDiffCpu(float* out, const float* im, const math::Grid3& g, DimT dim, DiffT d, BoundaryCondT bc) {
   forEachVoxel(g, [&](std::size_t i, int x, int y, int z) {
@@ -91,17 +56,65 @@ void FiniteDiff(Image3D& out, const Image3D& im, DimT dim, DiffT diffType, Bound
   }
 }
 
-void Gradient(Field3D& out, const Image3D& im, DiffT diffType, BoundaryCondT bc) {
-  const char* op = "Gradient";
+namespace {
+
+void gradientOp(const char* op, Field3D& out, const Image3D& im, DiffT diffType, BoundaryCondT bc) {
   const bool dev = detail::prepare(op, {{"out", &out}, {"im", &im}});
   detail::checkNoAlias(op, {"out", &out}, {"im", &im});
   checkDiffBc(op, diffType, bc);
   const math::Grid3 g = gridOf(im);
   if (dev) {
-    PYCA_CUDA_CALL(op, cuda_impl::Gradient(out.x(), out.y(), out.z(), im.data(), g, diffType, bc));
+    PYCA_CUDA_CALL(op, cuda_impl::Gradient(out.x(), out.y(), out.z(), im.data(), g, diffType, bc, op));
   } else {
     gradientCpu(out.x(), out.y(), out.z(), im.data(), g, diffType, bc);
   }
+}
+
+void gradientMagOp(const char* op, Image3D& out, const Image3D& im, DiffT diffType, BoundaryCondT bc) {
+  const bool dev = detail::prepare(op, {{"out", &out}, {"im", &im}});
+  detail::checkNoAlias(op, {"out", &out}, {"im", &im});
+  checkDiffBc(op, diffType, bc);
+  const math::Grid3 g = gridOf(im);
+  if (dev) {
+    PYCA_CUDA_CALL(op, cuda_impl::GradientMag(out.data(), im.data(), g, diffType, bc, op));
+    return;
+  }
+  float* o = out.data();
+  const float* p = im.data();
+  forEachVoxel(g, [&](std::size_t i, int x, int y, int z) {
+    float gx, gy, gz;
+    math::gradient(p + i, g, x, y, z, diffType, bc, gx, gy, gz);
+    o[i] = std::sqrt(gx * gx + gy * gy + gz * gz);
+  });
+}
+
+void divergenceOp(const char* op, Image3D& out, const Field3D& v, DiffT diffType, BoundaryCondT bc) {
+  const bool dev = detail::prepare(op, {{"out", &out}, {"v", &v}});
+  detail::checkNoAlias(op, {"out", &out}, {"v", &v});
+  checkDiffBc(op, diffType, bc);
+  const math::Grid3 g = gridOf(v);
+  if (dev) {
+    PYCA_CUDA_CALL(op, cuda_impl::Divergence(out.data(), v.x(), v.y(), v.z(), g, diffType, bc, op));
+    return;
+  }
+  float* o = out.data();
+  const float *vx = v.x(), *vy = v.y(), *vz = v.z();
+  forEachVoxel(g, [&](std::size_t i, int x, int y, int z) {
+    o[i] = math::finiteDiff(vx + i, g, x, y, z, 0, diffType, bc) +
+           math::finiteDiff(vy + i, g, x, y, z, 1, diffType, bc) +
+           math::finiteDiff(vz + i, g, x, y, z, 2, diffType, bc);
+  });
+}
+
+}  // namespace
+
+void Gradient(Field3D& out, const Image3D& im, DiffT diffType, BoundaryCondT bc) {
+  gradientOp("Gradient", out, im, diffType, bc);
+}
+
+// PyCA's GradFor: forward differences with the given boundary condition.
+void GradFor(Field3D& out, const Image3D& im, BoundaryCondT bc) {
+  gradientOp("GradFor", out, im, DIFF_FORWARD, bc);
 }
 
 void GradientMask(Field3D& out, const Image3D& im, const Image3D& mask, DiffT diffType, BoundaryCondT bc) {
@@ -124,41 +137,21 @@ void GradientMask(Field3D& out, const Image3D& im, const Image3D& mask, DiffT di
 }
 
 void GradientMag(Image3D& out, const Image3D& im, DiffT diffType, BoundaryCondT bc) {
-  const char* op = "GradientMag";
-  const bool dev = detail::prepare(op, {{"out", &out}, {"im", &im}});
-  detail::checkNoAlias(op, {"out", &out}, {"im", &im});
-  checkDiffBc(op, diffType, bc);
-  const math::Grid3 g = gridOf(im);
-  if (dev) {
-    PYCA_CUDA_CALL(op, cuda_impl::GradientMag(out.data(), im.data(), g, diffType, bc));
-    return;
-  }
-  float* o = out.data();
-  const float* p = im.data();
-  forEachVoxel(g, [&](std::size_t i, int x, int y, int z) {
-    float gx, gy, gz;
-    math::gradient(p + i, g, x, y, z, diffType, bc, gx, gy, gz);
-    o[i] = std::sqrt(gx * gx + gy * gy + gz * gz);
-  });
+  gradientMagOp("GradientMag", out, im, diffType, bc);
+}
+
+// PyCA's GradForMag: DIFF_FORWARD with BC_APPROX (0 beyond the last voxel, as BC_CLAMP).
+void GradForMag(Image3D& out, const Image3D& im) {
+  gradientMagOp("GradForMag", out, im, DIFF_FORWARD, BC_APPROX);
 }
 
 void Divergence(Image3D& out, const Field3D& v, DiffT diffType, BoundaryCondT bc) {
-  const char* op = "Divergence";
-  const bool dev = detail::prepare(op, {{"out", &out}, {"v", &v}});
-  detail::checkNoAlias(op, {"out", &out}, {"v", &v});
-  checkDiffBc(op, diffType, bc);
-  const math::Grid3 g = gridOf(v);
-  if (dev) {
-    PYCA_CUDA_CALL(op, cuda_impl::Divergence(out.data(), v.x(), v.y(), v.z(), g, diffType, bc));
-    return;
-  }
-  float* o = out.data();
-  const float *vx = v.x(), *vy = v.y(), *vz = v.z();
-  forEachVoxel(g, [&](std::size_t i, int x, int y, int z) {
-    o[i] = math::finiteDiff(vx + i, g, x, y, z, 0, diffType, bc) +
-           math::finiteDiff(vy + i, g, x, y, z, 1, diffType, bc) +
-           math::finiteDiff(vz + i, g, x, y, z, 2, diffType, bc);
-  });
+  divergenceOp("Divergence", out, v, diffType, bc);
+}
+
+// PyCA's DivBack: backward differences with the given boundary condition.
+void DivBack(Image3D& out, const Field3D& v, BoundaryCondT bc) {
+  divergenceOp("DivBack", out, v, DIFF_BACKWARD, bc);
 }
 
 void Laplacian(Image3D& out, const Image3D& im, BoundaryCondT bc) {
@@ -240,7 +233,7 @@ void Jacobian(Field3D& Xg, Field3D& Yg, Field3D& Zg, const Field3D& h, DiffT dif
   for (int c = 0; c < 3; ++c) {
     Field3D& o = *outs[c];
     if (dev) {
-      PYCA_CUDA_CALL(op, cuda_impl::Gradient(o.x(), o.y(), o.z(), comps[c], g, diffType, bc));
+      PYCA_CUDA_CALL(op, cuda_impl::Gradient(o.x(), o.y(), o.z(), comps[c], g, diffType, bc, op));
     } else {
       gradientCpu(o.x(), o.y(), o.z(), comps[c], g, diffType, bc);
     }
@@ -327,6 +320,23 @@ void JacDetV(Image3D& out, const Field3D& Xg, const Field3D& Yg, const Field3D& 
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
     o[i] = math::jacDetVFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i], p.z[0][i],
                                   p.z[1][i], p.z[2][i]);
+  }
+}
+
+void JacDetVInv(Image3D& out, const Field3D& Xg, const Field3D& Yg, const Field3D& Zg) {
+  const char* op = "JacDetVInv";
+  bool dev = false;
+  const cuda_impl::GradPlanes p = gradPlanes(op, &dev, out, Xg, Yg, Zg);
+  const std::size_t n = out.nVox();
+  if (dev) {
+    PYCA_CUDA_CALL(op, cuda_impl::JacDetVInvGrads(out.data(), p, n));
+    return;
+  }
+  float* o = out.data();
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
+    o[i] = math::jacDetVInvFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i],
+                                     p.z[0][i], p.z[1][i], p.z[2][i]);
   }
 }
 

@@ -193,6 +193,15 @@ struct JacDetVGradsF {
   }
 };
 
+struct JacDetVInvGradsF {
+  float* out;
+  GradPlanes p;
+  __device__ void operator()(std::size_t i) const {
+    out[i] = math::jacDetVInvFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i],
+                                       p.z[0][i], p.z[1][i], p.z[2][i]);
+  }
+};
+
 }  // namespace
 
 void FiniteDiff(float* out, const float* im, const math::Grid3& g, DimT dim, DiffT d, BoundaryCondT bc) {
@@ -200,8 +209,8 @@ void FiniteDiff(float* out, const float* im, const math::Grid3& g, DimT dim, Dif
 }
 
 void Gradient(float* ox, float* oy, float* oz, const float* im, const math::Grid3& g, DiffT d,
-              BoundaryCondT bc) {
-  launch(g, GradientF{ox, oy, oz, im, g, d, bc}, "Gradient");
+              BoundaryCondT bc, const char* name) {
+  launch(g, GradientF{ox, oy, oz, im, g, d, bc}, name);
 }
 
 void GradientMask(float* ox, float* oy, float* oz, const float* im, const float* mask, const math::Grid3& g,
@@ -209,13 +218,14 @@ void GradientMask(float* ox, float* oy, float* oz, const float* im, const float*
   launch(g, GradientMaskF{ox, oy, oz, im, mask, g, d, bc}, "GradientMask");
 }
 
-void GradientMag(float* out, const float* im, const math::Grid3& g, DiffT d, BoundaryCondT bc) {
-  launch(g, GradientMagF{out, im, g, d, bc}, "GradientMag");
+void GradientMag(float* out, const float* im, const math::Grid3& g, DiffT d, BoundaryCondT bc,
+                 const char* name) {
+  launch(g, GradientMagF{out, im, g, d, bc}, name);
 }
 
 void Divergence(float* out, const float* vx, const float* vy, const float* vz, const math::Grid3& g, DiffT d,
-                BoundaryCondT bc) {
-  launch(g, DivergenceF{out, vx, vy, vz, g, d, bc}, "Divergence");
+                BoundaryCondT bc, const char* name) {
+  launch(g, DivergenceF{out, vx, vy, vz, g, d, bc}, name);
 }
 
 void Laplacian(float* out, const float* im, const math::Grid3& g, BoundaryCondT bc) {
@@ -250,6 +260,12 @@ void JacDetVGrads(float* out, const GradPlanes& p, std::size_t n) {
   if (n == 0) return;
   linearKernel<<<blocksFor(n), kBlock, 0, stream()>>>(n, JacDetVGradsF{out, p});
   pyca::checkLaunch("JacDetV");
+}
+
+void JacDetVInvGrads(float* out, const GradPlanes& p, std::size_t n) {
+  if (n == 0) return;
+  linearKernel<<<blocksFor(n), kBlock, 0, stream()>>>(n, JacDetVInvGradsF{out, p});
+  pyca::checkLaunch("JacDetVInv");
 }
 
 }  // namespace cuda_impl

@@ -15,41 +15,56 @@
 namespace pyca {
 namespace math {
 
-// One-dimensional finite difference (per index unit) at index i of the samples p[k * stride].
+// The two samples and the weight of a one-dimensional finite difference at index i of the samples
+// p[k * stride]: the difference is w * (p[next] - p[prev]) (offsets from p[0]).
 //  - inside: forward f[i+1]-f[i], backward f[i]-f[i-1], central (f[i+1]-f[i-1])/2;
 //  - BC_CLAMP: a sample beyond the border equals the border sample;
 //  - BC_WRAP: periodic;
 //  - BC_APPROX (PyCA's): a central difference at the border becomes the one-sided difference that
 //    stays inside (forward at 0, backward at n-1); a forward difference at n-1 or a backward
 //    difference at 0 is 0, as with BC_CLAMP.
-// An axis with a single sample has derivative 0.
-PYCA_HD float diff1(const float* p, std::ptrdiff_t stride, int i, int n, DiffT d, BoundaryCondT bc) {
-  if (n <= 1) return 0.f;
-  const float v = p[0];
+// An axis with a single sample has derivative 0 (w = 0).
+struct Stencil1 {
+  std::ptrdiff_t next, prev;
+  float w;
+};
+
+PYCA_HD Stencil1 stencil1(std::ptrdiff_t stride, int i, int n, DiffT d, BoundaryCondT bc) {
+  if (n <= 1) return Stencil1{0, 0, 0.f};
   const bool hasNext = i + 1 < n, hasPrev = i > 0;
   const std::ptrdiff_t wrap = std::ptrdiff_t(n - 1) * stride;
   if (d == DIFF_FORWARD) {
-    if (hasNext) return p[stride] - v;
-    if (bc == BC_WRAP) return p[-wrap] - v;
-    return 0.f;  // BC_CLAMP, BC_APPROX
+    if (hasNext) return Stencil1{stride, 0, 1.f};
+    if (bc == BC_WRAP) return Stencil1{-wrap, 0, 1.f};
+    return Stencil1{0, 0, 0.f};  // BC_CLAMP, BC_APPROX
   }
   if (d == DIFF_BACKWARD) {
-    if (hasPrev) return v - p[-stride];
-    if (bc == BC_WRAP) return v - p[wrap];
-    return 0.f;  // BC_CLAMP, BC_APPROX
+    if (hasPrev) return Stencil1{0, -stride, 1.f};
+    if (bc == BC_WRAP) return Stencil1{0, wrap, 1.f};
+    return Stencil1{0, 0, 0.f};  // BC_CLAMP, BC_APPROX
   }
   // DIFF_CENTRAL
-  if (hasNext && hasPrev) return 0.5f * (p[stride] - p[-stride]);
-  if (bc == BC_APPROX) return hasNext ? p[stride] - v : v - p[-stride];
-  float next, prev;
-  if (bc == BC_WRAP) {
-    next = hasNext ? p[stride] : p[-wrap];
-    prev = hasPrev ? p[-stride] : p[wrap];
-  } else {  // BC_CLAMP
-    next = hasNext ? p[stride] : v;
-    prev = hasPrev ? p[-stride] : v;
-  }
-  return 0.5f * (next - prev);
+  if (hasNext && hasPrev) return Stencil1{stride, -stride, 0.5f};
+  if (bc == BC_APPROX) return hasNext ? Stencil1{stride, 0, 1.f} : Stencil1{0, -stride, 1.f};
+  if (bc == BC_WRAP) return Stencil1{hasNext ? stride : -wrap, hasPrev ? -stride : wrap, 0.5f};
+  return Stencil1{hasNext ? stride : 0, hasPrev ? -stride : 0, 0.5f};  // BC_CLAMP
+}
+
+// One-dimensional finite difference (per index unit) at index i of the samples p[k * stride], with
+// the stencil of stencil1().
+PYCA_HD float diff1(const float* p, std::ptrdiff_t stride, int i, int n, DiffT d, BoundaryCondT bc) {
+  const Stencil1 s = stencil1(stride, i, n, d, bc);
+  if (s.w == 0.f) return 0.f;
+  return s.w * (p[s.next] - p[s.prev]);
+}
+
+// The same difference of the product a * b (PyCA's finiteDiffProd: the difference of the products,
+// not the product rule), per index unit.
+PYCA_HD float diffProd1(const float* a, const float* b, std::ptrdiff_t stride, int i, int n, DiffT d,
+                        BoundaryCondT bc) {
+  const Stencil1 s = stencil1(stride, i, n, d, bc);
+  if (s.w == 0.f) return 0.f;
+  return s.w * (a[s.next] * b[s.next] - a[s.prev] * b[s.prev]);
 }
 
 // diff1 restricted to a mask (m points at the mask value of the same voxel): 0 where the mask is
@@ -224,6 +239,77 @@ PYCA_HD float jacDetHFromGrads(float x0, float x1, float x2, float y0, float y1,
 PYCA_HD float jacDetVFromGrads(float x0, float x1, float x2, float y0, float y1, float y2, float z0, float z1,
                                float z2) {
   return det3(1.f + x0, x1, x2, y0, 1.f + y1, y2, z0, z1, 1.f + z2);
+}
+
+// V-field, inverse (PyCA's JacDetVInv): det(I - G) of the rows, the first-order Jacobian
+// determinant of x -> x - v(x).
+PYCA_HD float jacDetVInvFromGrads(float x0, float x1, float x2, float y0, float y1, float y2, float z0,
+                                  float z1, float z2) {
+  return det3(1.f - x0, -x1, -x2, -y0, 1.f - y1, -y2, -z0, -z1, 1.f - z2);
+}
+
+// ---- Products of Jacobians with fields (PyCA's JacobianXY, JacobianXtY, DivergenceTensor, AdInf,
+// CoAdInf). A field is passed as its three component planes f[0..2] and the linear index i of the
+// voxel (x, y, z); results go to out[0..2]. PyCA fixes the stencil of these operations to
+// DIFF_CENTRAL with BC_CLAMP; derivatives are per world unit.
+
+// J[r][c] = d(f_r)/d(x_c) at the voxel, per world unit (the rows are Gradient(f_r)).
+PYCA_HD void jacobianAt(const float* const f[3], std::size_t i, const Grid3& g, int x, int y, int z, DiffT d,
+                        BoundaryCondT bc, float J[3][3]) {
+  for (int r = 0; r < 3; ++r) gradient(f[r] + i, g, x, y, z, d, bc, J[r][0], J[r][1], J[r][2]);
+}
+
+// out = (DX) Y.
+PYCA_HD void jacobianXY(const float* const X[3], const float* const Y[3], std::size_t i, const Grid3& g,
+                        int x, int y, int z, float out[3]) {
+  float J[3][3];
+  jacobianAt(X, i, g, x, y, z, DIFF_CENTRAL, BC_CLAMP, J);
+  const float y0 = Y[0][i], y1 = Y[1][i], y2 = Y[2][i];
+  for (int r = 0; r < 3; ++r) out[r] = J[r][0] * y0 + J[r][1] * y1 + J[r][2] * y2;
+}
+
+// out = (DX)^T Y.
+PYCA_HD void jacobianXtY(const float* const X[3], const float* const Y[3], std::size_t i, const Grid3& g,
+                         int x, int y, int z, float out[3]) {
+  float J[3][3];
+  jacobianAt(X, i, g, x, y, z, DIFF_CENTRAL, BC_CLAMP, J);
+  const float y0 = Y[0][i], y1 = Y[1][i], y2 = Y[2][i];
+  for (int c = 0; c < 3; ++c) out[c] = J[0][c] * y0 + J[1][c] * y1 + J[2][c] * y2;
+}
+
+// out_r = sum_c d(X_r Y_c)/d(x_c): the row-wise divergence of the tensor product X (x) Y, each term
+// the central difference of the product (diffProd1).
+PYCA_HD void divergenceTensor(const float* const X[3], const float* const Y[3], std::size_t i, const Grid3& g,
+                              int x, int y, int z, float out[3]) {
+  const int idx[3] = {x, y, z};
+  const int n[3] = {g.nx, g.ny, g.nz};
+  const std::ptrdiff_t st[3] = {1, g.sy(), g.sz()};
+  const float is[3] = {g.isx, g.isy, g.isz};
+  for (int r = 0; r < 3; ++r) {
+    float s = 0.f;
+    for (int c = 0; c < 3; ++c) {
+      s += diffProd1(X[r] + i, Y[c] + i, st[c], idx[c], n[c], DIFF_CENTRAL, BC_CLAMP) * is[c];
+    }
+    out[r] = s;
+  }
+}
+
+// out = ad_X Y = (DX) Y - (DY) X.
+PYCA_HD void adInf(const float* const X[3], const float* const Y[3], std::size_t i, const Grid3& g, int x,
+                   int y, int z, float out[3]) {
+  float a[3], b[3];
+  jacobianXY(X, Y, i, g, x, y, z, a);
+  jacobianXY(Y, X, i, g, x, y, z, b);
+  for (int r = 0; r < 3; ++r) out[r] = a[r] - b[r];
+}
+
+// out = ad*_X m = (DX)^T m + div(m (x) X).
+PYCA_HD void coAdInf(const float* const X[3], const float* const m[3], std::size_t i, const Grid3& g, int x,
+                     int y, int z, float out[3]) {
+  float a[3], b[3];
+  jacobianXtY(X, m, i, g, x, y, z, a);
+  divergenceTensor(m, X, i, g, x, y, z, b);
+  for (int r = 0; r < 3; ++r) out[r] = a[r] + b[r];
 }
 
 }  // namespace math
