@@ -40,7 +40,8 @@ OPERATIONS = (
        "ComposeHH", "ComposeVH", "ComposeVInvH", "ComposeHV", "ComposeHVInv", "Jacobian", "NormalizeSafe",
        "NormalizeSafe_I", "Ad", "CoAd", "SetToIdentity", "HtoV", "HtoV_I", "VtoH", "VtoH_I",
        "AdInf", "CoAdInf", "DivergenceTensor", "JacobianXY", "JacobianXtY", "GradFor", "GradForMag", "DivBack",
-       "JacDetVInv", "SetToZero",
+       "JacDetVInv", "SetToZero", "ComposeTranslation", "SplatField", "ReprojectToUnitVec", "FixedPointInverse",
+       "UpdateInverse",
        # reductions
        "Sum", "Sum2", "Max", "Min", "MinMax", "LInf", "L1", "Dot"]
 )
@@ -53,11 +54,6 @@ COMMON = ["ImFromNPArr", "FieldFromNPArr", "AsNPCopy", "IsImage3D", "IsField3D",
 
 # PyCA names pyca lacks, with what they did (docs/pyca-migration.md)
 MISSING = {
-    "ComposeTranslation": "h(x) = f(x + t) for fields, a_o = a_i(x + t) for images",
-    "SplatField": "splat a field by an H-field (pyca: Splat(Field3D, h, Field3D))",
-    "ReprojectToUnitVec": "normalise a field in place",
-    "FixedPointInverse": "fixed-point inversion of an H-field",
-    "UpdateInverse": "update of an inverse deformation by one time step",
     "Gradient2": "CPU-only second gradient form",
     "ShiftCoordinate": "permute the image axes",
 }

@@ -500,3 +500,143 @@ def test_errors_name_the_op_and_argument_and_leave_inputs_unchanged(mem, grid, r
         with pytest.raises(ca.MemoryTypeError, match=r"ApplyH"):
             ca.ApplyH(out, im, ca.Field3D(grid, other))
         np.testing.assert_array_equal(im.numpy(), a)
+
+
+# ------------------------------------------------------------------------------- PyCA additions
+@pytest.mark.parametrize("bg", [ca.BACKGROUND_STRATEGY_CLAMP, ca.BACKGROUND_STRATEGY_PARTIAL_ZERO],
+                         ids=lambda b: SCIPY_MODE[b])
+@pytest.mark.parametrize("mem", MEMS)
+def test_compose_translation_matches_scipy(mem, grid, rng, bg):
+    t = np.array([1.3, -0.7, 0.4])  # voxel units; t.z ignored on a 2-D grid
+    pts = identity(grid) + t
+    a = rng.uniform(-1, 1, shape(grid))
+    out = image(mem, grid)
+    if bg == ca.BACKGROUND_STRATEGY_CLAMP:
+        ca.ComposeTranslation(out, make(mem, a, grid), ca.Vec3Df(*t))  # PyCA's default bg: CLAMP
+    else:
+        ca.ComposeTranslation(out, make(mem, a, grid), ca.Vec3Df(*t), bg)
+    np.testing.assert_allclose(out.numpy(), map_coords(a, pts, SCIPY_MODE[bg]), rtol=RTOL, atol=ATOL)
+    f = rng.uniform(-1, 1, shape(grid) + (3,))
+    fo = field(mem, grid)
+    ca.ComposeTranslation(fo, make(mem, f, grid), ca.Vec3Df(*t), bg)
+    ref = np.stack([map_coords(f[..., c], pts, SCIPY_MODE[bg]) for c in range(3)], axis=-1)
+    np.testing.assert_allclose(fo.numpy(), ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_splat_field_is_the_adjoint_of_field_apply_h(mem, grid, rng):
+    h = make(mem, noisy_identity(grid, rng, 2.5), grid)
+    F, K = rng.uniform(-1, 1, shape(grid) + (3,)), rng.uniform(-1, 1, shape(grid) + (3,))
+    AF, SK = field(mem, grid), field(mem, grid)
+    ca.ApplyH(AF, make(mem, F, grid), h, ca.BACKGROUND_STRATEGY_PARTIAL_ZERO)
+    ca.SplatField(SK, make(mem, K, grid), h)  # PyCA's order: out, field, H-field
+    assert_adjoint(AF.numpy(), K.astype(np.float32), F.astype(np.float32), SK.numpy())
+    ca.SplatField(SK, make(mem, np.full(shape(grid) + (3,), 2.0), grid), h, True)
+    o = SK.numpy()
+    hit = np.any(o != 0, axis=-1)
+    assert hit.mean() > 0.5
+    np.testing.assert_allclose(o[hit], 2.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_reproject_to_unit_vec(mem, grid, rng):
+    f = rng.uniform(-0.9, 0.9, shape(grid) + (3,)).astype(np.float32)
+    n = np.linalg.norm(f.astype(np.float64), axis=-1, keepdims=True)
+    ref = np.where(n > 1, f / n, f)
+    F = make(mem, f, grid)
+    ca.ReprojectToUnitVec(F)
+    assert (n > 1).mean() > 0.2 and (n <= 1).mean() > 0.2
+    np.testing.assert_allclose(F.numpy(), ref, rtol=1e-6, atol=1e-6)
+
+
+def _affine_2d_safe(grid, A, b):
+    A, b = np.array(A, float), np.array(b, float)
+    if is2d(grid):
+        A[2], A[:, 2], b[2] = 0, 0, 0
+        A[2, 2] = 1.0
+    return A, b
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_fixed_point_inverse_of_an_affine_map(mem, grid, rng):
+    A, b = _affine_2d_safe(grid, [[1.05, 0.03, 0.0], [-0.02, 0.97, 0.01], [0.0, 0.02, 1.04]], [0.6, -0.4, 0.3])
+    g = (identity(grid) @ A.T + b).astype(np.float32)
+    if is2d(grid):
+        g[..., 2] = 0.0
+    G, ginv = make(mem, g, grid), field(mem, grid)
+    # two steps (PyCA's default) against a NumPy reference of the documented iteration
+    h0 = noisy_identity(grid, rng, 0.3)
+    if is2d(grid):
+        h0[..., 2] = 0.0
+    ginv = make(mem, h0, grid)
+    ca.FixedPointInverse(ginv, G)
+    h = h0.astype(np.float64)
+    for _ in range(2):
+        h = h + identity(grid) - np_interp(g, h, ca.INTERP_LINEAR, ca.BACKGROUND_STRATEGY_PARTIAL_ID)
+    np.testing.assert_allclose(ginv.numpy(), h, rtol=1e-5, atol=1e-4)
+    # many steps from the identity: the closed-form inverse A^-1 (x - b), away from the border
+    ca.SetToIdentity(ginv)
+    ca.FixedPointInverse(ginv, G, 25)
+    exact = (identity(grid) - b) @ np.linalg.inv(A).T
+    n = np.array(shape(grid))
+    ok = np.all((exact >= 2) & (exact <= n - 3) | (n == 1), axis=-1)
+    assert ok.mean() > 0.3
+    np.testing.assert_allclose(ginv.numpy()[ok], exact[ok], atol=1e-3)
+    # g o ginv = id there
+    gg = field(mem, grid)
+    ca.ComposeHH(gg, G, ginv)
+    np.testing.assert_allclose(gg.numpy()[ok], identity(grid)[ok], atol=1e-3)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_update_inverse(mem, grid, rng):
+    sp = spacing(grid)
+    B, d = _affine_2d_safe(grid, [[0.95, 0.02, 0.0], [0.01, 1.03, 0.0], [0.0, 0.01, 0.98]], [0.5, -0.3, 0.2])
+    C = np.array([[0.04, 0.01, 0.0], [0.0, -0.03, 0.02], [0.01, 0.0, 0.05]])
+    if is2d(grid):
+        C[2], C[:, 2] = 0, 0
+    ginv0 = (identity(grid) @ B.T + d).astype(np.float32)
+    if is2d(grid):
+        ginv0[..., 2] = 0.0
+    w = ((identity(grid) @ C.T + np.array([0.2, -0.1, 0.0 if is2d(grid) else 0.1])) * sp).astype(np.float32)
+    G0, W = make(mem, ginv0, grid), make(mem, w, grid)
+    g1, scratch = field(mem, grid), field(mem, grid)
+    ca.UpdateInverse(g1, scratch, G0, W)  # PyCA's default: 3 iterations
+    h = ginv0.astype(np.float64)
+    for _ in range(3):
+        q = identity(grid) - np_interp(w, h, ca.INTERP_LINEAR, ca.BACKGROUND_STRATEGY_PARTIAL_ZERO) / sp
+        h = np_interp(ginv0, q, ca.INTERP_LINEAR, ca.BACKGROUND_STRATEGY_PARTIAL_ID)
+    np.testing.assert_allclose(g1.numpy(), h, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(scratch.numpy(), q, rtol=1e-5, atol=1e-4)
+    # converged: ginv1 = ginv0 o (id - w o ginv1 / sp), i.e. the inverse of g1 = g0 + w / sp
+    ca.UpdateInverse(g1, scratch, G0, W, 30)
+    r = g1.numpy().astype(np.float64)
+    n = np.array(shape(grid))
+    wr = r @ C.T + np.array([0.2, -0.1, 0.0 if is2d(grid) else 0.1])  # w(r) / sp, exact inside
+    q = identity(grid) - wr
+    inside = lambda p: np.all((p >= 1) & (p <= n - 2) | (n == 1), axis=-1)  # noqa: E731
+    ok = inside(r) & inside(q)
+    assert ok.mean() > 0.3
+    rhs = q @ B.T + d
+    np.testing.assert_allclose(r[ok], rhs[ok], atol=1e-3)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+def test_pyca_additions_reject_bad_inputs(mem, grid, rng):
+    a = rng.uniform(-1, 1, shape(grid)).astype(np.float32)
+    im = make(mem, a, grid)
+    h = field(mem, grid)
+    ca.SetToIdentity(h)
+    with pytest.raises(ValueError, match=r"ComposeTranslation: background strategy BACKGROUND_STRATEGY_PARTIAL_ID"):
+        ca.ComposeTranslation(image(mem, grid), im, ca.Vec3Df(1, 0, 0), ca.BACKGROUND_STRATEGY_PARTIAL_ID)
+    with pytest.raises(ValueError, match=r"SplatField.*must not share memory"):
+        ca.SplatField(h, field(mem, grid), h)
+    with pytest.raises(ValueError, match=r"FixedPointInverse.*must not share memory"):
+        ca.FixedPointInverse(h, h)
+    small = ca.Field3D(ca.GridInfo(ca.Vec3Di(5, 4, 3)), mem)
+    with pytest.raises(ValueError, match=r"UpdateInverse.*'w'"):
+        ca.UpdateInverse(field(mem, grid), field(mem, grid), h, small)
+    with pytest.raises(TypeError):
+        ca.ReprojectToUnitVec(im)
+    np.testing.assert_array_equal(im.numpy(), a)
+    np.testing.assert_array_equal(h.numpy(), identity(grid))

@@ -210,6 +210,19 @@ void splatH(const char* op, A& out, const Field3D& h, const A& src, bool normali
   }
 }
 
+template <class A>
+void composeTranslation(A& out, const A& src, const Vec3Df& t, BackgroundStrategy bg, unsigned bgs,
+                        const char* what, const char* srcName) {
+  const char* op = "ComposeTranslation";
+  const bool dev = detail::prepare(op, {{"out", &out}, {srcName, &src}});
+  detail::checkNoAlias(op, {"out", &out}, {srcName, &src});
+  checkBg(op, bg, bgs, what);
+  GatherJob j = gatherJob(out, src, bg, INTERP_LINEAR);
+  j.pos.mode = math::POS_AFFINE;  // p = x + t (voxel units)
+  j.pos.offset = t;
+  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+}
+
 std::string vecStr(const Vec3Di& v) {
   return "(" + std::to_string(v.x) + ", " + std::to_string(v.y) + ", " + std::to_string(v.z) + ")";
 }
@@ -413,6 +426,54 @@ void ComposeHV(Field3D& out, const Field3D& g, const Field3D& v, float delta, Ba
 void ComposeHVInv(Field3D& out, const Field3D& g, const Field3D& v, float delta, BackgroundStrategy bg) {
   composeHV("ComposeHVInv", out, g, v, -delta, bg);
 }
+void ComposeTranslation(Image3D& out, const Image3D& im, const Vec3Df& t, BackgroundStrategy bg) {
+  composeTranslation(out, im, t, bg, kImageNoValBgs, "an image", "im");
+}
+void ComposeTranslation(Field3D& out, const Field3D& f, const Vec3Df& t, BackgroundStrategy bg) {
+  composeTranslation(out, f, t, bg, math::kFieldBgs, "a field", "f");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inverting H-fields
+
+void FixedPointInverse(Field3D& ginv, const Field3D& g, unsigned int numIter) {
+  const char* op = "FixedPointInverse";
+  const bool dev = detail::prepare(op, {{"ginv", &ginv}, {"g", &g}});
+  detail::checkNoAlias(op, {"ginv", &ginv}, {"g", &g});
+  float* o[3];
+  const float* gp[3];
+  setPlanes(o, ginv);
+  setPlanes(gp, g);
+  PYCA_DEFORM_RUN(dev, op, fixedPointInverse(o, gp, ginv.size(), numIter, op));
+}
+
+void UpdateInverse(Field3D& ginv0t1, Field3D& scratchV, const Field3D& ginv0t, const Field3D& w,
+                   unsigned int numIter) {
+  const char* op = "UpdateInverse";
+  const bool dev =
+      detail::prepare(op, {{"ginv0t1", &ginv0t1}, {"scratchV", &scratchV}, {"ginv0t", &ginv0t}, {"w", &w}});
+  detail::checkNoAlias(op, {"ginv0t1", &ginv0t1}, {"ginv0t", &ginv0t});
+  detail::checkNoAlias(op, {"ginv0t1", &ginv0t1}, {"w", &w});
+  detail::checkNoAlias(op, {"ginv0t1", &ginv0t1}, {"scratchV", &scratchV});
+  detail::checkNoAlias(op, {"scratchV", &scratchV}, {"ginv0t", &ginv0t});
+  detail::checkNoAlias(op, {"scratchV", &scratchV}, {"w", &w});
+  float *o[3], *sc[3];
+  const float *g0[3], *wp[3];
+  setPlanes(o, ginv0t1);
+  setPlanes(sc, scratchV);
+  setPlanes(g0, ginv0t);
+  setPlanes(wp, w);
+  const Vec3Df sp = ginv0t1.spacing();
+  PYCA_DEFORM_RUN(dev, op, updateInverse(o, sc, g0, wp, ginv0t1.size(), sp, numIter, op));
+}
+
+void ReprojectToUnitVec(Field3D& f) {
+  const char* op = "ReprojectToUnitVec";
+  const bool dev = detail::onDevice(op, {{"f", &f}});
+  float* p[3];
+  setPlanes(p, f);
+  PYCA_DEFORM_RUN(dev, op, reprojectToUnitVec(p, f.size(), op));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Splatting and the actions of diffeomorphisms
@@ -422,6 +483,9 @@ void Splat(Image3D& out, const Field3D& h, const Image3D& im, bool normalize) {
 }
 void Splat(Field3D& out, const Field3D& h, const Field3D& src, bool normalize) {
   splatH("Splat", out, h, src, normalize, "src");
+}
+void SplatField(Field3D& out, const Field3D& src, const Field3D& h, bool normalize) {
+  splatH("SplatField", out, h, src, normalize, "src");
 }
 
 void Ad(Field3D& out, const Field3D& g, const Field3D& v, BackgroundStrategy bg) {

@@ -376,5 +376,53 @@ void convolveAxis(int nc, float* const out[3], const float* const in[3], const V
   }
 }
 
+void reprojectToUnitVec(float* const f[3], const Vec3Di& n, const char*) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < long(nVoxOf(n)); ++i) {
+    const Vec3Df r = math::reprojectToUnitVec(Vec3Df(f[0][i], f[1][i], f[2][i]));
+    f[0][i] = r.x;
+    f[1][i] = r.y;
+    f[2][i] = r.z;
+  }
+}
+
+void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& n, unsigned numIter,
+                       const char*) {
+  const Planes<3> gp = planes<3>(g);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int z = 0; z < n.z; ++z) {
+    for (int y = 0; y < n.y; ++y) {
+      std::size_t id = math::linearIndex(0, y, z, n);
+      for (int x = 0; x < n.x; ++x, ++id) {
+        const Vec3Df h = math::fixedPointInverseVoxel<BACKGROUND_STRATEGY_PARTIAL_ID>(
+            gp, n, Vec3Df(ginv[0][id], ginv[1][id], ginv[2][id]), x, y, z, numIter);
+        ginv[0][id] = h.x;
+        ginv[1][id] = h.y;
+        ginv[2][id] = h.z;
+      }
+    }
+  }
+}
+
+void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],
+                   const float* const w[3], const Vec3Di& n, const Vec3Df& sp, unsigned numIter,
+                   const char*) {
+  const Planes<3> g0 = planes<3>(ginv0), wp = planes<3>(w);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int z = 0; z < n.z; ++z) {
+    for (int y = 0; y < n.y; ++y) {
+      std::size_t id = math::linearIndex(0, y, z, n);
+      for (int x = 0; x < n.x; ++x, ++id) {
+        Vec3Df q(0.f, 0.f, 0.f);
+        const Vec3Df h = math::updateInverseVoxel(g0, wp, n, sp, x, y, z, id, numIter, q);
+        for (int c = 0; c < 3; ++c) {
+          ginv1[c][id] = h[c];
+          if (numIter > 0) scratch[c][id] = q[c];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace cpu_impl
 }  // namespace pyca

@@ -59,6 +59,10 @@ struct SplatJob {
 //   copyBox           dst[c][dstStart + u] = src[c][srcStart + u] for u in [0, extent)
 //   convolveAxis      out = in convolved along `axis` with the 2 * radius + 1 weights (host memory),
 //                     clamped border; out must not be in
+//   reprojectToUnitVec f = math::reprojectToUnitVec(f), in place
+//   fixedPointInverse ginv = math::fixedPointInverseVoxel<PARTIAL_ID>(g, ginv), in place
+//   updateInverse     ginv1 = math::updateInverseVoxel(ginv0, w), scratch = its last q
+//                     (when numIter > 0); ginv1 and scratch must share memory with neither input
 namespace cpu_impl {
 using deformation_impl::GatherJob;
 using deformation_impl::SplatJob;
@@ -76,6 +80,12 @@ void copyBox(int nc, float* const dst[3], const Vec3Di& dstSize, const Vec3Di& d
              const char* op);
 void convolveAxis(int nc, float* const out[3], const float* const in[3], const Vec3Di& size, int axis,
                   const float* weights, int radius, const char* op);
+void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op);
+void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size, unsigned numIter,
+                       const char* op);
+void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],
+                   const float* const w[3], const Vec3Di& size, const Vec3Df& sp, unsigned numIter,
+                   const char* op);
 }  // namespace cpu_impl
 
 namespace cuda_impl {
@@ -95,6 +105,12 @@ void copyBox(int nc, float* const dst[3], const Vec3Di& dstSize, const Vec3Di& d
              const char* op);
 void convolveAxis(int nc, float* const out[3], const float* const in[3], const Vec3Di& size, int axis,
                   const float* weights, int radius, const char* op);
+void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op);
+void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size, unsigned numIter,
+                       const char* op);
+void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],
+                   const float* const w[3], const Vec3Di& size, const Vec3Df& sp, unsigned numIter,
+                   const char* op);
 }  // namespace cuda_impl
 
 }  // namespace pyca

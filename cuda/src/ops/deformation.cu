@@ -242,6 +242,41 @@ __global__ void convolveAxisKernel(float* __restrict__ out, const float* __restr
   }
 }
 
+__global__ void reprojectKernel(MutPlanes<3> f, Vec3Di n) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    const Vec3Df r = math::reprojectToUnitVec(Vec3Df(f.p[0][id], f.p[1][id], f.p[2][id]));
+    f.p[0][id] = r.x;
+    f.p[1][id] = r.y;
+    f.p[2][id] = r.z;
+  }
+}
+
+__global__ void fixedPointInverseKernel(MutPlanes<3> ginv, Planes<3> g, Vec3Di n, unsigned numIter) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    const Vec3Df h = math::fixedPointInverseVoxel<BACKGROUND_STRATEGY_PARTIAL_ID>(
+        g, n, Vec3Df(ginv.p[0][id], ginv.p[1][id], ginv.p[2][id]), x, y, z, numIter);
+    ginv.p[0][id] = h.x;
+    ginv.p[1][id] = h.y;
+    ginv.p[2][id] = h.z;
+  }
+}
+
+__global__ void updateInverseKernel(MutPlanes<3> ginv1, MutPlanes<3> scratch, Planes<3> ginv0, Planes<3> w,
+                                    Vec3Di n, Vec3Df sp, unsigned numIter) {
+  PYCA_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    Vec3Df q(0.f, 0.f, 0.f);
+    const Vec3Df h = math::updateInverseVoxel(ginv0, w, n, sp, x, y, z, id, numIter, q);
+    PYCA_UNROLL
+    for (int c = 0; c < 3; ++c) {
+      ginv1.p[c][id] = h[c];
+      if (numIter > 0) scratch.p[c][id] = q[c];
+    }
+  }
+}
+
 [[noreturn]] void badBg(const char* op) {
   throw ValueError(std::string(op) + ": unsupported background strategy (CUDA backend)");
 }
@@ -382,6 +417,31 @@ void convolveAxis(int nc, float* const out[3], const float* const in[3], const V
   for (int c = 0; c < nc; ++c) {
     convolveAxisKernel<<<l.grid, l.block, 0, stream()>>>(out[c], in[c], size, axis, taps, radius);
   }
+  checkLaunch(op);
+}
+
+void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op) {
+  if (nVoxOf(size) == 0) return;
+  const Launch l = launchFor(size);
+  reprojectKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(f), size);
+  checkLaunch(op);
+}
+
+void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size, unsigned numIter,
+                       const char* op) {
+  if (nVoxOf(size) == 0) return;
+  const Launch l = launchFor(size);
+  fixedPointInverseKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(ginv), planes<3>(g), size, numIter);
+  checkLaunch(op);
+}
+
+void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],
+                   const float* const w[3], const Vec3Di& size, const Vec3Df& sp, unsigned numIter,
+                   const char* op) {
+  if (nVoxOf(size) == 0) return;
+  const Launch l = launchFor(size);
+  updateInverseKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(ginv1), mutPlanes<3>(scratch),
+                                                        planes<3>(ginv0), planes<3>(w), size, sp, numIter);
   checkLaunch(op);
 }
 

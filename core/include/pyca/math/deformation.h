@@ -2,6 +2,7 @@
 // loops (core/src/ops/deformation*.cpp) and the CUDA kernels (cuda/src/ops/deformation*.cu).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <type_traits>
 
@@ -124,6 +125,44 @@ PYCA_HD Vec3Df coadValue(const float J[3][3], const Vec3Df& mg, const Vec3Df& sp
   PYCA_UNROLL
   for (int b = 0; b < 3; ++b) r[b] = det / sp[b] * (J[0][b] * ms[0] + J[1][b] * ms[1] + J[2][b] * ms[2]);
   return Vec3Df(r[0], r[1], r[2]);
+}
+
+// ReprojectToUnitVec (PyCA's): a vector longer than 1 is scaled back to unit length; shorter
+// vectors (and 1) are unchanged.
+PYCA_HD Vec3Df reprojectToUnitVec(const Vec3Df& v) {
+  const float l = sqrtf(v.x * v.x + v.y * v.y + v.z * v.z);
+  return l > 1.f ? Vec3Df(v.x / l, v.y / l, v.z / l) : v;
+}
+
+// FixedPointInverse at voxel (x, y, z): starting from the estimate h = ginv(x), numIter times
+// h <- h + (x - g(h)), g interpolated trilinearly with BG (voxel units). Only g is read at other
+// voxels, so each voxel iterates on its own.
+template <BackgroundStrategy BG>
+PYCA_HD Vec3Df fixedPointInverseVoxel(const Planes<3>& g, const Vec3Di& n, Vec3Df h, int x, int y, int z,
+                                      unsigned numIter) {
+  for (unsigned it = 0; it < numIter; ++it) {
+    float gh[3];
+    interpolate<INTERP_LINEAR, BG, 3>(gh, g, n, h);
+    h = Vec3Df(h.x + (float(x) - gh[0]), h.y + (float(y) - gh[1]), h.z + (float(z) - gh[2]));
+  }
+  return h;
+}
+
+// UpdateInverse at voxel (x, y, z): h = ginv0(x); numIter times q = x - w(h) / spacing (w a
+// V-field, trilinear, PARTIAL_ZERO), h = ginv0(q) (trilinear, PARTIAL_ID). Returns h; q receives
+// the last q (unchanged when numIter is 0).
+PYCA_HD Vec3Df updateInverseVoxel(const Planes<3>& ginv0, const Planes<3>& w, const Vec3Di& n,
+                                  const Vec3Df& sp, int x, int y, int z, std::size_t id, unsigned numIter,
+                                  Vec3Df& q) {
+  Vec3Df h(ginv0.p[0][id], ginv0.p[1][id], ginv0.p[2][id]);
+  for (unsigned it = 0; it < numIter; ++it) {
+    float wh[3], gq[3];
+    interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ZERO, 3>(wh, w, n, h);
+    q = Vec3Df(float(x) - wh[0] / sp.x, float(y) - wh[1] / sp.y, float(z) - wh[2] / sp.z);
+    interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3>(gq, ginv0, n, q);
+    h = Vec3Df(gq[0], gq[1], gq[2]);
+  }
+  return h;
 }
 
 // Resample's index mapping from an output grid of nOut voxels to an input grid of nIn voxels per
