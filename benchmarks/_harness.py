@@ -44,6 +44,19 @@ def gpu_available():
     return pyca.cuda_available()
 
 
+def run_gpu_part(table, gpu, size, run_gpu):
+    """Runs `run_gpu(table)` when GPU comparisons were asked for (`--gpu`) and a GPU can be used;
+    otherwise records why they were skipped."""
+    if not gpu:
+        return
+    if not gpu_available():
+        import pyca
+
+        table.skip("GPU comparisons", size, "-", "no usable GPU: " + pyca.device_info())
+        return
+    run_gpu(table)
+
+
 def pyca_sync():
     import pyca
 
@@ -64,7 +77,7 @@ class Table:
         self.rows.append((op, size, None, peer, None, why))
 
     def render(self):
-        head = f"| operation | size | pyca ms | peer | peer ms | pyca/peer | note |\n|---|---|---|---|---|---|---|\n"
+        head = "| operation | size | pyca ms | peer | peer ms | pyca/peer | note |\n|---|---|---|---|---|---|---|\n"
         lines = []
         for op, size, tp, peer, tq, note in self.rows:
             f = (lambda t: f"{t * 1e3:.3f}" if t is not None else "-")

@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Table, gpu_available, main_for, optional_import, pyca_sync, timeit_median  # noqa: E402
+from _harness import Table, main_for, optional_import, pyca_sync, run_gpu_part, timeit_median  # noqa: E402
 
 import pyca as ca  # noqa: E402
 
@@ -103,12 +103,7 @@ def run(table: Table, gpu: bool = False):
     t_n = timeit_median(lambda: np_splat(ref, h_np[..., 0], h_np[..., 1], h_np[..., 2], a), repeat=1, warmup=0)
     table.add("Splat", size, t_p, "NumPy np.add.at splat", t_n)
 
-    if not gpu:
-        return
-    if not gpu_available():
-        table.skip("GPU comparisons", f"{GPU_N}^3", "-", "no usable GPU: " + ca.device_info())
-        return
-    run_gpu(table)
+    run_gpu_part(table, gpu, f"{GPU_N}^3", run_gpu)
 
 
 def run_gpu(table: Table):

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Table, gpu_available, main_for, optional_import, pyca_sync, timeit_median  # noqa: E402
+from _harness import Table, main_for, optional_import, pyca_sync, run_gpu_part, timeit_median  # noqa: E402
 
 import pyca as ca  # noqa: E402
 
@@ -89,12 +89,7 @@ def run(table: Table, gpu: bool = False):
     t_p = timeit_median(lambda: kf.applyInverseOperator(fo, vf), repeat=7)
     table.add("FluidKernelFFT.applyInverseOperator", size, t_p, "np.fft.rfftn*K*irfftn", t_n)
 
-    if not gpu:
-        return
-    if not gpu_available():
-        table.skip("GPU comparisons", f"{GPU_N}^3", "-", "no usable GPU: " + ca.device_info())
-        return
-    run_gpu(table)
+    run_gpu_part(table, gpu, f"{GPU_N}^3", run_gpu)
 
 
 def run_gpu(table: Table):
