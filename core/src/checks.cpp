@@ -5,11 +5,13 @@
 namespace pyca {
 namespace detail {
 
-namespace {
 std::string sizeStr(const Vec3Di& s) {
   return std::to_string(s.x) + "x" + std::to_string(s.y) + "x" + std::to_string(s.z);
 }
-}  // namespace
+
+std::string vecStr(const Vec3Di& v) {
+  return "(" + std::to_string(v.x) + ", " + std::to_string(v.y) + ", " + std::to_string(v.z) + ")";
+}
 
 bool onDevice(const char* op, std::initializer_list<Arg> args) {
   const Arg* first = nullptr;

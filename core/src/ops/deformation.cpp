@@ -223,9 +223,7 @@ void composeTranslation(A& out, const A& src, const Vec3Df& t, BackgroundStrateg
   PYCA_DEFORM_RUN(dev, op, gather(j, op));
 }
 
-std::string vecStr(const Vec3Di& v) {
-  return "(" + std::to_string(v.x) + ", " + std::to_string(v.y) + ", " + std::to_string(v.z) + ")";
-}
+using detail::vecStr;
 
 // Throws IndexError unless the box [start, start + extent) lies inside a grid of `size`.
 void checkBox(const char* op, const Vec3Di& start, const Vec3Di& extent, const Vec3Di& size,

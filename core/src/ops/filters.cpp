@@ -24,9 +24,7 @@ namespace {
 
 using detail::Arg;
 
-std::string vecStr(const Vec3Di& v) {
-  return "(" + std::to_string(v.x) + ", " + std::to_string(v.y) + ", " + std::to_string(v.z) + ")";
-}
+using detail::vecStr;
 
 // dst[x] = sum_j w_j (src[x - j] + src[x + j]) along a contiguous row of n samples, clamped
 // border; `pad` holds n + 2r floats. dst may be src.

@@ -277,10 +277,8 @@ void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool
   const bool dev = detail::prepare(op, {{"out", &out}, {"in", &in}});
   const Vec3Di& gs = impl_->grid.size();
   if (in.size() != gs) {
-    const Vec3Di& s = in.size();
-    throw ValueError(std::string(op) + ": size of 'in' (" + std::to_string(s.x) + "x" + std::to_string(s.y) +
-                     "x" + std::to_string(s.z) + ") does not match the grid given to setGrid (" +
-                     std::to_string(gs.x) + "x" + std::to_string(gs.y) + "x" + std::to_string(gs.z) + ")");
+    throw ValueError(std::string(op) + ": size of 'in' (" + detail::sizeStr(in.size()) +
+                     ") does not match the grid given to setGrid (" + detail::sizeStr(gs) + ")");
   }
   math::FluidParams prm = impl_->prm;
   prm.inverse = inverse;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <string>
 
 #include "pyca/array3d.h"
 #include "pyca/errors.h"
@@ -25,6 +26,9 @@ void checkSameSize(const char* op, std::initializer_list<Arg> args);
 bool prepare(const char* op, std::initializer_list<Arg> args);
 // Throws ValueError when `out` shares memory with `in` (for operations that cannot run in place).
 void checkNoAlias(const char* op, Arg out, Arg in);
+// "17x23x31" and "(17, 23, 31)", for messages.
+std::string sizeStr(const Vec3Di& s);
+std::string vecStr(const Vec3Di& v);
 // Throws ValueError unless `cond`; the message is "op: what".
 void require(bool cond, const char* op, const char* what);
 
