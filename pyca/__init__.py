@@ -34,29 +34,7 @@ def best_memory_type():
     return MEM_DEVICE if cuda_available() else MEM_HOST  # noqa: F405
 
 
-def _optional_submodules():
-    # Parts of the package that other modules build on; each is importable on its own too.
-    import importlib
-
-    for name in ("_paths", "managed", "common", "cuda", "dispatch", "registry", "ext", "io", "_operators"):
-        try:
-            mod = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"{__name__}.{name}":
-                continue
-            raise
-        yield name, mod
-
-
-for _name, _mod in list(_optional_submodules()):
-    globals()[_name] = _mod
-    if _name == "_paths":
-        get_include = _mod.get_include  # noqa: F811
-        get_library_dirs = _mod.get_library_dirs
-        get_libraries = _mod.get_libraries
-    if _name == "managed":
-        ManagedImage3D = _mod.ManagedImage3D
-        ManagedField3D = _mod.ManagedField3D
-        MemoryManager = _mod.MemoryManager
-        ThreadMemoryManager = _mod.ThreadMemoryManager
-del _optional_submodules
+# The package's parts (each importable on its own too).
+from . import common, cuda, dispatch, ext, io, registry  # noqa: E402,F401
+from ._paths import get_include, get_libraries, get_library_dirs  # noqa: E402,F401
+from .managed import ManagedField3D, ManagedImage3D, MemoryManager, ThreadMemoryManager  # noqa: E402,F401

@@ -227,9 +227,64 @@ _DEVICE_HINT = (
 )
 
 
+def _operators():
+    from . import _operators
+
+    return _operators
+
+
 class _ArrayMixin:
     __slots__ = ()
     _ncomp = 1
+    # NumPy scalars defer to the operators below (np.float32(2) * im calls im.__rmul__).
+    __array_priority__ = 1000.0
+
+    # PyCA's operators: the result lives in the left operand's memory type (pyca/_operators.py).
+    def __add__(self, o):
+        """self + other: a new object in self's memory type (pyca.Add / AddC)."""
+        return _operators().binary(self, o, "Add")
+
+    def __sub__(self, o):
+        return _operators().binary(self, o, "Sub")
+
+    def __mul__(self, o):
+        return _operators().binary(self, o, "Mul")
+
+    def __truediv__(self, o):
+        return _operators().binary(self, o, "Div")
+
+    def __radd__(self, o):
+        return _operators().reflected(self, o, "Add")
+
+    def __rsub__(self, o):
+        return _operators().reflected(self, o, "Sub")
+
+    def __rmul__(self, o):
+        return _operators().reflected(self, o, "Mul")
+
+    def __rtruediv__(self, o):
+        return _operators().reflected(self, o, "Div")
+
+    def __iadd__(self, o):
+        return _operators().inplace(self, o, "Add")
+
+    def __isub__(self, o):
+        return _operators().inplace(self, o, "Sub")
+
+    def __imul__(self, o):
+        return _operators().inplace(self, o, "Mul")
+
+    def __itruediv__(self, o):
+        return _operators().inplace(self, o, "Div")
+
+    def __neg__(self):
+        return _operators().neg(self)
+
+    def __pos__(self):
+        return _operators().pos(self)
+
+    def __abs__(self):
+        return _operators().absolute(self)
 
     @property
     def shape(self):

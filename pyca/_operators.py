@@ -18,8 +18,8 @@ Operands: Image3D, Field3D, Vec3Df / Vec3Di (fields only) and Python or NumPy nu
 Every operator is implemented with pyca's operations (Add, AddC, Add_I, AddC_I, Sub, ..., MulCAddC),
 so it runs on the CPU for host objects and on the GPU for device objects.
 
-This module installs the operators on pyca.core.Image3D and pyca.core.Field3D when imported (the pyca
-package imports it); `install()` does it again (idempotent).
+The operator methods themselves are those of Image3D and Field3D (pyca/_mixins.py); they call the
+functions here.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import numbers
 
 from . import core
 
-__all__ = ["install"]
+__all__ = ["binary", "reflected", "inplace", "neg", "pos", "absolute"]
 
 _Image3D = core.Image3D
 _Field3D = core.Field3D
@@ -50,10 +50,6 @@ def _same_side(a, b):
     if _on_device(a) != _on_device(b):
         return b.clone(a.memType())
     return b
-
-
-def _vec3f(v):
-    return core.Vec3Df(float(v.x), float(v.y), float(v.z))
 
 
 def _new_like(kind, ref):
@@ -85,14 +81,14 @@ def _unsupported(a, b, sym):
 
 
 def _const(o, kind):
-    return _vec3f(o) if kind == "vec" else float(o)
+    return o if kind == "vec" else float(o)  # a Vec3Di is taken where a Vec3Df is expected
 
 
 # ------------------------------------------------------------------------------------------------
 # Binary operators. Each function computes `a OP b` into a new object, with `a` giving the memory
 # type; `a` is an Image3D or a Field3D.
 
-def _binary(a, b, name):
+def binary(a, b, name):
     ka = "field" if isinstance(a, _Field3D) else "image"
     kb = _operand(b)
     if kb is None:
@@ -126,7 +122,7 @@ def _image_op_field(im, f, name):
     return out
 
 
-def _reflected(a, b, name):
+def reflected(a, b, name):
     """b OP a, where b is not an Image3D/Field3D (a number or a Vec3) and a is."""
     ka = "field" if isinstance(a, _Field3D) else "image"
     kb = _operand(b)
@@ -135,7 +131,7 @@ def _reflected(a, b, name):
     if kb not in ("num", "vec") or (ka == "image" and kb == "vec"):
         return NotImplemented
     if name in ("Add", "Mul"):
-        return _binary(a, b, name)
+        return binary(a, b, name)
     c = _const(b, kb)
     out = _new_like(_Field3D if ka == "field" else _Image3D, a)
     if name == "Sub":  # c - a = a * (-1) + c
@@ -150,7 +146,7 @@ def _reflected(a, b, name):
     return out
 
 
-def _inplace(a, b, name):
+def inplace(a, b, name):
     ka = "field" if isinstance(a, _Field3D) else "image"
     kb = _operand(b)
     if kb is None:
@@ -169,56 +165,17 @@ def _inplace(a, b, name):
 _SYMBOL = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 
 
-def _make(name):
-    def fwd(self, other):
-        return _binary(self, other, name)
-
-    def rev(self, other):
-        return _reflected(self, other, name)
-
-    def inp(self, other):
-        return _inplace(self, other, name)
-
-    sym = _SYMBOL[name]
-    fwd.__doc__ = f"self {sym} other: a new object in self's memory type (pyca.{name} / {name}C)."
-    rev.__doc__ = f"other {sym} self, for a number (or a Vec3Df with a field) other."
-    inp.__doc__ = f"self {sym}= other, in place (pyca.{name}_I / {name}C_I)."
-    return fwd, rev, inp
-
-
-def _neg(self):
+def neg(self):
     out = _new_like(_Field3D if isinstance(self, _Field3D) else _Image3D, self)
     core.Neg(out, self)
     return out
 
 
-def _pos(self):
+def pos(self):
     return self.copy()
 
 
-def _abs(self):
+def absolute(self):
     out = _new_like(_Field3D if isinstance(self, _Field3D) else _Image3D, self)
     core.Abs(out, self)
     return out
-
-
-_DUNDER = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "truediv"}
-
-
-def install():
-    """Install the operators on pyca.core.Image3D and pyca.core.Field3D (idempotent)."""
-    for cls in (_Image3D, _Field3D):
-        for name, d in _DUNDER.items():
-            fwd, rev, inp = _make(name)
-            for n, f in ((f"__{d}__", fwd), (f"__r{d}__", rev), (f"__i{d}__", inp)):
-                f.__name__ = n
-                f.__qualname__ = f"{cls.__name__}.{n}"
-                setattr(cls, n, f)
-        cls.__neg__ = _neg
-        cls.__pos__ = _pos
-        cls.__abs__ = _abs
-        # NumPy scalars and arrays defer to these operators (np.float32(2) * im calls im.__rmul__).
-        cls.__array_priority__ = 1000.0
-
-
-install()

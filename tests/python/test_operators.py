@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import pyca as ca
-from pyca import _operators
 
 needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
 GRIDS = [ca.GridInfo((17, 23, 31), (1.5, 1.0, 2.0), (0.5, -1.0, 2.0)), ca.GridInfo((31, 33, 1), (1.5, 2.1, 1.0))]
@@ -86,9 +85,11 @@ def test_numpy_scalars_defer_to_pyca():
     assert ca.Max(np.float32(4) / a) == 2.0
 
 
-def test_install_is_idempotent():
-    _operators.install()
-    _operators.install()
+def test_operators_are_methods_of_both_classes():
+    for cls in (ca.Image3D, ca.Field3D):
+        for name in ("add", "sub", "mul", "truediv"):
+            for form in (f"__{name}__", f"__r{name}__", f"__i{name}__"):
+                assert callable(getattr(cls, form)), (cls, form)
     g = GRIDS[1]
     a = ca.Image3D(g)
     a.fill(1.0)
