@@ -319,8 +319,11 @@ class _ArrayMixin:
         return self.clone()
 
     def numpy(self):
-        """A NumPy copy of the data, from any memory type."""
-        return np.array(self.to(_core().MEM_HOST), copy=True, order="F")
+        """A NumPy copy of the data, from any memory type (one copy: a device object's host copy is
+        the array's memory)."""
+        if self.is_on_device:
+            return np.asarray(self.clone(_core().MEM_HOST))  # the view keeps the host copy alive
+        return np.array(self, copy=True, order="F")
 
     def tolist(self):
         return self.numpy().tolist()

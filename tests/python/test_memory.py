@@ -30,6 +30,17 @@ def test_numpy_view_shares_memory_both_ways(cls):
     assert np.shares_memory(v, np.asarray(a))
 
 
+@pytest.mark.parametrize("cls", [ca.Image3D, ca.Field3D])
+def test_numpy_is_an_independent_copy(cls):
+    a = cls(ca.GridInfo((5, 6, 7)), ca.MEM_HOST)
+    ref = _fill_ramp(a)
+    c = a.numpy()
+    assert c.flags.f_contiguous and c.shape == a.shape and np.array_equal(c, ref)
+    assert not np.shares_memory(c, np.asarray(a))
+    c[...] = -1.0
+    assert np.array_equal(np.asarray(a), ref)
+
+
 def test_layout_is_x_fastest():
     im = ca.Image3D(ca.GridInfo((4, 3, 2)))
     m = memoryview(im)
