@@ -387,8 +387,8 @@ def register(fixed, moving, *, progress=False, **params):
         ca.ResampleWorld(I0_orig, mv, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_LINEAR)
     I0 = I0_orig.clone()
     if p["normalize"]:
-        lo = min(ca.MinMax(I0)[0], ca.MinMax(I1)[0])
-        hi = max(ca.MinMax(I0)[1], ca.MinMax(I1)[1])
+        (lo0, hi0), (lo1, hi1) = ca.MinMax(I0), ca.MinMax(I1)
+        lo, hi = min(lo0, lo1), max(hi0, hi1)
         for im in (I0, I1):
             ca.SubC_I(im, float(lo))
             ca.MulC_I(im, float(1.0 / (hi - lo)))
