@@ -85,6 +85,35 @@ def test_nan_propagates(mem, grid):
 
 
 @pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("where", [0, 1_000_003, -1], ids=["first", "middle", "last"])
+def test_large_volume(mem, where):
+    """A volume larger than one pass of the GPU grid (1024 blocks x 256 threads x 4 floats), whose
+    size is not a multiple of 4: the strided float4 loop and the scalar tail both count, in every
+    plane of a field; a NaN anywhere (first, middle, last voxel of the last plane) reaches MinMax."""
+    g = ca.GridInfo(ca.Vec3Di(257, 131, 67))
+    fac = ArrayFactory(mem)
+    x = _data(g, 7)
+    fx = _data(g, 8, field=True)
+    a, f = fac.from_array(x, g), fac.from_array(fx, g, field=True)
+    d = x.astype(np.float64)
+    np.testing.assert_allclose(ca.Sum(a), d.sum(), rtol=SUM_RTOL)
+    np.testing.assert_allclose(ca.Dot(a, a), (d * d).sum(), rtol=SUM_RTOL)
+    assert tuple(ca.MinMax(a)) == (x.min(), x.max())
+    fd = fx.astype(np.float64).reshape(-1, 3)
+    np.testing.assert_allclose(_vec(ca.Sum(f)), fd.sum(axis=0), rtol=1e-6)  # per component, as float
+    np.testing.assert_allclose(ca.Sum2(f), (fd * fd).sum(), rtol=SUM_RTOL)
+    np.testing.assert_array_equal(_vec(ca.Min(f)), fx.reshape(-1, 3).min(axis=0))
+    assert tuple(ca.MinMax(f)) == (fx.min(), fx.max())
+    # voxel `where` in memory order (x fastest), component z: the last plane on the device
+    nvox = x.size
+    fx[np.unravel_index(where % nvox, x.shape, order="F") + (2,)] = np.nan
+    f = fac.from_array(fx, g, field=True)
+    assert all(np.isnan(v) for v in ca.MinMax(f))
+    lo = ca.Min(f)
+    assert np.isnan(lo.z) and not np.isnan(lo.x) and not np.isnan(lo.y)
+
+
+@pytest.mark.parametrize("mem", MEMS)
 def test_infinities(mem):
     g = ca.GridInfo(ca.Vec3Di(5, 1, 1))
     a = ArrayFactory(mem).from_array(np.float32([1, -np.inf, 2, 3, np.inf]).reshape(5, 1, 1), g)

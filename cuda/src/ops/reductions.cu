@@ -1,13 +1,15 @@
-// CUDA backend of the `reductions` family: CUB DeviceReduce::TransformReduce on pyca's current stream
-// (sums accumulate in double), one temporary buffer from cudaMallocAsync on that stream, then one
-// synchronisation to bring the values back.
+// CUDA backend of the `reductions` family, in two launches on pyca's current stream and one wait:
+//   1. partialKernel: block (i, k) reduces a grid-strided share of plane k (float4 loads when the
+//      plane is 16-byte aligned) to one partial; at most kMaxBlocks blocks per plane, so the order of
+//      the additions depends on the size only, not on the device;
+//   2. finalKernel: one block per plane reduces the partials and writes the result straight into a
+//      small pinned host buffer of the calling thread (mapped: no separate copy to enqueue).
+// Sums accumulate in double, as on the CPU (the terms are those of pyca/math/arithmetic.h).
 #include <cuda_runtime.h>
-#include <thrust/iterator/counting_iterator.h>
 
 #include <cmath>
 #include <cstddef>
-#include <cub/device/device_reduce.cuh>
-#include <cuda/std/functional>
+#include <cstdint>
 #include <string>
 
 #include "ops/reductions_cuda.h"
@@ -19,7 +21,9 @@ namespace pyca {
 namespace cuda_impl {
 namespace {
 
-constexpr std::size_t kResultBytes = 256;  // room for 3 results, keeps the temp storage aligned
+constexpr int kThreads = 256;
+constexpr unsigned kMaxBlocks = 1024;
+constexpr int kMaxPlanes = 3;
 
 void check(cudaError_t e, const char* op, const char* what) {
   if (e != cudaSuccess) {
@@ -30,36 +34,114 @@ void check(cudaError_t e, const char* op, const char* what) {
 
 cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(currentStream()); }
 
-// a[i] * b[i] as a double, indexed by a counting iterator.
-struct DotAt {
-  const float* a;
-  const float* b;
-  __device__ double operator()(std::size_t i) const { return math::DotTerm{}(a[i], b[i]); }
+// The reductions: an accumulator type, its identity, the term of element i and how two combine.
+template <class Term>
+struct SumOf {
+  using Acc = double;
+  __device__ static Acc identity() { return 0.0; }
+  __device__ static Acc term(float a, float) { return Term{}(a); }
+  __device__ static Acc combine(Acc x, Acc y) { return x + y; }
+};
+struct DotOf {
+  using Acc = double;
+  __device__ static Acc identity() { return 0.0; }
+  __device__ static Acc term(float a, float b) { return math::DotTerm{}(a, b); }
+  __device__ static Acc combine(Acc x, Acc y) { return x + y; }
+};
+struct MinMaxOf {
+  using Acc = math::MinMaxAcc;
+  __device__ static Acc identity() { return Acc{INFINITY, -INFINITY}; }
+  __device__ static Acc term(float a, float) { return math::MinMaxOf{}(a); }
+  __device__ static Acc combine(const Acc& x, const Acc& y) { return math::MinMaxCombine{}(x, y); }
 };
 
-// One sum of kind K over n floats (temp == nullptr: only computes the temp size).
-cudaError_t sumOnce(SumKind kind, void* temp, std::size_t& bytes, const float* a, const float* b, double* out,
-                    std::size_t n, cudaStream_t s) {
-  const cuda::std::plus<double> plus;
-  switch (kind) {
-    case SumKind::kSum:
-      return cub::DeviceReduce::TransformReduce(temp, bytes, a, out, n, plus, math::SumTerm{}, 0.0, s);
-    case SumKind::kSum2:
-      return cub::DeviceReduce::TransformReduce(temp, bytes, a, out, n, plus, math::Sum2Term{}, 0.0, s);
-    case SumKind::kL1:
-      return cub::DeviceReduce::TransformReduce(temp, bytes, a, out, n, plus, math::L1Term{}, 0.0, s);
-    case SumKind::kDot:
-      return cub::DeviceReduce::TransformReduce(temp, bytes, thrust::counting_iterator<std::size_t>(0), out,
-                                                n, plus, DotAt{a, b}, 0.0, s);
-  }
-  return cudaErrorInvalidValue;
+__device__ __forceinline__ double shflDown(double v, int d) { return __shfl_down_sync(0xffffffffu, v, d); }
+__device__ __forceinline__ math::MinMaxAcc shflDown(const math::MinMaxAcc& v, int d) {
+  return math::MinMaxAcc{__shfl_down_sync(0xffffffffu, v.lo, d), __shfl_down_sync(0xffffffffu, v.hi, d)};
 }
 
-cudaError_t minMaxOnce(void* temp, std::size_t& bytes, const float* a, math::MinMaxAcc* out, std::size_t n,
-                       cudaStream_t s) {
-  const math::MinMaxAcc init{INFINITY, -INFINITY};
-  return cub::DeviceReduce::TransformReduce(temp, bytes, a, out, n, math::MinMaxCombine{}, math::MinMaxOf{},
-                                            init, s);
+// The block's accumulators combined; valid in thread 0.
+template <class R>
+__device__ typename R::Acc blockReduce(typename R::Acc acc) {
+  __shared__ typename R::Acc warpAcc[kThreads / 32];
+  for (int d = 16; d > 0; d >>= 1) acc = R::combine(acc, shflDown(acc, d));
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  if (lane == 0) warpAcc[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    acc = lane < kThreads / 32 ? warpAcc[lane] : R::identity();
+    for (int d = 16; d > 0; d >>= 1) acc = R::combine(acc, shflDown(acc, d));
+  }
+  return acc;
+}
+
+template <class R, bool kBinary>
+__global__ void __launch_bounds__(kThreads)
+    partialKernel(const float* __restrict__ a, std::size_t aStride, const float* __restrict__ b,
+                  std::size_t bStride, std::size_t n, typename R::Acc* __restrict__ partials) {
+  const unsigned plane = blockIdx.y;
+  a += plane * aStride;
+  if (kBinary) b += plane * bStride;
+  typename R::Acc acc = R::identity();
+  const std::size_t tid = std::size_t(blockIdx.x) * kThreads + threadIdx.x;
+  const std::size_t nth = std::size_t(gridDim.x) * kThreads;
+  std::size_t start = 0;
+  const bool vec = (reinterpret_cast<std::uintptr_t>(a) & 15u) == 0 &&
+                   (!kBinary || (reinterpret_cast<std::uintptr_t>(b) & 15u) == 0);
+  if (vec) {
+    const std::size_t n4 = n / 4;
+    const float4* a4 = reinterpret_cast<const float4*>(a);
+    const float4* b4 = reinterpret_cast<const float4*>(b);
+    for (std::size_t i = tid; i < n4; i += nth) {
+      const float4 x = __ldg(a4 + i);
+      const float4 y = kBinary ? __ldg(b4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+      acc = R::combine(acc, R::combine(R::combine(R::term(x.x, y.x), R::term(x.y, y.y)),
+                                       R::combine(R::term(x.z, y.z), R::term(x.w, y.w))));
+    }
+    start = n4 * 4;
+  }
+  for (std::size_t i = start + tid; i < n; i += nth)
+    acc = R::combine(acc, R::term(a[i], kBinary ? b[i] : 0.f));
+  acc = blockReduce<R>(acc);
+  if (threadIdx.x == 0) partials[std::size_t(plane) * gridDim.x + blockIdx.x] = acc;
+}
+
+template <class R>
+__global__ void __launch_bounds__(kThreads)
+    finalKernel(const typename R::Acc* __restrict__ partials, unsigned count, typename R::Acc* result) {
+  typename R::Acc acc = R::identity();
+  const typename R::Acc* p = partials + std::size_t(blockIdx.x) * count;
+  for (unsigned i = threadIdx.x; i < count; i += kThreads) acc = R::combine(acc, p[i]);
+  acc = blockReduce<R>(acc);
+  if (threadIdx.x == 0) result[blockIdx.x] = acc;
+}
+
+// The calling thread's pinned, mapped result buffer (room for kMaxPlanes results of any kind).
+// A reduction waits for its stream before returning, so one buffer per thread is never shared
+// by two reductions in flight.
+struct PinnedResult {
+  void* host = nullptr;
+  void* dev = nullptr;
+  ~PinnedResult() {
+    if (host) cudaFreeHost(host);  // may fail at process exit, after the runtime is gone: ignored
+  }
+};
+thread_local PinnedResult tlResult;
+
+template <class Acc>
+Acc* resultBuffer(const char* op, Acc** dev) {
+  static_assert(sizeof(Acc) * kMaxPlanes <= 64, "result buffer too small");
+  if (!tlResult.host) {
+    check(cudaHostAlloc(&tlResult.host, 64, cudaHostAllocMapped | cudaHostAllocPortable), op,
+          "cudaHostAlloc");
+    if (cudaHostGetDevicePointer(&tlResult.dev, tlResult.host, 0) != cudaSuccess) {
+      cudaFreeHost(tlResult.host);
+      tlResult.host = nullptr;
+      check(cudaErrorInvalidValue, op, "cudaHostGetDevicePointer");
+    }
+  }
+  *dev = static_cast<Acc*>(tlResult.dev);
+  return static_cast<Acc*>(tlResult.host);
 }
 
 // Owns the stream-ordered scratch buffer; frees it (stream-ordered) on every path out.
@@ -76,56 +158,56 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
+// Reduces each plane with R into out[0 .. planes); b is read when kBinary.
+template <class R, bool kBinary>
+void reduce(const char* op, const float* a, std::size_t aStride, const float* b, std::size_t bStride,
+            int planes, std::size_t n, typename R::Acc* out) {
+  using Acc = typename R::Acc;
+  if (planes > kMaxPlanes) throw ValueError(std::string(op) + ": too many planes for the CUDA reduction");
+  const cudaStream_t s = stream();
+  std::size_t blocks = (n / 4 + kThreads - 1) / kThreads;
+  blocks = blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks);
+  const unsigned nb = unsigned(blocks);
+  Acc* dev = nullptr;
+  Acc* host = resultBuffer<Acc>(op, &dev);
+  {
+    Scratch partials(sizeof(Acc) * nb * std::size_t(planes), s, op);
+    Acc* part = static_cast<Acc*>(partials.p);
+    partialKernel<R, kBinary>
+        <<<dim3(nb, unsigned(planes)), kThreads, 0, s>>>(a, aStride, b, bStride, n, part);
+    finalKernel<R><<<unsigned(planes), kThreads, 0, s>>>(part, nb, dev);
+    checkLaunch(op);
+  }
+  check(cudaStreamSynchronize(s), op, "cudaStreamSynchronize");
+  for (int k = 0; k < planes; ++k) out[k] = host[k];
+}
+
 }  // namespace
 
 void reduceSum(const char* op, SumKind kind, const float* a, std::size_t aStride, const float* b,
                std::size_t bStride, int planes, std::size_t n, double* out) {
   for (int k = 0; k < planes; ++k) out[k] = 0.0;
   if (n == 0 || planes <= 0) return;
-  const cudaStream_t s = stream();
-  std::size_t bytes = 0;
-  check(sumOnce(kind, nullptr, bytes, a, b, nullptr, n, s), op, "cub::DeviceReduce (size query)");
-  double host[3] = {0.0, 0.0, 0.0};
-  {
-    Scratch buf(kResultBytes + bytes, s, op);
-    double* dOut = static_cast<double*>(buf.p);
-    void* temp = static_cast<char*>(buf.p) + kResultBytes;
-    for (int k = 0; k < planes; ++k) {
-      std::size_t b2 = bytes;
-      check(sumOnce(kind, temp, b2, a + std::size_t(k) * aStride, b ? b + std::size_t(k) * bStride : nullptr,
-                    dOut + k, n, s),
-            op, "cub::DeviceReduce");
-    }
-    check(cudaMemcpyAsync(host, dOut, sizeof(double) * std::size_t(planes), cudaMemcpyDeviceToHost, s), op,
-          "cudaMemcpyAsync");
+  switch (kind) {
+    case SumKind::kSum:
+      return reduce<SumOf<math::SumTerm>, false>(op, a, aStride, nullptr, 0, planes, n, out);
+    case SumKind::kSum2:
+      return reduce<SumOf<math::Sum2Term>, false>(op, a, aStride, nullptr, 0, planes, n, out);
+    case SumKind::kL1:
+      return reduce<SumOf<math::L1Term>, false>(op, a, aStride, nullptr, 0, planes, n, out);
+    case SumKind::kDot:
+      return reduce<DotOf, true>(op, a, aStride, b, bStride, planes, n, out);
   }
-  check(cudaStreamSynchronize(s), op, "cudaStreamSynchronize");
-  for (int k = 0; k < planes; ++k) out[k] = host[k];
 }
 
 void reduceMinMax(const char* op, const float* a, std::size_t aStride, int planes, std::size_t n, float* lo,
                   float* hi) {
   if (n == 0 || planes <= 0) return;
-  const cudaStream_t s = stream();
-  std::size_t bytes = 0;
-  check(minMaxOnce(nullptr, bytes, a, nullptr, n, s), op, "cub::DeviceReduce (size query)");
-  math::MinMaxAcc host[3];
-  {
-    Scratch buf(kResultBytes + bytes, s, op);
-    auto* dOut = static_cast<math::MinMaxAcc*>(buf.p);
-    void* temp = static_cast<char*>(buf.p) + kResultBytes;
-    for (int k = 0; k < planes; ++k) {
-      std::size_t b2 = bytes;
-      check(minMaxOnce(temp, b2, a + std::size_t(k) * aStride, dOut + k, n, s), op, "cub::DeviceReduce");
-    }
-    check(
-        cudaMemcpyAsync(host, dOut, sizeof(math::MinMaxAcc) * std::size_t(planes), cudaMemcpyDeviceToHost, s),
-        op, "cudaMemcpyAsync");
-  }
-  check(cudaStreamSynchronize(s), op, "cudaStreamSynchronize");
+  math::MinMaxAcc r[kMaxPlanes];
+  reduce<MinMaxOf, false>(op, a, aStride, nullptr, 0, planes, n, r);
   for (int k = 0; k < planes; ++k) {
-    lo[k] = host[k].lo;
-    hi[k] = host[k].hi;
+    lo[k] = r[k].lo;
+    hi[k] = r[k].hi;
   }
 }
 
