@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "ops/deformation_cuda.h"
@@ -43,13 +44,17 @@ constexpr int kBlockX = 32, kBlockY = 8;
 struct Launch {
   dim3 grid, block;
 };
-Launch launchFor(const Vec3Di& n) {
+// zPerThread > 1: fewer blocks along z, each thread looping over that many slices.
+Launch launchFor(const Vec3Di& n, int zPerThread = 1) {
   Launch l;
   l.block = dim3(kBlockX, kBlockY, 1);
   l.grid = dim3(unsigned((n.x + kBlockX - 1) / kBlockX), unsigned((n.y + kBlockY - 1) / kBlockY),
-                unsigned(std::min(n.z, 65535)));
+                unsigned(std::min((n.z + zPerThread - 1) / zPerThread, 65535)));
   return l;
 }
+// Slices per thread of the gathers (ApplyH, ComposeHH, Resample, ...): 4 runs ApplyH 10% faster
+// than 1 on an H100 (benchmarks/lab/notes.md).
+constexpr int kGatherZPerThread = 4;
 #define PYCA_VOXEL_LOOP(n)                                  \
   const int x = int(blockIdx.x * blockDim.x + threadIdx.x); \
   const int y = int(blockIdx.y * blockDim.y + threadIdx.y); \
@@ -59,12 +64,13 @@ Launch launchFor(const Vec3Di& n) {
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-template <InterpT I, BackgroundStrategy BG, int NC>
+// Index: the type of the source's linear indices (uint32_t when it has fewer than 2^32 voxels).
+template <InterpT I, BackgroundStrategy BG, int NC, class Index>
 __global__ void gatherKernel(MutPlanes<NC> out, Planes<NC> src, Vec3Di srcSize, Vec3Di outSize,
                              math::PosSpec pos, math::PostSpec post, float bgVal) {
   PYCA_VOXEL_LOOP(outSize) {
     const std::size_t id = math::linearIndex(x, y, z, outSize);
-    math::gatherVoxel<I, BG, NC>(out, src, srcSize, pos, post, bgVal, x, y, z, id);
+    math::gatherVoxel<I, BG, NC, Index>(out, src, srcSize, pos, post, bgVal, x, y, z, id);
   }
 }
 
@@ -73,8 +79,10 @@ __global__ void gatherKernel(MutPlanes<NC> out, Planes<NC> src, Vec3Di srcSize, 
 // of trilinear interpolation). A smooth deformation sends neighbouring voxels to neighbouring
 // places, so along x a lane's second tap is usually the next lane's first one: the two are added
 // in registers (through a warp shuffle) and sent as one atomic, which halves the atomics of a
-// smooth deformation. (Carrying the upper z taps of a voxel over to the next one along z was
-// measured too: no gain on an H100.)
+// smooth deformation. Measured on an H100 and not kept (benchmarks/lab/notes.md): carrying the
+// upper z taps of a voxel over to the next one along z; giving each block a 32 x 8 x TZ tile (no
+// gain); accumulating each tile in shared memory first (twice slower on a smooth deformation:
+// Hopper has no shared-memory float atomic add, each add is a compare-and-swap loop).
 
 // Splats the NC values v (and 1 into weights, when not null) at p on an output grid of size n.
 // Called by all 32 lanes of a warp together (blockDim.x == 32); inactive lanes take part in the
@@ -290,20 +298,20 @@ void zero(float* p, std::size_t n, const char* op) {
 // ---------------------------------------------------------------------------------------------
 // Entry points
 
-void gather(const GatherJob& j, const char* op) {
-  if (nVoxOf(j.outSize) == 0) return;
-  const Launch l = launchFor(j.outSize);
+template <class Index>
+void gatherWith(const GatherJob& j, const char* op) {
+  const Launch l = launchFor(j.outSize, kGatherZPerThread);
   const cudaStream_t s = stream();
   const bool ok = math::withInterp(j.interp, [&](auto I) {
     constexpr InterpT IT = decltype(I)::value;
     if (!math::withBg<kAllBgs>(j.bg, [&](auto B) {
           constexpr BackgroundStrategy BG = decltype(B)::value;
           if (j.nc == 3) {
-            gatherKernel<IT, BG, 3><<<l.grid, l.block, 0, s>>>(mutPlanes<3>(j.out), planes<3>(j.src),
-                                                               j.srcSize, j.outSize, j.pos, j.post, j.bgVal);
+            gatherKernel<IT, BG, 3, Index><<<l.grid, l.block, 0, s>>>(
+                mutPlanes<3>(j.out), planes<3>(j.src), j.srcSize, j.outSize, j.pos, j.post, j.bgVal);
           } else if constexpr (!math::isIdentityBg(BG)) {
-            gatherKernel<IT, BG, 1><<<l.grid, l.block, 0, s>>>(mutPlanes<1>(j.out), planes<1>(j.src),
-                                                               j.srcSize, j.outSize, j.pos, j.post, j.bgVal);
+            gatherKernel<IT, BG, 1, Index><<<l.grid, l.block, 0, s>>>(
+                mutPlanes<1>(j.out), planes<1>(j.src), j.srcSize, j.outSize, j.pos, j.post, j.bgVal);
           } else {
             badBg(op);
           }
@@ -312,6 +320,15 @@ void gather(const GatherJob& j, const char* op) {
     }
   });
   if (!ok) throw ValueError(std::string(op) + ": unknown interpolation method");
+}
+
+void gather(const GatherJob& j, const char* op) {
+  if (nVoxOf(j.outSize) == 0) return;
+  if (nVoxOf(j.srcSize) <= std::size_t(UINT32_MAX)) {
+    gatherWith<std::uint32_t>(j, op);
+  } else {
+    gatherWith<std::size_t>(j, op);
+  }
   checkLaunch(op);
 }
 

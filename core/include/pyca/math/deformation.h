@@ -30,9 +30,10 @@ struct PosSpec {
   Vec3Df offset = Vec3Df(0.f, 0.f, 0.f);
 
   PYCA_HD Vec3Df at(int x, int y, int z, std::size_t id) const {
-    if (mode == POS_H) return Vec3Df(fx[id], fy[id], fz[id]);
+    if (mode == POS_H) return Vec3Df(loadRO(fx + id), loadRO(fy + id), loadRO(fz + id));
     if (mode == POS_V) {
-      return Vec3Df(float(x) + scale.x * fx[id], float(y) + scale.y * fy[id], float(z) + scale.z * fz[id]);
+      return Vec3Df(float(x) + scale.x * loadRO(fx + id), float(y) + scale.y * loadRO(fy + id),
+                    float(z) + scale.z * loadRO(fz + id));
     }
     return Vec3Df(scale.x * float(x) + offset.x, scale.y * float(y) + offset.y,
                   scale.z * float(z) + offset.z);
@@ -51,13 +52,14 @@ PYCA_HD std::size_t linearIndex(int x, int y, int z, const Vec3Di& n) {
 }
 
 // One output voxel of a gather: interpolate src at pos.at(...) and write it through post.
-template <InterpT I, BackgroundStrategy BG, int NC>
+// Index: as for interpolate (the type of src's linear indices).
+template <InterpT I, BackgroundStrategy BG, int NC, class Index = std::size_t>
 PYCA_HD void gatherVoxel(const MutPlanes<NC>& out, const Planes<NC>& src, const Vec3Di& srcSize,
                          const PosSpec& pos, const PostSpec& post, float bgVal, int x, int y, int z,
                          std::size_t id) {
   const Vec3Df p = pos.at(x, y, z, id);
   float v[NC];
-  interpolate<I, BG, NC>(v, src, srcSize, p, bgVal);
+  interpolate<I, BG, NC, Index>(v, src, srcSize, p, bgVal);
   PYCA_UNROLL
   for (int c = 0; c < NC; ++c) out.p[c][id] = v[c] * post.mul[c] + (post.addPos ? p[c] : 0.f);
 }

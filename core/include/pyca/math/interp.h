@@ -236,9 +236,21 @@ PYCA_HD void backgroundValue(float out[NC], const Vec3Df& p, const Vec3Di& n, fl
   }
 }
 
+// A load of data that nothing writes while the kernel runs: through the read-only data cache on
+// the GPU, a plain load on the CPU.
+PYCA_HD float loadRO(const float* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
 // Interpolates the NC planes `src` (grid size n) at position p (voxel units) into out[NC].
 // bgVal is used by BACKGROUND_STRATEGY_VAL only. PARTIAL_ID / ID need NC == 3 (an H-field).
-template <InterpT I, BackgroundStrategy BG, int NC>
+// Index is the type of the linear indices: std::size_t always works; the CUDA kernels use
+// uint32_t when the grid has fewer than 2^32 voxels (cheaper index arithmetic, same result).
+template <InterpT I, BackgroundStrategy BG, int NC, class Index = std::size_t>
 PYCA_HD void interpolate(float out[NC], const Planes<NC>& src, const Vec3Di& n, const Vec3Df& p,
                          float bgVal = 0.f) {
   static_assert(NC == 3 || !isIdentityBg(BG), "identity backgrounds need a field");
@@ -253,7 +265,7 @@ PYCA_HD void interpolate(float out[NC], const Planes<NC>& src, const Vec3Di& n, 
   float acc[NC];
   PYCA_UNROLL
   for (int c = 0; c < NC; ++c) acc[c] = 0.f;
-  const std::size_t nx = std::size_t(n.x), nxy = std::size_t(n.x) * std::size_t(n.y);
+  const Index nx = Index(n.x), nxy = Index(n.x) * Index(n.y);
   PYCA_UNROLL
   for (int kz = 0; kz < N; ++kz) {
     if (tz.w[kz] == 0.f) continue;
@@ -261,14 +273,14 @@ PYCA_HD void interpolate(float out[NC], const Planes<NC>& src, const Vec3Di& n, 
     for (int ky = 0; ky < N; ++ky) {
       if (ty.w[ky] == 0.f) continue;
       const float wzy = tz.w[kz] * ty.w[ky];
-      const std::size_t row = std::size_t(tz.idx[kz]) * nxy + std::size_t(ty.idx[ky]) * nx;
+      const Index row = Index(tz.idx[kz]) * nxy + Index(ty.idx[ky]) * nx;
       PYCA_UNROLL
       for (int kx = 0; kx < N; ++kx) {
         const float w = wzy * tx.w[kx];
         if (!isPartial(BG) || (tz.ok[kz] && ty.ok[ky] && tx.ok[kx])) {
-          const std::size_t id = row + std::size_t(tx.idx[kx]);
+          const Index id = row + Index(tx.idx[kx]);
           PYCA_UNROLL
-          for (int c = 0; c < NC; ++c) acc[c] += w * src.p[c][id];
+          for (int c = 0; c < NC; ++c) acc[c] += w * loadRO(src.p[c] + id);
         } else if (BG == BACKGROUND_STRATEGY_PARTIAL_ID) {
           const float idc[3] = {tx.id[kx], ty.id[ky], tz.id[kz]};
           PYCA_UNROLL
