@@ -13,9 +13,16 @@ import statistics
 import time
 
 
-def timeit_median(fn, sync=None, repeat=15, warmup=3, min_time=0.0):
-    """Median wall time of fn() in seconds. `sync` (e.g. torch.cuda.synchronize) runs after each call
-    so that asynchronous GPU work is counted; warm-up calls keep compilation and plan creation out."""
+def timeit_median(fn, sync=None, repeat=15, warmup=3, min_time=0.0, batch=None):
+    """Median time of one fn() call in seconds.
+
+    Without `sync` (CPU work): the median over `repeat` single calls. With `sync` (asynchronous GPU
+    work, e.g. torch.cuda.synchronize): each sample is `batch` back-to-back calls (default 10) and one
+    sync, divided by `batch`, so launch and synchronisation latency are shared as in a real pipeline
+    and every peer is timed the same way; calls that return host values (reductions) wait inside
+    each call anyway. Warm-up calls keep compilation and plan creation out."""
+    if batch is None:
+        batch = 10 if sync else 1
     for _ in range(warmup):
         fn()
     if sync:
@@ -24,10 +31,11 @@ def timeit_median(fn, sync=None, repeat=15, warmup=3, min_time=0.0):
     t_end = time.perf_counter() + min_time
     while len(times) < repeat or time.perf_counter() < t_end:
         t0 = time.perf_counter()
-        fn()
+        for _ in range(batch):
+            fn()
         if sync:
             sync()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0) / batch)
     return statistics.median(times)
 
 

@@ -19,8 +19,12 @@ CPU_N = 128
 GPU_N = 256
 
 
-def _gbps(nbytes, t):
-    return f"pyca {nbytes / t / 1e9:.0f} GB/s" if t else ""
+def _gbps(nbytes, t, ref=None):
+    """pyca's effective bandwidth, and its share of the reference copy rate `ref` (bytes/s) if given."""
+    if not t:
+        return ""
+    share = f" = {100 * nbytes / t / ref:.0f}% of copy" if ref else ""
+    return f"pyca {nbytes / t / 1e9:.0f} GB/s{share}"
 
 
 def _cpu(table, ca):
@@ -82,7 +86,7 @@ def _gpu(table, ca):
         ("Add (image)", lambda: ca.Add(out, a, b), 3 * nb),
         ("MulC_I (image)", lambda: ca.MulC_I(out, 1.0001), 2 * nb),
         ("Add_MulC a+b*c", lambda: ca.Add_MulC(out, a, b, 0.5), 3 * nb),
-        ("Add masked", lambda: ca.Add(out, a, b, mask), 4 * nb),
+        ("Add masked", lambda: ca.Add(out, a, b, mask), 5 * nb),  # reads a, b, mask and the old out
         ("Sqrt", lambda: ca.Sqrt(out, c), 2 * nb),
         ("Exp", lambda: ca.Exp(out, a), 2 * nb),
         ("Add (field)", lambda: ca.Add(fo, fa, fb), 9 * nb),
@@ -94,6 +98,11 @@ def _gpu(table, ca):
         ("Dot", lambda: ca.Dot(a, b), 2 * nb),
     ]
     t_pyca = {name: (timeit_median(fn, sync=pyca_sync, repeat=30), nbytes) for name, fn, nbytes in ops}
+    # The card's copy rate, the reference for "% of bandwidth": a device-to-device copy of a field
+    # (3 x 64 MiB read and written).
+    t_copy = timeit_median(lambda: ca.Copy(fo, fa), sync=pyca_sync, repeat=30)
+    copy_rate = 6 * nb / t_copy
+    table.add("Copy (field): copy rate", size + " GPU", t_copy, "-", None, _gbps(6 * nb, t_copy))
 
     peers = []
     torch = optional_import("torch")
@@ -115,7 +124,8 @@ def _gpu(table, ca):
             "Magnitude": lambda: torch.linalg.vector_norm(TF["a"], dim=0, out=T["o"]),
             "Sum": lambda: T["a"].sum(dtype=torch.float64).item(),
             "Max": lambda: T["a"].max().item(),
-            "MinMax": lambda: torch.aminmax(T["a"]),
+            # both values on the host, as ca.MinMax returns them (one copy back)
+            "MinMax": lambda: torch.stack(torch.aminmax(T["a"])).tolist(),
             "Dot": lambda: torch.dot(T["a"].view(-1), T["b"].view(-1)).item(),
         }))
     cp = optional_import("cupy")
@@ -141,13 +151,13 @@ def _gpu(table, ca):
             table.skip("cupy", size, "cupy", f"cupy unusable: {e}")
     if not peers:
         for name, (tp, nbytes) in t_pyca.items():
-            table.add(name, size, tp, "-", None, _gbps(nbytes, tp) + " (no torch/cupy)")
+            table.add(name, size, tp, "-", None, _gbps(nbytes, tp, copy_rate) + " (no torch/cupy)")
         return
     for name, (tp, nbytes) in t_pyca.items():
         for peer, sync, fns in peers:
             if name in fns:
                 tq = timeit_median(fns[name], sync=sync, repeat=30)
-                table.add(name, size + " GPU", tp, peer, tq, _gbps(nbytes, tp))
+                table.add(name, size + " GPU", tp, peer, tq, _gbps(nbytes, tp, copy_rate))
 
 
 def run(table: Table, gpu: bool = False):
