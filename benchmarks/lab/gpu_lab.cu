@@ -116,33 +116,6 @@ static void row(const char* what, float ms, double bytes, const char* note = "")
 // ---------------------------------------------------------------------------------------------
 // ApplyH variants (linear, CLAMP, image)
 
-// The library's interpolation, with 32-bit corner offsets and read-only loads.
-__global__ void applyHLib32(float* __restrict__ out, const float* __restrict__ im,
-                            const float* __restrict__ hx, const float* __restrict__ hy,
-                            const float* __restrict__ hz, Vec3Di n) {
-  const int x = int(blockIdx.x * blockDim.x + threadIdx.x), y = int(blockIdx.y * blockDim.y + threadIdx.y);
-  if (x >= n.x || y >= n.y) return;
-  for (int z = int(blockIdx.z); z < n.z; z += int(gridDim.z)) {
-    const unsigned id = (unsigned(z) * unsigned(n.y) + unsigned(y)) * unsigned(n.x) + unsigned(x);
-    math::AxisTaps<2> tx, ty, tz;
-    math::axisTaps<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP>(__ldg(hx + id), n.x, tx);
-    math::axisTaps<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP>(__ldg(hy + id), n.y, ty);
-    math::axisTaps<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP>(__ldg(hz + id), n.z, tz);
-    float acc = 0.f;
-    const unsigned nx = unsigned(n.x), nxy = unsigned(n.x) * unsigned(n.y);
-#pragma unroll
-    for (int kz = 0; kz < 2; ++kz)
-#pragma unroll
-      for (int ky = 0; ky < 2; ++ky) {
-        const float wzy = tz.w[kz] * ty.w[ky];
-        const unsigned r = unsigned(tz.idx[kz]) * nxy + unsigned(ty.idx[ky]) * nx;
-#pragma unroll
-        for (int kx = 0; kx < 2; ++kx) acc += wzy * tx.w[kx] * __ldg(im + r + unsigned(tx.idx[kx]));
-      }
-    out[id] = acc;
-  }
-}
-
 // Hand-written: lerps with fmaf (other rounding than the library's weights), 32-bit offsets.
 __global__ void applyHFast(float* __restrict__ out, const float* __restrict__ im,
                            const float* __restrict__ hx, const float* __restrict__ hy,
@@ -325,8 +298,6 @@ int main(int argc, char** argv) {
           <<<dim3(n / 32, n / 8, n / 2), blk>>>(math::MutPlanes<1>{{o}}, math::Planes<1>{{a}}, N, N, j.pos,
                                                 j.post, 0.f);
     });
-    variant("ApplyH hand-written lib math 32-bit (run 1)",
-            [&] { applyHLib32<<<dim3(n / 32, n / 4, n), dim3(32, 4)>>>(o, a, hp[0], hp[1], hp[2], N); });
     variant("ApplyH hand-written fmaf lerps 32x4 (run 1)",
             [&] { applyHFast<<<dim3(n / 32, n / 4, n), dim3(32, 4)>>>(o, a, hp[0], hp[1], hp[2], N); });
     CK(cudaFree(h));

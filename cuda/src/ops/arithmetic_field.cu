@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "ops/arithmetic_cuda.h"
+#include "ops/cuda_common.cuh"
 #include "pyca/math/arithmetic.h"
 #include "pyca/runtime.h"
 
@@ -49,13 +50,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-unsigned blocksFor(std::size_t n) {
-  std::size_t b = (n + kThreads - 1) / kThreads;
-  return unsigned(b > kMaxBlocks ? kMaxBlocks : (b == 0 ? 1 : b));
-}
-
-cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(currentStream()); }
-
 }  // namespace
 
 void fieldToImage(const char* op, FieldToImage f, float* out, const float* a, std::size_t aStride,
@@ -65,7 +59,7 @@ void fieldToImage(const char* op, FieldToImage f, float* out, const float* a, st
     b = a;
     bStride = aStride;
   }
-  const unsigned blocks = blocksFor(n);
+  const unsigned blocks = blocksFor(n, kThreads, kMaxBlocks);
   switch (f) {
     case FieldToImage::kMagnitude:
       fieldToImageKernel<MagnitudeOf><<<blocks, kThreads, 0, stream()>>>(out, a, aStride, b, bStride, n);
@@ -83,7 +77,8 @@ void fieldToImage(const char* op, FieldToImage f, float* out, const float* a, st
 void normalizeSafe(const char* op, float* out, std::size_t outStride, const float* a, std::size_t aStride,
                    std::size_t n, float eps) {
   if (n == 0) return;
-  normalizeKernel<<<blocksFor(n), kThreads, 0, stream()>>>(out, outStride, a, aStride, n, eps);
+  normalizeKernel<<<blocksFor(n, kThreads, kMaxBlocks), kThreads, 0, stream()>>>(out, outStride, a, aStride,
+                                                                                 n, eps);
   checkLaunch(op);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/cuda_common.cuh"
 #include "ops/deformation_cuda.h"
 #include "pyca/errors.h"
 #include "pyca/math/deformation.h"
@@ -25,14 +26,6 @@ using math::Planes;
 
 constexpr unsigned kAllBgs = math::kFieldBgs | math::bgBit(BACKGROUND_STRATEGY_VAL);
 constexpr int kMaxConvTaps = 255;
-
-cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(pyca::currentStream()); }
-
-void check(cudaError_t err, const char* op, const char* what) {
-  if (err != cudaSuccess) {
-    throw CudaError(std::string(op) + ": " + what + " failed: " + cudaGetErrorString(err));
-  }
-}
 
 using math::mutPlanes;
 using math::nVoxOf;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "ops/cuda_common.cuh"
 #include "ops/differential_cuda.h"
 #include "pyca/math/differential.h"
 #include "pyca/runtime.h"
@@ -16,13 +17,6 @@ namespace cuda_impl {
 namespace {
 
 constexpr int kBlock = 256;
-
-cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(pyca::currentStream()); }
-
-unsigned int blocksFor(std::size_t n) {
-  const std::size_t b = (n + kBlock - 1) / kBlock;
-  return static_cast<unsigned int>(std::max<std::size_t>(1, std::min<std::size_t>(b, std::size_t(1) << 20)));
-}
 
 // Runs f(i, x, y, z) for every voxel of g (grid-stride loop, 64-bit linear index).
 template <class F>
@@ -41,7 +35,7 @@ template <class F>
 void launch(const math::Grid3& g, const F& f, const char* op) {
   const std::size_t n = std::size_t(g.nx) * std::size_t(g.ny) * std::size_t(g.nz);
   if (n == 0) return;
-  voxelKernel<<<blocksFor(n), kBlock, 0, stream()>>>(g, f);
+  voxelKernel<<<blocksFor(n, kBlock), kBlock, 0, stream()>>>(g, f);
   pyca::checkLaunch(op);
 }
 
@@ -252,19 +246,19 @@ void JacDetV(float* out, const float* vx, const float* vy, const float* vz, cons
 
 void JacDetHGrads(float* out, const GradPlanes& p, std::size_t n, bool is2D) {
   if (n == 0) return;
-  linearKernel<<<blocksFor(n), kBlock, 0, stream()>>>(n, JacDetHGradsF{out, p, is2D});
+  linearKernel<<<blocksFor(n, kBlock), kBlock, 0, stream()>>>(n, JacDetHGradsF{out, p, is2D});
   pyca::checkLaunch("JacDetH");
 }
 
 void JacDetVGrads(float* out, const GradPlanes& p, std::size_t n) {
   if (n == 0) return;
-  linearKernel<<<blocksFor(n), kBlock, 0, stream()>>>(n, JacDetVGradsF{out, p});
+  linearKernel<<<blocksFor(n, kBlock), kBlock, 0, stream()>>>(n, JacDetVGradsF{out, p});
   pyca::checkLaunch("JacDetV");
 }
 
 void JacDetVInvGrads(float* out, const GradPlanes& p, std::size_t n) {
   if (n == 0) return;
-  linearKernel<<<blocksFor(n), kBlock, 0, stream()>>>(n, JacDetVInvGradsF{out, p});
+  linearKernel<<<blocksFor(n, kBlock), kBlock, 0, stream()>>>(n, JacDetVInvGradsF{out, p});
   pyca::checkLaunch("JacDetVInv");
 }
 

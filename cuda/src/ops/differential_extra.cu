@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "ops/cuda_common.cuh"
 #include "ops/differential_cuda.h"
 #include "pyca/math/differential.h"
 #include "pyca/runtime.h"
@@ -18,13 +19,6 @@ namespace cuda_impl {
 namespace {
 
 constexpr int kBlock = 256;
-
-cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(pyca::currentStream()); }
-
-unsigned int blocksFor(std::size_t n) {
-  const std::size_t b = (n + kBlock - 1) / kBlock;
-  return static_cast<unsigned int>(std::max<std::size_t>(1, std::min<std::size_t>(b, std::size_t(1) << 20)));
-}
 
 // out = K(a, b) at every voxel of g (grid-stride loop, 64-bit linear index).
 template <FieldProductOp K>
@@ -53,7 +47,7 @@ void launchProduct(const OutPlanes& out, const FieldPlanes& a, const FieldPlanes
                    const char* name) {
   const std::size_t n = std::size_t(g.nx) * std::size_t(g.ny) * std::size_t(g.nz);
   if (n == 0) return;
-  fieldProductKernel<K><<<blocksFor(n), kBlock, 0, stream()>>>(g, out, a, b);
+  fieldProductKernel<K><<<blocksFor(n, kBlock), kBlock, 0, stream()>>>(g, out, a, b);
   pyca::checkLaunch(name);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cuda_common.cuh"
 #include "ops/filters_cuda.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
@@ -19,30 +20,7 @@ namespace cuda_impl {
 
 namespace {
 
-cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(pyca::currentStream()); }
-
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();
-  if (e == cudaErrorMemoryAllocation)
-    throw OutOfMemory(std::string("GaussianFilter: out of device memory (") + what + ")");
-  throw CudaError(std::string("GaussianFilter: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
-                  cudaGetErrorString(e) + ")");
-}
-
-// Device scratch from the stream-ordered pool, released (in stream order) when the guard ends.
-struct Scratch {
-  float* p = nullptr;
-  Scratch() = default;
-  explicit Scratch(std::size_t floats) {
-    check(cudaMallocAsync(&p, floats * sizeof(float), stream()), "cudaMallocAsync");
-  }
-  ~Scratch() {
-    if (p) cudaFreeAsync(p, stream());
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
+constexpr const char* kGaussOp = "GaussianFilter";
 
 constexpr int kMaxParamR = 255;
 constexpr int kSharedLimit = 48 * 1024;  // bytes of dynamic shared memory without opting in
@@ -133,11 +111,6 @@ __global__ void convSimple(float* __restrict__ out, const float* __restrict__ in
   }
 }
 
-unsigned int blocksFor(std::size_t n, int block) {
-  const std::size_t b = (n + block - 1) / block;
-  return unsigned(std::max<std::size_t>(1, std::min<std::size_t>(b, std::size_t(1) << 20)));
-}
-
 template <class W>
 void pass(float* out, const float* in, const Vec3Di& s, int axis, int r, const W& w) {
   const int nx = s.x, ny = s.y, nz = s.z;
@@ -174,10 +147,10 @@ void passAny(float* out, const float* in, const Vec3Di& s, int axis, const float
     for (int j = 0; j <= kMaxParamR; ++j) w.w[j] = j <= r ? hw[j] : 0.f;
     pass(out, in, s, axis, r, w);
   } else {
-    Scratch dw(std::size_t(r) + 1);
+    Scratch dw((std::size_t(r) + 1) * sizeof(float), kGaussOp);
     check(cudaMemcpyAsync(dw.p, hw, (std::size_t(r) + 1) * sizeof(float), cudaMemcpyHostToDevice, stream()),
-          "cudaMemcpyAsync");
-    pass(out, in, s, axis, r, GlobalW{dw.p});
+          kGaussOp, "cudaMemcpyAsync");
+    pass(out, in, s, axis, r, GlobalW{dw.as<float>()});
   }
 }
 
@@ -255,24 +228,24 @@ void GaussianFilter(float* out, const float* in, float* tmp, const Vec3Di& size,
   cudaStream_t st = stream();
   if (P == 0) {
     if (out != in)
-      check(cudaMemcpyAsync(out, in, nv * sizeof(float), cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+      check(cudaMemcpyAsync(out, in, nv * sizeof(float), cudaMemcpyDeviceToDevice, st), kGaussOp,
+            "cudaMemcpyAsync");
     return;
   }
   const bool aliased = out == in;
   // Intermediate buffers: buf[0] = in, buf[P] = out, and no pass reads and writes one buffer.
-  Scratch s1, s2;
-  float* a = tmp;  // first scratch: the caller's tmp, else from the pool
-  if (!a) {
-    check(cudaMallocAsync(&s1.p, nv * sizeof(float), st), "cudaMallocAsync");
-    a = s1.p;
-  }
+  // first scratch: the caller's tmp, else from the pool; the second only for 3 passes in place
+  Scratch s1(tmp ? 0 : nv * sizeof(float), kGaussOp);
+  Scratch s2(P == 3 && aliased ? nv * sizeof(float) : 0, kGaussOp);
+  float* a = tmp ? tmp : s1.as<float>();
   float* buf[4] = {const_cast<float*>(in), nullptr, nullptr, out};
   if (P == 1) {
     if (!aliased) {
       passAny(out, in, size, axes[0], w[axes[0]], r[axes[0]]);
     } else {
       passAny(a, in, size, axes[0], w[axes[0]], r[axes[0]]);
-      check(cudaMemcpyAsync(out, a, nv * sizeof(float), cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+      check(cudaMemcpyAsync(out, a, nv * sizeof(float), cudaMemcpyDeviceToDevice, st), kGaussOp,
+            "cudaMemcpyAsync");
     }
     return;
   }
@@ -282,14 +255,8 @@ void GaussianFilter(float* out, const float* in, float* tmp, const Vec3Di& size,
     return;
   }
   // P == 3: in -> I1 -> I2 -> out with I1 != in, I2 != I1, I2 != out.
-  float* I1;
+  float* I1 = aliased ? s2.as<float>() : out;
   float* I2 = a;
-  if (!aliased) {
-    I1 = out;
-  } else {
-    check(cudaMallocAsync(&s2.p, nv * sizeof(float), st), "cudaMallocAsync");
-    I1 = s2.p;
-  }
   buf[1] = I1;
   buf[2] = I2;
   for (int k = 0; k < 3; ++k)

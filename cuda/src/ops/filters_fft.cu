@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ops/cuda_common.cuh"
 #include "ops/filters_cuda.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
@@ -27,15 +28,6 @@ namespace cuda_impl {
 namespace {
 
 const char* kOp = "FluidKernelFFT";
-
-void checkCuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();
-  if (e == cudaErrorMemoryAllocation)
-    throw OutOfMemory(std::string(kOp) + ": out of device memory (" + what + ")");
-  throw CudaError(std::string(kOp) + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
-                  cudaGetErrorString(e) + ")");
-}
 
 void checkFft(cufftResult r, const char* what) {
   if (r == CUFFT_SUCCESS) return;
@@ -70,7 +62,7 @@ struct CufftPlans {
     try {
       plan(&r2c3, &hasR2c3, CUFFT_R2C, 3);
       plan(&c2r3, &hasC2r3, CUFFT_C2R, 3);
-      checkCuda(cudaMalloc(&cplx, 3 * nCplx * sizeof(cufftComplex)), "cudaMalloc");
+      check(cudaMalloc(&cplx, 3 * nCplx * sizeof(cufftComplex)), kOp, "cudaMalloc");
 
       const int nxh = s.x / 2 + 1;
       hostTables.resize(2 * (std::size_t(nxh) + s.y + s.z));
@@ -83,10 +75,10 @@ struct CufftPlans {
         std::copy(sn.begin(), sn.begin() + count[a], h + count[a]);
         h += 2 * count[a];
       }
-      checkCuda(cudaMalloc(&tables, hostTables.size() * sizeof(float)), "cudaMalloc");
-      checkCuda(cudaMemcpyAsync(tables, hostTables.data(), hostTables.size() * sizeof(float),
-                                cudaMemcpyHostToDevice, stream),
-                "cudaMemcpyAsync");
+      check(cudaMalloc(&tables, hostTables.size() * sizeof(float)), kOp, "cudaMalloc");
+      check(cudaMemcpyAsync(tables, hostTables.data(), hostTables.size() * sizeof(float),
+                            cudaMemcpyHostToDevice, stream),
+            kOp, "cudaMemcpyAsync");
     } catch (...) {
       release();
       throw;
@@ -124,7 +116,7 @@ struct CufftPlans {
 // Process-wide cache by (size, device, stream); keeps the 4 most recently created entries.
 std::shared_ptr<CufftPlans> getPlans(const Vec3Di& size, cudaStream_t st) {
   int device = 0;
-  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaGetDevice(&device), kOp, "cudaGetDevice");
   using Key = std::tuple<int, int, int, int, std::size_t>;
   static auto* mutex = new std::mutex;
   static auto* cache = new std::map<Key, std::shared_ptr<CufftPlans>>;
@@ -175,7 +167,7 @@ __global__ void fluidKernel(cufftComplex* __restrict__ X, cufftComplex* __restri
 void FluidApply(float* const out[3], const float* const in[3], const GridInfo& grid,
                 const math::FluidParams& p) {
   const Vec3Di s = grid.size();
-  cudaStream_t st = reinterpret_cast<cudaStream_t>(pyca::currentStream());
+  cudaStream_t st = stream();
   std::shared_ptr<CufftPlans> plans = getPlans(s, st);
   CufftPlans& P = *plans;
   std::lock_guard<std::mutex> lk(P.use);

@@ -15,6 +15,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <string>
 
+#include "ops/cuda_common.cuh"
 #include "ops/reductions_cuda.h"
 #include "pyca/errors.h"
 #include "pyca/math/arithmetic.h"
@@ -27,15 +28,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr unsigned kMaxBlocks = 1024;
 constexpr int kMaxPlanes = 3;
-
-void check(cudaError_t e, const char* op, const char* what) {
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // clear a non-sticky error so later calls do not see it
-    throw CudaError(std::string(op) + ": " + what + " failed: " + cudaGetErrorString(e));
-  }
-}
-
-cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(currentStream()); }
 
 // The reductions: an accumulator type, its identity, the term of element i and how two combine.
 template <class Term>
@@ -51,7 +43,7 @@ struct DotOf {
   __device__ static Acc term(float a, float b) { return math::DotTerm{}(a, b); }
   __device__ static Acc combine(Acc x, Acc y) { return x + y; }
 };
-struct MinMaxOf {
+struct MinMaxReduce {
   using Acc = math::MinMaxAcc;
   __device__ static Acc identity() { return Acc{INFINITY, -INFINITY}; }
   __device__ static Acc term(float a, float) { return math::MinMaxOf{}(a); }
@@ -141,20 +133,6 @@ Acc* resultBuffer(const char* op, Acc** dev) {
   return static_cast<Acc*>(tlResult.host);
 }
 
-// Owns the stream-ordered scratch buffer; frees it (stream-ordered) on every path out.
-struct Scratch {
-  void* p = nullptr;
-  cudaStream_t s;
-  Scratch(std::size_t bytes, cudaStream_t st, const char* op) : s(st) {
-    check(cudaMallocAsync(&p, bytes, s), op, "cudaMallocAsync");
-  }
-  ~Scratch() {
-    if (p) cudaFreeAsync(p, s);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
-
 // Reduces each plane with R into out[0 .. planes); b is read when kBinary.
 template <class R, bool kBinary>
 void reduce(const char* op, const float* a, std::size_t aStride, const float* b, std::size_t bStride,
@@ -168,8 +146,8 @@ void reduce(const char* op, const float* a, std::size_t aStride, const float* b,
   Acc* dev = nullptr;
   Acc* host = resultBuffer<Acc>(op, &dev);
   {
-    Scratch partials(sizeof(Acc) * nb * std::size_t(planes), s, op);
-    Acc* part = static_cast<Acc*>(partials.p);
+    Scratch partials(sizeof(Acc) * nb * std::size_t(planes), op);
+    Acc* part = partials.as<Acc>();
     partialKernel<R, kBinary>
         <<<dim3(nb, unsigned(planes)), kThreads, 0, s>>>(a, aStride, b, bStride, n, part);
     finalKernel<R><<<unsigned(planes), kThreads, 0, s>>>(part, nb, dev);
@@ -201,7 +179,7 @@ void reduceMinMax(const char* op, const float* a, std::size_t aStride, int plane
                   float* hi) {
   if (n == 0 || planes <= 0) return;
   math::MinMaxAcc r[kMaxPlanes];
-  reduce<MinMaxOf, false>(op, a, aStride, nullptr, 0, planes, n, r);
+  reduce<MinMaxReduce, false>(op, a, aStride, nullptr, 0, planes, n, r);
   for (int k = 0; k < planes; ++k) {
     lo[k] = r[k].lo;
     hi[k] = r[k].hi;

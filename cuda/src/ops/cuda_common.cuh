@@ -1,0 +1,60 @@
+// Helpers shared by the CUDA backends of the operation families (private to cuda/src): the stream
+// pyca enqueues on, error checks that name the operation, grid sizes of grid-stride loops, and
+// stream-ordered scratch memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include "pyca/errors.h"
+#include "pyca/runtime.h"
+
+namespace pyca {
+namespace cuda_impl {
+
+// pyca's current stream for this thread.
+inline cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(pyca::currentStream()); }
+
+// Throws when e is an error: OutOfMemory for a failed allocation, CudaError otherwise, both saying
+// "op: what ...". A non-sticky error is cleared first so that later calls do not see it.
+inline void check(cudaError_t e, const char* op, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation) {
+    throw OutOfMemory(std::string(op) + ": out of device memory (" + what + ")");
+  }
+  throw CudaError(std::string(op) + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
+                  cudaGetErrorString(e) + ")");
+}
+
+// Blocks of `block` threads for a grid-stride loop over n items: enough for one item a thread, at
+// least 1, at most maxBlocks (the loop covers the rest).
+inline unsigned blocksFor(std::size_t n, int block, std::size_t maxBlocks = std::size_t(1) << 20) {
+  const std::size_t b = (n + std::size_t(block) - 1) / std::size_t(block);
+  return unsigned(std::max<std::size_t>(1, std::min(b, maxBlocks)));
+}
+
+// Device scratch from the stream-ordered pool on pyca's current stream, released in stream order
+// when the guard ends (on every path out, exceptions included). 0 bytes: no memory (p == nullptr).
+struct Scratch {
+  void* p = nullptr;
+  cudaStream_t s = nullptr;
+  Scratch(std::size_t bytes, const char* op) : s(stream()) {
+    if (bytes > 0) check(cudaMallocAsync(&p, bytes, s), op, "cudaMallocAsync");
+  }
+  ~Scratch() {
+    if (p) cudaFreeAsync(p, s);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+};
+
+}  // namespace cuda_impl
+}  // namespace pyca
