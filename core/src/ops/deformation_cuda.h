@@ -49,7 +49,8 @@ struct SplatJob {
 
 }  // namespace deformation_impl
 
-// Each backend defines the same functions (op: the public operation, named in CUDA errors):
+// Each backend (cpu_impl, cuda_impl) defines the same functions, declared once below (op: the
+// public operation, named in CUDA errors):
 //   gather, splat     run a job (above)
 //   ad                out = splat_bg over x of |Dg| Dg_w X(x) at g(x) (math::adValue), out zeroed first
 //   coad              out(x) = |Dg| Dg_w^T m(g(x)) (math::coadValue), m interpolated linearly with bg
@@ -63,54 +64,35 @@ struct SplatJob {
 //   fixedPointInverse ginv = math::fixedPointInverseVoxel<PARTIAL_ID>(g, ginv), in place
 //   updateInverse     ginv1 = math::updateInverseVoxel(ginv0, w), scratch = its last q
 //                     (when numIter > 0); ginv1 and scratch must share memory with neither input
+#define PYCA_DEFORMATION_BACKEND_DECLARATIONS                                                            \
+  using deformation_impl::GatherJob;                                                                     \
+  using deformation_impl::SplatJob;                                                                      \
+  void gather(const GatherJob& job, const char* op);                                                     \
+  void splat(const SplatJob& job, const char* op);                                                       \
+  void ad(float* const out[3], const float* const g[3], const float* const X[3], const Vec3Di& size,     \
+          const Vec3Df& sp, BackgroundStrategy bg, const char* op);                                      \
+  void coad(float* const out[3], const float* const g[3], const float* const m[3], const Vec3Di& size,   \
+            const Vec3Df& sp, BackgroundStrategy bg, const char* op);                                    \
+  void setToIdentity(float* const h[3], const Vec3Di& size, const char* op);                             \
+  void convertHV(float* const out[3], const float* const in[3], const Vec3Di& size, const Vec3Df& sp,    \
+                 bool toV, const char* op);                                                              \
+  void copyBox(int nc, float* const dst[3], const Vec3Di& dstSize, const Vec3Di& dstStart,               \
+               const float* const src[3], const Vec3Di& srcSize, const Vec3Di& srcStart,                 \
+               const Vec3Di& extent, const char* op);                                                    \
+  void convolveAxis(int nc, float* const out[3], const float* const in[3], const Vec3Di& size, int axis, \
+                    const float* weights, int radius, const char* op);                                   \
+  void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op);                        \
+  void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size,              \
+                         unsigned numIter, const char* op);                                              \
+  void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],        \
+                     const float* const w[3], const Vec3Di& size, const Vec3Df& sp, unsigned numIter,    \
+                     const char* op);
 namespace cpu_impl {
-using deformation_impl::GatherJob;
-using deformation_impl::SplatJob;
-void gather(const GatherJob& job, const char* op);
-void splat(const SplatJob& job, const char* op);
-void ad(float* const out[3], const float* const g[3], const float* const X[3], const Vec3Di& size,
-        const Vec3Df& sp, BackgroundStrategy bg, const char* op);
-void coad(float* const out[3], const float* const g[3], const float* const m[3], const Vec3Di& size,
-          const Vec3Df& sp, BackgroundStrategy bg, const char* op);
-void setToIdentity(float* const h[3], const Vec3Di& size, const char* op);
-void convertHV(float* const out[3], const float* const in[3], const Vec3Di& size, const Vec3Df& sp, bool toV,
-               const char* op);
-void copyBox(int nc, float* const dst[3], const Vec3Di& dstSize, const Vec3Di& dstStart,
-             const float* const src[3], const Vec3Di& srcSize, const Vec3Di& srcStart, const Vec3Di& extent,
-             const char* op);
-void convolveAxis(int nc, float* const out[3], const float* const in[3], const Vec3Di& size, int axis,
-                  const float* weights, int radius, const char* op);
-void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op);
-void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size, unsigned numIter,
-                       const char* op);
-void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],
-                   const float* const w[3], const Vec3Di& size, const Vec3Df& sp, unsigned numIter,
-                   const char* op);
+PYCA_DEFORMATION_BACKEND_DECLARATIONS
 }  // namespace cpu_impl
-
 namespace cuda_impl {
-using deformation_impl::GatherJob;
-using deformation_impl::SplatJob;
-void gather(const GatherJob& job, const char* op);
-void splat(const SplatJob& job, const char* op);
-void ad(float* const out[3], const float* const g[3], const float* const X[3], const Vec3Di& size,
-        const Vec3Df& sp, BackgroundStrategy bg, const char* op);
-void coad(float* const out[3], const float* const g[3], const float* const m[3], const Vec3Di& size,
-          const Vec3Df& sp, BackgroundStrategy bg, const char* op);
-void setToIdentity(float* const h[3], const Vec3Di& size, const char* op);
-void convertHV(float* const out[3], const float* const in[3], const Vec3Di& size, const Vec3Df& sp, bool toV,
-               const char* op);
-void copyBox(int nc, float* const dst[3], const Vec3Di& dstSize, const Vec3Di& dstStart,
-             const float* const src[3], const Vec3Di& srcSize, const Vec3Di& srcStart, const Vec3Di& extent,
-             const char* op);
-void convolveAxis(int nc, float* const out[3], const float* const in[3], const Vec3Di& size, int axis,
-                  const float* weights, int radius, const char* op);
-void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op);
-void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size, unsigned numIter,
-                       const char* op);
-void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],
-                   const float* const w[3], const Vec3Di& size, const Vec3Df& sp, unsigned numIter,
-                   const char* op);
+PYCA_DEFORMATION_BACKEND_DECLARATIONS
 }  // namespace cuda_impl
+#undef PYCA_DEFORMATION_BACKEND_DECLARATIONS
 
 }  // namespace pyca

@@ -80,6 +80,22 @@ PYCA_HD void catmullRom(float t, float w[4]) {
   w[3] = 0.5f * (t3 - t2);
 }
 
+// The weights w of the taps of a linear (N = 2) or cubic (N = 4) sample at fraction f in [0, 1)
+// past floor(x); returns the offset of the first tap from floor(x) (0 linear, -1 cubic).
+template <InterpT I, int N>
+PYCA_HD int fractionWeights(float f, float (&w)[N]) {
+  if constexpr (I == INTERP_LINEAR) {
+    w[0] = 1.f - f;
+    w[N - 1] = f;
+    return 0;
+  } else if constexpr (I == INTERP_CUBIC) {
+    catmullRom(f, w);
+    return -1;
+  } else {  // nearest neighbour has no weights to compute
+    return 0;
+  }
+}
+
 PYCA_HD int wrapIndex(int i, int n) {
   int r = i % n;
   return r < 0 ? r + n : r;
@@ -118,13 +134,7 @@ PYCA_HD bool axisTaps(float x, int n, AxisTaps<InterpTaps<I>::n>& t) {
     } else {
       const int i0 = int(xw);  // xw >= 0: truncation is floor
       const float f = xw - float(i0);
-      if (I == INTERP_LINEAR) {
-        t.w[0] = 1.f - f;
-        t.w[N - 1] = f;
-      } else {
-        catmullRom(f, t.w);
-      }
-      const int first = I == INTERP_LINEAR ? i0 : i0 - 1;
+      const int first = i0 + fractionWeights<I>(f, t.w);
       PYCA_UNROLL
       for (int k = 0; k < N; ++k) {
         t.idx[k] = wrapIndex(first + k, n);
@@ -150,13 +160,7 @@ PYCA_HD bool axisTaps(float x, int n, AxisTaps<InterpTaps<I>::n>& t) {
     const float fl = floorf(x);
     const int i0 = int(fl);
     const float f = x - fl;
-    if (I == INTERP_LINEAR) {
-      t.w[0] = 1.f - f;
-      t.w[N - 1] = f;
-    } else {
-      catmullRom(f, t.w);
-    }
-    const int first = I == INTERP_LINEAR ? i0 : i0 - 1;
+    const int first = i0 + fractionWeights<I>(f, t.w);
     PYCA_UNROLL
     for (int k = 0; k < N; ++k) {
       const int i = first + k;
@@ -178,13 +182,7 @@ PYCA_HD bool axisTaps(float x, int n, AxisTaps<InterpTaps<I>::n>& t) {
   }
   const int i0 = int(xc);
   const float f = xc - float(i0);
-  if (I == INTERP_LINEAR) {
-    t.w[0] = 1.f - f;
-    t.w[N - 1] = f;
-  } else {
-    catmullRom(f, t.w);
-  }
-  const int first = I == INTERP_LINEAR ? i0 : i0 - 1;
+  const int first = i0 + fractionWeights<I>(f, t.w);
   PYCA_UNROLL
   for (int k = 0; k < N; ++k) {
     t.idx[k] = clampIndex(first + k, n);
