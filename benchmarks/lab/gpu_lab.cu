@@ -142,6 +142,55 @@ __global__ void applyHFast(float* __restrict__ out, const float* __restrict__ im
 }
 
 // ---------------------------------------------------------------------------------------------
+// Splat before the z-runs (the library's kernel until 2026-11-23): x-merge through a shuffle only,
+// one slice per thread, scalar atomics. Image, no weights.
+template <BackgroundStrategy BG>
+__global__ void splatXMergeOnly(float* out, Vec3Di outSize, Vec3Di inSize, const float* val,
+                                math::PosSpec pos) {
+  constexpr unsigned kFull = 0xffffffffu;
+  const int x = int(blockIdx.x * blockDim.x + threadIdx.x);
+  const int y = int(blockIdx.y * blockDim.y + threadIdx.y);
+  if (y >= inSize.y) return;
+  const bool inX = x < inSize.x;
+  const unsigned lane = threadIdx.x & 31u;
+  const std::size_t nx = std::size_t(outSize.x), nxy = nx * std::size_t(outSize.y);
+  for (int z = int(blockIdx.z); z < inSize.z; z += int(gridDim.z)) {
+    Vec3Df p(0.f, 0.f, 0.f);
+    float v = 0.f;
+    if (inX) {
+      const std::size_t id = math::linearIndex(x, y, z, inSize);
+      p = pos.at(x, y, z, id);
+      v = val[id];
+    }
+    math::AxisTaps<2> tx{}, ty{}, tz{};
+    bool active = inX;
+    if (active) {
+      active = math::axisTaps<INTERP_LINEAR, BG>(p.x, outSize.x, tx) &
+               math::axisTaps<INTERP_LINEAR, BG>(p.y, outSize.y, ty) &
+               math::axisTaps<INTERP_LINEAR, BG>(p.z, outSize.z, tz);
+    }
+    for (int kz = 0; kz < 2; ++kz) {
+      for (int ky = 0; ky < 2; ++ky) {
+        const bool row = active && tz.w[kz] != 0.f && tz.ok[kz] && ty.w[ky] != 0.f && ty.ok[ky];
+        const float wzy = tz.w[kz] * ty.w[ky];
+        const std::size_t base = std::size_t(tz.idx[kz]) * nxy + std::size_t(ty.idx[ky]) * nx;
+        const bool a0 = row && tx.w[0] != 0.f && tx.ok[0];
+        const bool a1 = row && tx.w[1] != 0.f && tx.ok[1];
+        const long long addr0 = a0 ? (long long)(base + std::size_t(tx.idx[0])) : -1;
+        const long long addr1 = a1 ? (long long)(base + std::size_t(tx.idx[1])) : -2;
+        const float w0 = wzy * tx.w[0], w1 = wzy * tx.w[1];
+        const long long prevAddr1 = __shfl_up_sync(kFull, addr1, 1);
+        const long long nextAddr0 = __shfl_down_sync(kFull, addr0, 1);
+        const bool take = lane != 0 && a0 && prevAddr1 == addr0;
+        const bool give = lane != 31 && a1 && nextAddr0 == addr1;
+        const float prev = __shfl_up_sync(kFull, w1 * v, 1);
+        if (a0) atomicAdd(out + addr0, w0 * v + (take ? prev : 0.f));
+        if (a1 && !give) atomicAdd(out + addr1, w1 * v);
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 static std::vector<float> smoothH(int n, float amp, unsigned seed, bool noise) {
@@ -173,6 +222,7 @@ static std::vector<float> smoothH(int n, float amp, unsigned seed, bool noise) {
 
 int main(int argc, char** argv) {
   gProfile = argc > 1 && std::string(argv[1]) == "--profile";
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as soon as it is measured
   const int n = 256;
   const std::size_t nv = std::size_t(n) * n * n;
   const double B = 4.0 * double(nv);  // bytes of one image
@@ -303,8 +353,8 @@ int main(int argc, char** argv) {
     CK(cudaFree(h));
   }
 
-  // ---- Splat (PARTIAL_ZERO, image, no weights), smooth and noisy. The variants measured in earlier
-  // runs (notes.md) are gone from the library.
+  // ---- Splat (PARTIAL_ZERO, image, no weights), smooth and noisy: the kernel before z-runs, the
+  // library's launchSplat with several z-runs (slices per thread) and vector widths.
   for (int noise = 0; noise < 2; ++noise) {
     std::vector<float> hh = smoothH(n, 3.f, 11, noise != 0);
     float* h = devUpload(hh);
@@ -313,6 +363,41 @@ int main(int argc, char** argv) {
     pos.fx = h;
     pos.fy = h + nv;
     pos.fz = h + 2 * nv;
+    const char* kind = noise ? "noise +-3" : "smooth";
+    const dim3 blk(32, 8);
+    auto before = [&] {
+      CK(cudaMemsetAsync(o, 0, nv * 4));
+      splatXMergeOnly<BACKGROUND_STRATEGY_PARTIAL_ZERO><<<dim3(n / 32, n / 8, n), blk>>>(o, N, N, a, pos);
+    };
+    char name[96];
+    std::snprintf(name, sizeof name, "Splat x-merge only, scalar (before; %s)", kind);
+    row(name, timeEvents(before), 5 * B);
+    before();
+    const std::vector<float> ref = download(o, nv);
+    const cuda_impl::ValueSource<1> src{math::Planes<1>{{a}}, pos, N};
+    auto variant = [&](int zrun, const std::function<void()>& launch) {
+      CK(cudaMemset(o, 0xff, nv * 4));
+      auto fn = [&] {
+        CK(cudaMemsetAsync(o, 0, nv * 4));
+        launch();
+      };
+      const float t = timeEvents(fn);
+      char nm[96], note[64];
+      std::snprintf(nm, sizeof nm, "Splat z-run %d (%s)", zrun, kind);
+      std::snprintf(note, sizeof note, "rel err vs before %.2e", relErr(download(o, nv), ref));
+      row(nm, t, 5 * B, note);
+    };
+#define PYCA_LAB_SPLAT(Z)                                                                                \
+  variant(Z, [&] {                                                                                       \
+    cuda_impl::launchSplat<1, cuda_impl::ValueSource<1>, Z>(math::MutPlanes<1>{{o}}, nullptr, N, N, src, \
+                                                            BACKGROUND_STRATEGY_PARTIAL_ZERO, "Splat");  \
+  })
+    PYCA_LAB_SPLAT(1);
+    PYCA_LAB_SPLAT(4);
+    PYCA_LAB_SPLAT(8);
+    PYCA_LAB_SPLAT(16);
+#undef PYCA_LAB_SPLAT
+    // The library's entry point (zeroing included), field with weights (normalised)
     deformation_impl::SplatJob sj;
     sj.nc = 1;
     sj.out[0] = o;
@@ -321,8 +406,19 @@ int main(int argc, char** argv) {
     sj.val[0] = a;
     sj.pos = pos;
     sj.bg = BACKGROUND_STRATEGY_PARTIAL_ZERO;
-    row(noise ? "Splat library splat() (noise +-3)" : "Splat library splat() (smooth)",
-        timeEvents([&] { cuda_impl::splat(sj, "Splat"); }), 5 * B);
+    std::snprintf(name, sizeof name, "Splat library splat() (%s)", kind);
+    row(name, timeEvents([&] { cuda_impl::splat(sj, "Splat"); }), 5 * B);
+    sj.nc = 3;
+    sj.out[0] = big2;
+    sj.out[1] = big2 + nv;
+    sj.out[2] = big2 + 2 * nv;
+    sj.val[0] = h;
+    sj.val[1] = h + nv;
+    sj.val[2] = h + 2 * nv;
+    sj.weights = o2;
+    sj.normalize = true;
+    std::snprintf(name, sizeof name, "Splat library splat() field, normalised (%s)", kind);
+    row(name, timeEvents([&] { cuda_impl::splat(sj, "Splat"); }), 11 * B);
     CK(cudaFree(h));
   }
   CK(cudaDeviceSynchronize());

@@ -11,6 +11,7 @@ import pytest
 import scipy.ndimage as ndi
 
 import pyca as ca
+from pyca.testing import both_memory
 
 MEMS = [
     pytest.param(ca.MEM_HOST, id="host"),
@@ -345,6 +346,88 @@ def test_splat_normalized_and_identity(mem, grid, rng):
     a = rng.uniform(-1, 1, shape(grid)).astype(np.float32)
     ca.Splat(out, ident, make(mem, a, grid))
     np.testing.assert_allclose(out.numpy(), a, rtol=0, atol=1e-6)
+
+
+# The CUDA splat takes a short path for warps whose samples are finite with all 8 taps inside the
+# grid, the general one otherwise, and carries taps along z between slices (docs/operations/
+# deformation.md, "Splat on the GPU"). This grid has a partial last warp along x (70 = 2 * 32 + 6)
+# and a z extent that the 8-slice runs do not divide; the positions send every warp down one path
+# ("inside"), mix both ("smooth"), or leave the grid ("outside").
+SPLAT_GRID_SIZE = (70, 36, 21)
+
+
+def splat_positions(kind):
+    n = np.array(SPLAT_GRID_SIZE)
+    idx = np.stack(np.meshgrid(*[np.arange(k, dtype=np.float64) for k in n], indexing="ij"), axis=-1)
+    if kind == "identity":
+        return idx.astype(np.float32)
+    u = idx / n
+    d = np.stack([np.sin(2 * np.pi * (u[..., 0] + 2 * u[..., 1]) + k) * np.cos(2 * np.pi * u[..., 2] + k)
+                  for k in range(3)], axis=-1)
+    h = idx + (6.0 if kind == "outside" else 2.5) * d
+    if kind == "inside":
+        h = np.clip(h, 0.0, n - 1.01)
+    return h.astype(np.float32)
+
+
+def np_splat(h, vals):
+    """Trilinear splat with PARTIAL_ZERO in float64, taps of zero weight skipped (np.add.at)."""
+    n = vals.shape[:3]
+    out = np.zeros(vals.shape, np.float64)
+    i0 = np.floor(h).astype(np.int64)
+    f = h - i0
+    for corner in np.ndindex(2, 2, 2):
+        idx = [i0[..., a] + corner[a] for a in range(3)]
+        w = np.prod([f[..., a] if corner[a] else 1 - f[..., a] for a in range(3)], axis=0)
+        ok = (w != 0) & np.all([(idx[a] >= 0) & (idx[a] < n[a]) for a in range(3)], axis=0)
+        v = vals[ok] * (w[ok][:, None] if vals.ndim == 4 else w[ok])
+        np.add.at(out, tuple(idx[a][ok] for a in range(3)), v)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["identity", "inside", "smooth", "outside"])
+@pytest.mark.parametrize("ncomp", [1, 3], ids=["image", "field"])
+@both_memory(rtol=1e-5, atol=2e-5)
+def test_splat_gpu_paths(mem, kind, ncomp):
+    grid = ca.GridInfo(SPLAT_GRID_SIZE, (1.0, 1.5, 2.0))
+    rng = np.random.default_rng(3)
+    hn = splat_positions(kind)
+    vals = rng.uniform(1.0, 2.0, SPLAT_GRID_SIZE + ((3,) if ncomp == 3 else ()))
+    vals[:20] = 0.0  # a background of zeros (adds of 0 are not sent on the GPU)
+    h = make(mem, hn, grid)
+    src = make(mem, vals, grid)
+    out = field(mem, grid) if ncomp == 3 else image(mem, grid)
+    ca.Splat(out, h, src)
+    ref = np_splat(hn.astype(np.float64), vals.astype(np.float32).astype(np.float64))
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-5)
+    # normalised: compared where the splatted weight is not tiny (the quotient of two sums)
+    norm = field(mem, grid) if ncomp == 3 else image(mem, grid)
+    ca.Splat(norm, h, src, True)
+    w = np_splat(hn.astype(np.float64), np.ones(SPLAT_GRID_SIZE))
+    big = w > 0.05
+    expect = ref[big] / (w[big][:, None] if ncomp == 3 else w[big])
+    np.testing.assert_allclose(norm.numpy()[big], expect, rtol=1e-4)
+    return out, norm.numpy()[big]
+
+
+@pytest.mark.parametrize("kind", ["identity", "smooth"])
+@both_memory(rtol=1e-5, atol=2e-5)
+def test_splat_nonfinite_values(mem, kind):
+    """An inf or NaN value reaches only the taps of nonzero weight (through the identity: one)."""
+    grid = ca.GridInfo(SPLAT_GRID_SIZE)
+    hn = splat_positions(kind)
+    vals = np.ones(SPLAT_GRID_SIZE)
+    vals[35, 18, 10] = np.inf
+    vals[10, 5, 3] = np.nan
+    out = image(mem, grid)
+    ca.Splat(out, make(mem, hn, grid), make(mem, vals, grid))
+    ref = np_splat(hn.astype(np.float64), vals)
+    o = out.numpy()
+    np.testing.assert_array_equal(np.isposinf(o), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isnan(o), np.isnan(ref))
+    if kind == "identity":
+        assert np.isposinf(o).sum() == 1 and np.isnan(o).sum() == 1
+    return out
 
 
 @pytest.mark.parametrize("bg", LINEAR_BGS, ids=lambda b: SCIPY_MODE[b])

@@ -48,6 +48,8 @@ Launch launchFor(const Vec3Di& n, int zPerThread = 1) {
 // Slices per thread of the gathers (ApplyH, ComposeHH, Resample, ...): 4 runs ApplyH 10% faster
 // than 1 on an H100 (benchmarks/lab/notes.md).
 constexpr int kGatherZPerThread = 4;
+// Slices per thread of the splats (a voxel's upper z-taps join the next slice's lower ones).
+constexpr int kSplatZRun = 8;
 #define PYCA_VOXEL_LOOP(n)                                  \
   const int x = int(blockIdx.x * blockDim.x + threadIdx.x); \
   const int y = int(blockIdx.y * blockDim.y + threadIdx.y); \
@@ -69,75 +71,193 @@ __global__ void gatherKernel(MutPlanes<NC> out, Planes<NC> src, Vec3Di srcSize, 
 
 // ---------------------------------------------------------------------------------------------
 // Splatting with atomicAdd. The taps and weights are those of math::splatPoint<BG> (the transpose
-// of trilinear interpolation). A smooth deformation sends neighbouring voxels to neighbouring
-// places, so along x a lane's second tap is usually the next lane's first one: the two are added
-// in registers (through a warp shuffle) and sent as one atomic, which halves the atomics of a
-// smooth deformation. Measured on an H100 and not kept (benchmarks/lab/notes.md): carrying the
-// upper z taps of a voxel over to the next one along z; giving each block a 32 x 8 x TZ tile (no
-// gain); accumulating each tile in shared memory first (twice slower on a smooth deformation:
-// Hopper has no shared-memory float atomic add, each add is a compare-and-swap loop).
+// of trilinear interpolation); only where and in which order the products are added differs from
+// the CPU. The kernel was bound by its own instructions and by the atomics in the L2
+// (benchmarks/lab/notes.md), so it sends fewer atomics, with fewer instructions:
+// - along x (the lanes of a warp), a lane's second x-tap is usually the next lane's first one: the
+//   two are added through a warp shuffle and sent once;
+// - along z (each thread walks kSplatZRun consecutive slices), the upper z-taps of a voxel are
+//   usually the lower z-taps of the next voxel: they are held in registers until then, added, and
+//   sent once;
+// - an add of exactly 0 (a zero weight, or a zero value: the background of an image) is not sent;
+// - a warp whose 32 samples are finite and have all 8 taps inside the grid takes a short path:
+//   there every linear background strategy gives the same taps and weights, and one shuffled
+//   index tells whether the neighbouring lane's taps are this lane's.
 
-// Splats the NC values v (and 1 into weights, when not null) at p on an output grid of size n.
-// Called by all 32 lanes of a warp together (blockDim.x == 32); inactive lanes take part in the
-// shuffles without adding anything.
-template <BackgroundStrategy BG, int NC>
-__device__ void warpSplat(bool active, const Vec3Df& p, const float v[NC], const MutPlanes<NC>& out,
-                          float* weights, const Vec3Di& n) {
-  constexpr unsigned kFull = 0xffffffffu;
+namespace splatting {
+constexpr unsigned kFull = 0xffffffffu;
+
+// One lane's add: NV values at linear index a of the NV destination planes (a < 0: nothing).
+template <int NV, class Index>
+struct Add {
+  Index a;
+  float v[NV];
+};
+
+// The adds of the 8 taps of one voxel: [kz][ky][kx].
+template <int NV, class Index>
+struct VoxelAdds {
+  Add<NV, Index> e[2][2][2];
+};
+
+template <int NV, class Index>
+__device__ void send(const Add<NV, Index>& e, float* const dst[NV]) {
+  if (e.a < 0) return;
+  PYCA_UNROLL
+  for (int c = 0; c < NV; ++c) {
+    if (e.v[c] != 0.f) atomicAdd(dst[c] + e.a, e.v[c]);
+  }
+}
+
+// Any position and strategy: the taps of math::axisTaps, and per row (ky, kz) the previous lane's
+// second x-tap added to this lane's first one when both land on one voxel.
+template <BackgroundStrategy BG, int NV, class Index>
+__device__ void generalAdds(bool active, const Vec3Df& p, const float val[NV], const Vec3Di& n,
+                            VoxelAdds<NV, Index>& r) {
+  const unsigned lane = threadIdx.x & 31u;
   math::AxisTaps<2> tx{}, ty{}, tz{};
   if (active) {
     active = math::axisTaps<INTERP_LINEAR, BG>(p.x, n.x, tx) &
              math::axisTaps<INTERP_LINEAR, BG>(p.y, n.y, ty) &
              math::axisTaps<INTERP_LINEAR, BG>(p.z, n.z, tz);
   }
-  const unsigned lane = threadIdx.x & 31u;
-  const std::size_t nx = std::size_t(n.x), nxy = std::size_t(n.x) * std::size_t(n.y);
+  const Index nx = Index(n.x), nxy = Index(n.x) * Index(n.y);
   PYCA_UNROLL
   for (int kz = 0; kz < 2; ++kz) {
     PYCA_UNROLL
     for (int ky = 0; ky < 2; ++ky) {
       const bool row = active && tz.w[kz] != 0.f && tz.ok[kz] && ty.w[ky] != 0.f && ty.ok[ky];
-      const float wzy = tz.w[kz] * ty.w[ky];
-      const std::size_t base = std::size_t(tz.idx[kz]) * nxy + std::size_t(ty.idx[ky]) * nx;
+      const Index base = Index(tz.idx[kz]) * nxy + Index(ty.idx[ky]) * nx;
       const bool a0 = row && tx.w[0] != 0.f && tx.ok[0];
       const bool a1 = row && tx.w[1] != 0.f && tx.ok[1];
-      const long long addr0 = a0 ? (long long)(base + std::size_t(tx.idx[0])) : -1;
-      const long long addr1 = a1 ? (long long)(base + std::size_t(tx.idx[1])) : -2;
-      const float w0 = wzy * tx.w[0], w1 = wzy * tx.w[1];
-      // The previous lane's second tap lands on my first one: I add it, it drops it.
-      const long long prevAddr1 = __shfl_up_sync(kFull, addr1, 1);
-      const long long nextAddr0 = __shfl_down_sync(kFull, addr0, 1);
+      const Index addr0 = a0 ? base + Index(tx.idx[0]) : Index(-1);
+      const Index addr1 = a1 ? base + Index(tx.idx[1]) : Index(-2);
+      // Every lane shuffles (no short-circuit before a shuffle: the whole warp must take part).
+      const Index prevAddr1 = __shfl_up_sync(kFull, addr1, 1);
+      const Index nextAddr0 = __shfl_down_sync(kFull, addr0, 1);
       const bool take = lane != 0 && a0 && prevAddr1 == addr0;
       const bool give = lane != 31 && a1 && nextAddr0 == addr1;
+      const float wzy = tz.w[kz] * ty.w[ky];
+      const float w0 = wzy * tx.w[0], w1 = wzy * tx.w[1];
+      Add<NV, Index>& e0 = r.e[kz][ky][0];
+      Add<NV, Index>& e1 = r.e[kz][ky][1];
       PYCA_UNROLL
-      for (int c = 0; c <= NC; ++c) {
-        if (c == NC && !weights) break;  // the same in every lane
-        const float val = c < NC ? v[c] : 1.f;
-        float* dst = c < NC ? out.p[c] : weights;
-        const float prev = __shfl_up_sync(kFull, w1 * val, 1);
-        if (a0) atomicAdd(dst + addr0, w0 * val + (take ? prev : 0.f));
-        if (a1 && !give) atomicAdd(dst + addr1, w1 * val);
+      for (int c = 0; c < NV; ++c) {
+        const float prev = __shfl_up_sync(kFull, w1 * val[c], 1);
+        e0.v[c] = w0 * val[c] + (take ? prev : 0.f);
+        e1.v[c] = w1 * val[c];
       }
+      e0.a = a0 ? addr0 : Index(-1);
+      e1.a = (a1 && !give) ? addr1 : Index(-1);
+    }
+  }
+}
+
+// Every lane's sample is finite with its 8 taps inside the grid (or the lane is inactive: then its
+// weights and values are 0). Taps along an axis: i = floor(x), weights 1 - f and f, what
+// axisTaps gives there for CLAMP, WRAP, ZERO and PARTIAL_ZERO alike. The previous lane's taps are
+// this lane's shifted by one x exactly when its first tap's index is this lane's minus 1.
+template <int NV, class Index>
+__device__ void interiorAdds(bool active, const Vec3Df& p, const float val[NV], const Vec3Di& n,
+                             VoxelAdds<NV, Index>& r) {
+  const unsigned lane = threadIdx.x & 31u;
+  float wx[2] = {0.f, 0.f}, wy[2] = {0.f, 0.f}, wz[2] = {0.f, 0.f};
+  const int ix = active ? int(p.x) : 0, iy = active ? int(p.y) : 0, iz = active ? int(p.z) : 0;
+  if (active) {
+    wx[1] = p.x - float(ix);
+    wy[1] = p.y - float(iy);
+    wz[1] = p.z - float(iz);
+    wx[0] = 1.f - wx[1];
+    wy[0] = 1.f - wy[1];
+    wz[0] = 1.f - wz[1];
+  }
+  const Index nx = Index(n.x), nxy = Index(n.x) * Index(n.y);
+  // Inactive lanes get an index that matches no neighbour's (so they neither take nor give).
+  const Index first = active ? (Index(iz) * nxy + Index(iy) * nx + Index(ix)) : Index(-4) - Index(lane) * 4;
+  const Index prevFirst = __shfl_up_sync(kFull, first, 1);
+  const Index nextFirst = __shfl_down_sync(kFull, first, 1);
+  const bool take = lane != 0 && prevFirst + 1 == first;
+  const bool give = lane != 31 && nextFirst == first + 1;
+  PYCA_UNROLL
+  for (int kz = 0; kz < 2; ++kz) {
+    PYCA_UNROLL
+    for (int ky = 0; ky < 2; ++ky) {
+      const float wzy = wz[kz] * wy[ky];
+      const float w0 = wzy * wx[0], w1 = wzy * wx[1];
+      Add<NV, Index>& e0 = r.e[kz][ky][0];
+      Add<NV, Index>& e1 = r.e[kz][ky][1];
+      PYCA_UNROLL
+      for (int c = 0; c < NV; ++c) {
+        const float own1 = w1 * val[c];
+        const float prev = __shfl_up_sync(kFull, own1, 1);
+        e0.v[c] = w0 * val[c] + (take ? prev : 0.f);
+        e1.v[c] = give ? 0.f : own1;
+      }
+      e0.a = active ? first + Index(kz) * nxy + Index(ky) * nx : Index(-1);
+      e1.a = active ? e0.a + 1 : Index(-1);
     }
   }
 }
 
 // Splats the inSize voxels: source(x, y, z, p, v) gives the position p (output voxel units) and the
-// NC values v of input voxel (x, y, z). Every lane of a warp stays in the loop (lanes past the end
-// of a row are inactive) so that the shuffles see full warps.
-template <BackgroundStrategy BG, int NC, class Source>
-__global__ void splatKernel(MutPlanes<NC> out, float* weights, Vec3Di outSize, Vec3Di inSize, Source source) {
+// NC values v of input voxel (x, y, z); W: 1 is splatted into weights too. Each thread walks ZRun
+// slices along z. Every lane of a warp stays in the loop (lanes past the end of a row are
+// inactive) so that the shuffles see full warps.
+template <BackgroundStrategy BG, int NC, bool W, int ZRun, class Index, class Source>
+__global__ void __launch_bounds__(256)
+    splatKernel(MutPlanes<NC> out, float* weights, Vec3Di outSize, Vec3Di inSize, Source source) {
+  constexpr int NV = NC + (W ? 1 : 0);
+  float* dst[NV];
+  PYCA_UNROLL
+  for (int c = 0; c < NC; ++c) dst[c] = out.p[c];
+  if constexpr (W) dst[NC] = weights;
   const int x = int(blockIdx.x * blockDim.x + threadIdx.x);
   const int y = int(blockIdx.y * blockDim.y + threadIdx.y);
   if (y >= inSize.y) return;  // the whole warp (blockDim.x == 32)
   const bool inX = x < inSize.x;
-  for (int z = int(blockIdx.z); z < inSize.z; z += int(gridDim.z)) {
-    Vec3Df p(0.f, 0.f, 0.f);
-    float v[NC] = {};
-    if (inX) source(x, y, z, p, v);
-    warpSplat<BG, NC>(inX, p, v, out, weights, outSize);
+  const bool canInterior = outSize.x > 1 && outSize.y > 1 && outSize.z > 1;
+  const Vec3Df last(float(outSize.x - 1), float(outSize.y - 1), float(outSize.z - 1));
+  for (int z0 = int(blockIdx.z) * ZRun; z0 < inSize.z; z0 += int(gridDim.z) * ZRun) {
+    const int z1 = min(z0 + ZRun, inSize.z);
+    Add<NV, Index> held[2][2];  // the upper z-taps of the previous slice: [ky][kx]
+    PYCA_UNROLL
+    for (int i = 0; i < 4; ++i) held[i / 2][i % 2].a = Index(-1);
+    for (int z = z0; z < z1; ++z) {
+      Vec3Df p(0.f, 0.f, 0.f);
+      float val[NV];
+      PYCA_UNROLL
+      for (int c = 0; c < NV; ++c) val[c] = 1.f;
+      if (inX) source(x, y, z, p, val);
+      bool simple = p.x >= 0.f && p.x < last.x && p.y >= 0.f && p.y < last.y && p.z >= 0.f && p.z < last.z;
+      PYCA_UNROLL
+      for (int c = 0; c < NC; ++c) simple &= isfinite(val[c]);
+      VoxelAdds<NV, Index> r;
+      const bool allSimple = __all_sync(kFull, simple || !inX);
+      if (canInterior && allSimple) {
+        interiorAdds<NV, Index>(inX, p, val, outSize, r);
+      } else {
+        generalAdds<BG, NV, Index>(inX, p, val, outSize, r);
+      }
+      // What the previous slice held for the same taps joins these adds; the rest goes out.
+      PYCA_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        Add<NV, Index>& h = held[i / 2][i % 2];
+        Add<NV, Index>& e = r.e[0][i / 2][i % 2];
+        if (h.a >= 0 && h.a == e.a) {
+          PYCA_UNROLL
+          for (int c = 0; c < NV; ++c) e.v[c] += h.v[c];
+        } else {
+          send(h, dst);
+        }
+        send(e, dst);
+        h = r.e[1][i / 2][i % 2];
+      }
+    }
+    PYCA_UNROLL
+    for (int i = 0; i < 4; ++i) send(held[i / 2][i % 2], dst);
   }
 }
+}  // namespace splatting
 
 // Sources of the splat kernels.
 template <int NC>
@@ -325,27 +445,44 @@ void gather(const GatherJob& j, const char* op) {
   checkLaunch(op);
 }
 
+// Launches splatting::splatKernel for the strategy bg: ZRun slices per thread, 32-bit indices when
+// the output grid allows.
+template <int NC, class Source, int ZRun = kSplatZRun>
+void launchSplat(const MutPlanes<NC>& out, float* weights, const Vec3Di& outSize, const Vec3Di& inSize,
+                 const Source& src, BackgroundStrategy bg, const char* op) {
+  if (nVoxOf(inSize) == 0) return;
+  const Launch l = launchFor(inSize, ZRun);
+  const cudaStream_t s = stream();
+  const bool small = nVoxOf(outSize) < std::size_t(INT32_MAX);
+  const bool ok = math::withBg<math::kLinearBgs>(bg, [&](auto B) {
+    constexpr BackgroundStrategy BG = decltype(B)::value;
+    auto go = [&](auto withWeights, auto index) {
+      constexpr bool W = decltype(withWeights)::value;
+      using Index = decltype(index);
+      splatting::splatKernel<BG, NC, W, ZRun, Index>
+          <<<l.grid, l.block, 0, s>>>(out, weights, outSize, inSize, src);
+    };
+    if (weights) {
+      small ? go(std::true_type{}, int{}) : go(std::true_type{}, (long long){});
+    } else {
+      small ? go(std::false_type{}, int{}) : go(std::false_type{}, (long long){});
+    }
+  });
+  if (!ok) badBg(op);
+  checkLaunch(op);
+}
+
 void splat(const SplatJob& j, const char* op) {
   const std::size_t nOut = nVoxOf(j.outSize);
   for (int c = 0; c < j.nc; ++c) zero(j.out[c], nOut, op);
   if (j.weights) zero(j.weights, nOut, op);
   if (j.normalize && !j.weights) throw ValueError(std::string(op) + ": normalised splat without weights");
-  if (nVoxOf(j.inSize) > 0) {
-    const Launch l = launchFor(j.inSize);
-    const cudaStream_t s = stream();
-    if (!math::withBg<math::kLinearBgs>(j.bg, [&](auto B) {
-          constexpr BackgroundStrategy BG = decltype(B)::value;
-          if (j.nc == 3) {
-            splatKernel<BG, 3><<<l.grid, l.block, 0, s>>>(mutPlanes<3>(j.out), j.weights, j.outSize, j.inSize,
-                                                          ValueSource<3>{planes<3>(j.val), j.pos, j.inSize});
-          } else {
-            splatKernel<BG, 1><<<l.grid, l.block, 0, s>>>(mutPlanes<1>(j.out), j.weights, j.outSize, j.inSize,
-                                                          ValueSource<1>{planes<1>(j.val), j.pos, j.inSize});
-          }
-        })) {
-      badBg(op);
-    }
-    checkLaunch(op);
+  if (j.nc == 3) {
+    launchSplat<3>(mutPlanes<3>(j.out), j.weights, j.outSize, j.inSize,
+                   ValueSource<3>{planes<3>(j.val), j.pos, j.inSize}, j.bg, op);
+  } else {
+    launchSplat<1>(mutPlanes<1>(j.out), j.weights, j.outSize, j.inSize,
+                   ValueSource<1>{planes<1>(j.val), j.pos, j.inSize}, j.bg, op);
   }
   if (j.normalize && nOut > 0) {
     const unsigned block = 256;
@@ -363,16 +500,8 @@ void ad(float* const out[3], const float* const g[3], const float* const X[3], c
         const Vec3Df& sp, BackgroundStrategy bg, const char* op) {
   const std::size_t n = nVoxOf(size);
   for (int c = 0; c < 3; ++c) zero(out[c], n, op);
-  if (n == 0) return;
-  const Launch l = launchFor(size);
-  const AdSource src{planes<3>(g), planes<3>(X), size, sp};
-  if (!math::withBg<math::kLinearBgs>(bg, [&](auto B) {
-        splatKernel<decltype(B)::value, 3>
-            <<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), nullptr, size, size, src);
-      })) {
-    badBg(op);
-  }
-  checkLaunch(op);
+  launchSplat<3>(mutPlanes<3>(out), nullptr, size, size, AdSource{planes<3>(g), planes<3>(X), size, sp}, bg,
+                 op);
 }
 
 void coad(float* const out[3], const float* const g[3], const float* const m[3], const Vec3Di& size,
