@@ -32,6 +32,7 @@ if ls .debs/*.deb >/dev/null 2>&1; then
   # CMake packages (dlpack, GTest) from the unpacked folder, after the system's own
   export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:+$CMAKE_PREFIX_PATH:}$deps/usr
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$deps/usr/lib/$arch
+  command -v pkg-config >/dev/null || export PATH=$PATH:$deps/usr/bin
   if ! pkg-config --exists fftw3f 2>/dev/null; then
     export PKG_CONFIG_PATH=$deps/usr/lib/$arch/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
   fi
