@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ops/arithmetic_cuda.h"
+#include "ops/cuda_common.cuh"
 #include "pyca/math/arithmetic.h"
 #include "pyca/runtime.h"
 
@@ -136,14 +137,12 @@ void map(const char* op, const MapTarget& t, const MapOperand* in) {
     if (in[j].p) vec = vec && planesAligned(in[j].p, in[j].stride, planes);
   }
   const std::size_t work = vec ? (P.n + 3) / 4 : P.n;
-  std::size_t blocks = (work + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  const unsigned grid = static_cast<unsigned>(blocks);
-  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(currentStream());
+  const unsigned grid = blocksFor(work, kThreads, kMaxBlocks);
+  const cudaStream_t s = stream();
   if (vec)
-    mapKernel<F, true><<<grid, kThreads, 0, stream>>>(P);
+    mapKernel<F, true><<<grid, kThreads, 0, s>>>(P);
   else
-    mapKernel<F, false><<<grid, kThreads, 0, stream>>>(P);
+    mapKernel<F, false><<<grid, kThreads, 0, s>>>(P);
   checkLaunch(op);
 }
 

@@ -163,13 +163,10 @@ __device__ void interiorAdds(bool active, const Vec3Df& p, const float val[NV], 
   const unsigned lane = threadIdx.x & 31u;
   float wx[2] = {0.f, 0.f}, wy[2] = {0.f, 0.f}, wz[2] = {0.f, 0.f};
   const int ix = active ? int(p.x) : 0, iy = active ? int(p.y) : 0, iz = active ? int(p.z) : 0;
-  if (active) {
-    wx[1] = p.x - float(ix);
-    wy[1] = p.y - float(iy);
-    wz[1] = p.z - float(iz);
-    wx[0] = 1.f - wx[1];
-    wy[0] = 1.f - wy[1];
-    wz[0] = 1.f - wz[1];
+  if (active) {  // p >= 0 here, so int() is floor
+    math::fractionWeights<INTERP_LINEAR>(p.x - float(ix), wx);
+    math::fractionWeights<INTERP_LINEAR>(p.y - float(iy), wy);
+    math::fractionWeights<INTERP_LINEAR>(p.z - float(iz), wz);
   }
   const Index nx = Index(n.x), nxy = Index(n.x) * Index(n.y);
   // Inactive lanes get an index that matches no neighbour's (so they neither take nor give).

@@ -8,6 +8,7 @@
 
 #include "ops/cuda_common.cuh"
 #include "ops/differential_cuda.h"
+#include "ops/differential_launch.cuh"
 #include "pyca/math/differential.h"
 #include "pyca/runtime.h"
 
@@ -16,28 +17,7 @@ namespace cuda_impl {
 
 namespace {
 
-constexpr int kBlock = 256;
-
-// Runs f(i, x, y, z) for every voxel of g (grid-stride loop, 64-bit linear index).
-template <class F>
-__global__ void voxelKernel(math::Grid3 g, F f) {
-  const std::size_t nx = std::size_t(g.nx), nxy = nx * std::size_t(g.ny);
-  const std::size_t n = nxy * std::size_t(g.nz);
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t z = i / nxy, r = i - z * nxy;
-    const std::size_t y = r / nx, x = r - y * nx;
-    f(i, int(x), int(y), int(z));
-  }
-}
-
-template <class F>
-void launch(const math::Grid3& g, const F& f, const char* op) {
-  const std::size_t n = std::size_t(g.nx) * std::size_t(g.ny) * std::size_t(g.nz);
-  if (n == 0) return;
-  voxelKernel<<<blocksFor(n, kBlock), kBlock, 0, stream()>>>(g, f);
-  pyca::checkLaunch(op);
-}
+using differential_detail::kBlock;
 
 // Runs f(i) for i in [0, n).
 template <class F>
@@ -199,49 +179,49 @@ struct JacDetVInvGradsF {
 }  // namespace
 
 void FiniteDiff(float* out, const float* im, const math::Grid3& g, DimT dim, DiffT d, BoundaryCondT bc) {
-  launch(g, FiniteDiffF{out, im, g, int(dim), d, bc}, "FiniteDiff");
+  differential_detail::launchVoxels(g, FiniteDiffF{out, im, g, int(dim), d, bc}, "FiniteDiff");
 }
 
 void Gradient(float* ox, float* oy, float* oz, const float* im, const math::Grid3& g, DiffT d,
               BoundaryCondT bc, const char* name) {
-  launch(g, GradientF{ox, oy, oz, im, g, d, bc}, name);
+  differential_detail::launchVoxels(g, GradientF{ox, oy, oz, im, g, d, bc}, name);
 }
 
 void GradientMask(float* ox, float* oy, float* oz, const float* im, const float* mask, const math::Grid3& g,
                   DiffT d, BoundaryCondT bc) {
-  launch(g, GradientMaskF{ox, oy, oz, im, mask, g, d, bc}, "GradientMask");
+  differential_detail::launchVoxels(g, GradientMaskF{ox, oy, oz, im, mask, g, d, bc}, "GradientMask");
 }
 
 void GradientMag(float* out, const float* im, const math::Grid3& g, DiffT d, BoundaryCondT bc,
                  const char* name) {
-  launch(g, GradientMagF{out, im, g, d, bc}, name);
+  differential_detail::launchVoxels(g, GradientMagF{out, im, g, d, bc}, name);
 }
 
 void Divergence(float* out, const float* vx, const float* vy, const float* vz, const math::Grid3& g, DiffT d,
                 BoundaryCondT bc, const char* name) {
-  launch(g, DivergenceF{out, vx, vy, vz, g, d, bc}, name);
+  differential_detail::launchVoxels(g, DivergenceF{out, vx, vy, vz, g, d, bc}, name);
 }
 
 void Laplacian(float* out, const float* im, const math::Grid3& g, BoundaryCondT bc) {
-  launch(g, LaplacianF{out, im, g, bc}, "Laplacian");
+  differential_detail::launchVoxels(g, LaplacianF{out, im, g, bc}, "Laplacian");
 }
 
 void UpwindDiff(float* out, const float* im, const float* speed, const math::Grid3& g, DimT dim) {
-  launch(g, UpwindDiffF{out, im, speed, g, int(dim)}, "UpwindDiff");
+  differential_detail::launchVoxels(g, UpwindDiffF{out, im, speed, g, int(dim)}, "UpwindDiff");
 }
 
 void UpwindGradMag(float* out, const float* im, const float* speed, const math::Grid3& g) {
-  launch(g, UpwindGradMagF{out, im, speed, g}, "UpwindGradMag");
+  differential_detail::launchVoxels(g, UpwindGradMagF{out, im, speed, g}, "UpwindGradMag");
 }
 
 void JacDetH(float* out, const float* hx, const float* hy, const float* hz, const math::Grid3& g, DiffT d,
              BoundaryCondT bc) {
-  launch(g, JacDetHF{out, hx, hy, hz, g, d, bc}, "JacDetH");
+  differential_detail::launchVoxels(g, JacDetHF{out, hx, hy, hz, g, d, bc}, "JacDetH");
 }
 
 void JacDetV(float* out, const float* vx, const float* vy, const float* vz, const math::Grid3& g, DiffT d,
              BoundaryCondT bc) {
-  launch(g, JacDetVF{out, vx, vy, vz, g, d, bc}, "JacDetV");
+  differential_detail::launchVoxels(g, JacDetVF{out, vx, vy, vz, g, d, bc}, "JacDetV");
 }
 
 void JacDetHGrads(float* out, const GradPlanes& p, std::size_t n, bool is2D) {
