@@ -33,6 +33,8 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
+from ._lddmm_outputs import make_report, write_outputs
+from ._lddmm_solver import _coarse_grid, _jac_det, _Level
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
@@ -47,7 +49,6 @@ DEFAULTS = dict(
 )
 
 _MIN_SIZE = 4  # smallest extent of a registered axis (z may be 1: a 2-D image)
-_COARSE_MIN = 8  # a scale never shrinks an axis below this (or below its size when smaller)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -157,147 +158,6 @@ def check_inputs(fixed, moving):
         raise ValueError(f"lddmm: the images' grids do not overlap in world coordinates (fixed {gf}, moving {gm}); "
                          "give images on the same grid or with overlapping origin/spacing")
     return f"moving resampled onto the fixed grid in world coordinates (moving grid {gm})"
-
-
-# ------------------------------------------------------------------------------------------------
-# The algorithm
-def _coarse_grid(g, f):
-    if f == 1:
-        return g
-    size = np.array(tuple(g.size()))
-    sp = np.array(tuple(g.spacing()), float)
-    org = np.array(tuple(g.origin()), float)
-    sc = np.array([n if n == 1 else max(int(round(n / f)), min(n, _COARSE_MIN)) for n in size])
-    r = size / sc
-    return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + 0.5 * (r - 1) * sp))
-
-
-def _voxel_volume(g):
-    """sx * sy * sz (sx * sy on a 2-D grid): JacDetH differentiates an H-field per world unit (PyCA's
-    units), so JacDetH times this is det D phi with phi in voxel coordinates (1 for the identity)."""
-    sp = tuple(float(x) for x in g.spacing())
-    return sp[0] * sp[1] * (1.0 if g.size().z == 1 else sp[2])
-
-
-def _jac_det(out, h):
-    """out = |D h| of an H-field, 1 for the identity on any spacing."""
-    ca.JacDetH(out, h)
-    vol = _voxel_volume(h.grid())
-    if vol != 1.0:
-        ca.MulC_I(out, vol)
-
-
-def _ext_ssd_gradient():
-    ext = getattr(ca, "ext", None)
-    if ext is None:
-        try:
-            from .. import ext  # noqa: F811
-        except ImportError:
-            return None
-    return getattr(ext, "ssd_gradient", None)
-
-
-class _Level:
-    """All arrays of one scale, allocated once; the iterations allocate nothing."""
-
-    def __init__(self, grid, mem, T, I0, I1, p):
-        F = lambda: ca.Field3D(grid, mem)  # noqa: E731
-        Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
-        self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
-        self.I0, self.I1 = I0, I1
-        self.v = [F() for _ in range(T)]
-        self.m = [F() for _ in range(T)]
-        self.m_new = [F() for _ in range(T)]  # also holds the gradients b_j during a sweep
-        self.J0 = [Im() for _ in range(T + 1)]
-        self.h = [F(), F()]
-        self.J1, self.jac, self.diff = Im(), Im(), Im()
-        self.grad, self.tmp = F(), F()
-        self.sigma2 = float(p["sigma"]) ** 2
-        self.K = ca.FluidKernelFFT()
-        self.K.setAlpha(float(p["alpha"]))
-        self.K.setBeta(float(p["beta"]))
-        self.K.setGamma(float(p["gamma"]))
-        self.K.setLPow(int(p["lpow"]))
-        self.K.setGrid(grid)
-        self.ssd_gradient = _ext_ssd_gradient()
-        for a in self.v + self.m:
-            ca.SetMem(a, 0.0)
-
-    # J0_j = I0 o phi_{t_j,0} for j = 0..T; returns (match energy, phiinv = phi_{1,0}).
-    def forward(self):
-        h, hn = self.h
-        ca.SetToIdentity(h)
-        ca.Copy(self.J0[0], self.I0)
-        for j in range(self.T):
-            ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
-            h, hn = hn, h
-            ca.ApplyH(self.J0[j + 1], self.I0, h)
-        ca.Sub(self.diff, self.J0[self.T], self.I1)
-        return ca.Sum2(self.diff) / self.sigma2, h
-
-    def reg_energy(self):
-        return self.dt * sum(ca.Dot(m, v) for m, v in zip(self.m, self.v))
-
-    # phi_{0,1} (composition only, for the outputs).
-    def forward_map(self):
-        h, hn = self.h
-        ca.SetToIdentity(h)
-        for j in range(self.T - 1, -1, -1):
-            ca.ComposeHV(hn, h, self.v[j], self.dt)  # phi_{t,1} = phi_{t+dt,1} o (x + dt v_t)
-            h, hn = hn, h
-        return h
-
-    # b_j = |D phi_{t_j,1}| (J0_j - J1_j) grad J0_j into m_new[j] (without the 2 / sigma^2), all j,
-    # with the current v (J0 from the last forward()).
-    def gradients(self):
-        h, hn = self.h
-        ca.SetToIdentity(h)
-        for j in range(self.T - 1, -1, -1):
-            ca.ComposeHV(hn, h, self.v[j], self.dt)
-            h, hn = hn, h
-            ca.ApplyH(self.J1, self.I1, h)
-            _jac_det(self.jac, h)
-            ca.Gradient(self.grad, self.J0[j])
-            b = self.m_new[j]
-            if self.ssd_gradient is not None:
-                self.ssd_gradient(b, self.J0[j], self.J1, self.grad)
-                ca.Mul_I(b, self.jac)
-            else:
-                ca.Sub(self.diff, self.J0[j], self.J1)
-                ca.Mul_I(self.diff, self.jac)
-                ca.Mul(b, self.grad, self.diff)
-
-    # Largest component of the update direction K (2 / sigma^2) b_j - 2 v_j over j, in voxels (of
-    # the finest spacing) per unit of eps.
-    def direction_max(self):
-        c = 2.0 / self.sigma2
-        sp = min(x for x, n in zip(tuple(self.grid.spacing()), tuple(self.grid.size())) if n > 1)
-        worst = 0.0
-        for j in range(self.T):
-            self.K.applyInverseOperator(self.tmp, self.m_new[j])
-            ca.MulC_Add_MulC_I(self.tmp, c, self.v[j], -2.0)
-            worst = max(worst, float(ca.LInf(self.tmp)))
-        return worst / sp
-
-    # m <- (1 - 2 eps) m + eps (2 / sigma^2) b; v = K m. The previous m stays in m_new.
-    def update(self, eps):
-        c = 2.0 / self.sigma2
-        for j in range(self.T):
-            ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
-            self.K.applyInverseOperator(self.v[j], self.m_new[j])
-        self.m, self.m_new = self.m_new, self.m
-
-    def undo(self):
-        self.m, self.m_new = self.m_new, self.m
-        for j in range(self.T):
-            self.K.applyInverseOperator(self.v[j], self.m[j])
-
-    # Velocities from a coarser level (world units: values unchanged), then m = L v, v = K m.
-    def take_velocities(self, coarse):
-        for j in range(self.T):
-            ca.Resample(self.v[j], coarse.v[j], ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
-            self.K.applyOperator(self.m[j], self.v[j])
-            self.K.applyInverseOperator(self.v[j], self.m[j])
 
 
 @dataclass
@@ -479,104 +339,3 @@ def register(fixed, moving, *, progress=False, **params):
                        energies=energies, initial_mismatch=float(initial_mismatch),
                        final_mismatch=float(final_mismatch), timings=timings, device=device, mem=mem, params=p,
                        notes=[note])
-
-
-# ------------------------------------------------------------------------------------------------
-# Outputs: NIfTI files, a PNG report and a JSON summary
-def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False):
-    """Writes deformed.nii.gz, phiinv.nii.gz, phi.nii.gz, jacdet.nii.gz, summary.json and (report)
-    report.png into out_dir (created); save_inputs also writes fixed.nii.gz and moving.nii.gz.
-    Returns the list of paths written."""
-    import json
-
-    os.makedirs(out_dir, exist_ok=True)
-    t0 = time.perf_counter()
-    paths = []
-
-    def out(name):
-        paths.append(os.path.join(out_dir, name))
-        return paths[-1]
-
-    if save_inputs:
-        pio.save_image(fixed, out("fixed.nii.gz"))
-        pio.save_image(moving, out("moving.nii.gz"))
-    pio.save_image(res.deformed, out("deformed.nii.gz"), description="pyca lddmm: moving o phiinv")
-    pio.save_field(res.phiinv, out("phiinv.nii.gz"), description="pyca H phiinv")
-    pio.save_field(res.phi, out("phi.nii.gz"), description="pyca H phi")
-    pio.save_image(res.jacobian, out("jacdet.nii.gz"), description="pyca lddmm: det D phiinv")
-    if report:
-        make_report(res, fixed, out("report.png"))
-    res.timings["write_s"] = time.perf_counter() - t0
-    summary = res.summary()
-    summary["files"] = [os.path.basename(p) for p in paths] + ["summary.json"]
-    with open(out("summary.json"), "w") as fh:
-        json.dump(summary, fh, indent=2, default=float)
-    return paths
-
-
-def make_report(res, fixed, path):
-    """A PNG: mid-slices (z) of fixed, moving (on the fixed grid), deformed and fixed - deformed, the
-    deformed grid (phiinv's mid-slice) over the deformed image, det D phiinv, and the energy curve."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fx = fixed.numpy()
-    dfm = res.deformed.numpy()
-    g = res.deformed.grid()
-    mov = res.moving.numpy()
-    hinv = res.phiinv.numpy()
-    jac = res.jacobian.numpy()
-    z = fx.shape[2] // 2
-    sp = tuple(g.spacing())
-    aspect = sp[1] / sp[0]
-    lo, hi = float(min(fx.min(), mov.min())), float(max(fx.max(), mov.max()))
-    fig, axes = plt.subplots(2, 4, figsize=(16, 8.5))
-    kw = dict(origin="lower", cmap="gray", vmin=lo, vmax=hi, aspect=aspect)
-    for ax, img, title in ((axes[0, 0], fx, "fixed"), (axes[0, 1], mov, "moving"),
-                           (axes[0, 2], dfm, "deformed moving")):
-        ax.imshow(img[:, :, z].T, **kw)
-        ax.set_title(f"{title} (z = {z})")
-    d_before = fx - mov
-    d_after = fx - dfm
-    m = float(max(np.abs(d_before).max(), 1e-12))
-    axes[0, 3].imshow(d_after[:, :, z].T, origin="lower", cmap="RdBu_r", vmin=-m, vmax=m, aspect=aspect)
-    axes[0, 3].set_title("fixed - deformed")
-    axes[1, 0].imshow(d_before[:, :, z].T, origin="lower", cmap="RdBu_r", vmin=-m, vmax=m, aspect=aspect)
-    axes[1, 0].set_title("fixed - moving (before)")
-    ax = axes[1, 1]
-    ax.imshow(mov[:, :, z].T, **kw)
-    step = max(1, min(fx.shape[0], fx.shape[1]) // 24)
-    hx, hy = hinv[:, :, z, 0], hinv[:, :, z, 1]
-    for i in range(0, hx.shape[0], step):
-        ax.plot(hx[i, :], hy[i, :], color="orange", lw=0.6)
-    for j in range(0, hx.shape[1], step):
-        ax.plot(hx[:, j], hy[:, j], color="orange", lw=0.6)
-    ax.set_xlim(-0.5, fx.shape[0] - 0.5)
-    ax.set_ylim(-0.5, fx.shape[1] - 0.5)
-    ax.set_title("fixed grid mapped by phiinv, on moving")
-    jm = axes[1, 2].imshow(jac[:, :, z].T, origin="lower", cmap="viridis", aspect=aspect)
-    fig.colorbar(jm, ax=axes[1, 2], fraction=0.046)
-    axes[1, 2].set_title(f"det D phiinv (min {jac.min():.3g}, max {jac.max():.3g})")
-    ax = axes[1, 3]
-    acc = [e for e in res.energies if e["accepted"]]
-    if acc:
-        # Per voxel, so that the scales (with 8x fewer voxels each) share one curve.
-        nvox = {s["scale"]: float(np.prod(s["grid"])) for s in res.timings.get("scales", [])}
-        x = np.arange(len(acc))
-        for key, label in (("energy", "total"), ("match", "match"), ("reg", "regularisation")):
-            ax.semilogy(x, [max(e[key], 1e-30) / nvox.get(e["scale"], 1.0) for e in acc], label=label)
-        starts = [i for i in range(1, len(acc)) if acc[i]["scale"] != acc[i - 1]["scale"]]
-        for s in starts:
-            ax.axvline(s, color="gray", lw=0.5, ls="--")
-        ax.legend()
-    ax.set_xlabel("accepted iteration (dashed: next scale)")
-    ax.set_title("energy per voxel")
-    parts = res.device.split(" (")  # "gpu (NAME (details...)...)" -> "gpu (NAME)"
-    short = f"{parts[0]} ({parts[1].rstrip(')')})" if len(parts) > 1 else res.device
-    fig.suptitle(f"pyca lddmm on {short}: mismatch -{100 * res.mismatch_reduction:.1f}%, "
-                 f"{res.timings.get('registration_s', 0):.1f} s")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)

@@ -1,0 +1,149 @@
+"""The LDDMM solver of one scale (pyca.apps.lddmm's inner loop): every array of a level, allocated
+once, and the passes of one gradient-descent iteration (forward transport, gradients, update).
+The algorithm and its notation are in pyca/apps/lddmm.py's docstring and docs/lddmm.md."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import core as ca
+
+_COARSE_MIN = 8  # a scale never shrinks an axis below this (or below its size when smaller)
+
+
+def _coarse_grid(g, f):
+    if f == 1:
+        return g
+    size = np.array(tuple(g.size()))
+    sp = np.array(tuple(g.spacing()), float)
+    org = np.array(tuple(g.origin()), float)
+    sc = np.array([n if n == 1 else max(int(round(n / f)), min(n, _COARSE_MIN)) for n in size])
+    r = size / sc
+    return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + 0.5 * (r - 1) * sp))
+
+
+def _voxel_volume(g):
+    """sx * sy * sz (sx * sy on a 2-D grid): JacDetH differentiates an H-field per world unit (PyCA's
+    units), so JacDetH times this is det D phi with phi in voxel coordinates (1 for the identity)."""
+    sp = tuple(float(x) for x in g.spacing())
+    return sp[0] * sp[1] * (1.0 if g.size().z == 1 else sp[2])
+
+
+def _jac_det(out, h):
+    """out = |D h| of an H-field, 1 for the identity on any spacing."""
+    ca.JacDetH(out, h)
+    vol = _voxel_volume(h.grid())
+    if vol != 1.0:
+        ca.MulC_I(out, vol)
+
+
+def _ext_ssd_gradient():
+    ext = getattr(ca, "ext", None)
+    if ext is None:
+        try:
+            from .. import ext  # noqa: F811
+        except ImportError:
+            return None
+    return getattr(ext, "ssd_gradient", None)
+
+
+class _Level:
+    """All arrays of one scale, allocated once; the iterations allocate nothing."""
+
+    def __init__(self, grid, mem, T, I0, I1, p):
+        F = lambda: ca.Field3D(grid, mem)  # noqa: E731
+        Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
+        self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
+        self.I0, self.I1 = I0, I1
+        self.v = [F() for _ in range(T)]
+        self.m = [F() for _ in range(T)]
+        self.m_new = [F() for _ in range(T)]  # also holds the gradients b_j during a sweep
+        self.J0 = [Im() for _ in range(T + 1)]
+        self.h = [F(), F()]
+        self.J1, self.jac, self.diff = Im(), Im(), Im()
+        self.grad, self.tmp = F(), F()
+        self.sigma2 = float(p["sigma"]) ** 2
+        self.K = ca.FluidKernelFFT()
+        self.K.setAlpha(float(p["alpha"]))
+        self.K.setBeta(float(p["beta"]))
+        self.K.setGamma(float(p["gamma"]))
+        self.K.setLPow(int(p["lpow"]))
+        self.K.setGrid(grid)
+        self.ssd_gradient = _ext_ssd_gradient()
+        for a in self.v + self.m:
+            ca.SetMem(a, 0.0)
+
+    # J0_j = I0 o phi_{t_j,0} for j = 0..T; returns (match energy, phiinv = phi_{1,0}).
+    def forward(self):
+        h, hn = self.h
+        ca.SetToIdentity(h)
+        ca.Copy(self.J0[0], self.I0)
+        for j in range(self.T):
+            ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
+            h, hn = hn, h
+            ca.ApplyH(self.J0[j + 1], self.I0, h)
+        ca.Sub(self.diff, self.J0[self.T], self.I1)
+        return ca.Sum2(self.diff) / self.sigma2, h
+
+    def reg_energy(self):
+        return self.dt * sum(ca.Dot(m, v) for m, v in zip(self.m, self.v))
+
+    # phi_{0,1} (composition only, for the outputs).
+    def forward_map(self):
+        h, hn = self.h
+        ca.SetToIdentity(h)
+        for j in range(self.T - 1, -1, -1):
+            ca.ComposeHV(hn, h, self.v[j], self.dt)  # phi_{t,1} = phi_{t+dt,1} o (x + dt v_t)
+            h, hn = hn, h
+        return h
+
+    # b_j = |D phi_{t_j,1}| (J0_j - J1_j) grad J0_j into m_new[j] (without the 2 / sigma^2), all j,
+    # with the current v (J0 from the last forward()).
+    def gradients(self):
+        h, hn = self.h
+        ca.SetToIdentity(h)
+        for j in range(self.T - 1, -1, -1):
+            ca.ComposeHV(hn, h, self.v[j], self.dt)
+            h, hn = hn, h
+            ca.ApplyH(self.J1, self.I1, h)
+            _jac_det(self.jac, h)
+            ca.Gradient(self.grad, self.J0[j])
+            b = self.m_new[j]
+            if self.ssd_gradient is not None:
+                self.ssd_gradient(b, self.J0[j], self.J1, self.grad)
+                ca.Mul_I(b, self.jac)
+            else:
+                ca.Sub(self.diff, self.J0[j], self.J1)
+                ca.Mul_I(self.diff, self.jac)
+                ca.Mul(b, self.grad, self.diff)
+
+    # Largest component of the update direction K (2 / sigma^2) b_j - 2 v_j over j, in voxels (of
+    # the finest spacing) per unit of eps.
+    def direction_max(self):
+        c = 2.0 / self.sigma2
+        sp = min(x for x, n in zip(tuple(self.grid.spacing()), tuple(self.grid.size())) if n > 1)
+        worst = 0.0
+        for j in range(self.T):
+            self.K.applyInverseOperator(self.tmp, self.m_new[j])
+            ca.MulC_Add_MulC_I(self.tmp, c, self.v[j], -2.0)
+            worst = max(worst, float(ca.LInf(self.tmp)))
+        return worst / sp
+
+    # m <- (1 - 2 eps) m + eps (2 / sigma^2) b; v = K m. The previous m stays in m_new.
+    def update(self, eps):
+        c = 2.0 / self.sigma2
+        for j in range(self.T):
+            ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
+            self.K.applyInverseOperator(self.v[j], self.m_new[j])
+        self.m, self.m_new = self.m_new, self.m
+
+    def undo(self):
+        self.m, self.m_new = self.m_new, self.m
+        for j in range(self.T):
+            self.K.applyInverseOperator(self.v[j], self.m[j])
+
+    # Velocities from a coarser level (world units: values unchanged), then m = L v, v = K m.
+    def take_velocities(self, coarse):
+        for j in range(self.T):
+            ca.Resample(self.v[j], coarse.v[j], ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+            self.K.applyOperator(self.m[j], self.v[j])
+            self.K.applyInverseOperator(self.v[j], self.m[j])
