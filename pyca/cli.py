@@ -87,6 +87,10 @@ def _parser():
     dp.add_argument("--size", type=int, default=64, help="grid size per axis (default %(default)s)")
 
     sub.add_parser("info", help="version, CUDA availability and the GPU pyca uses")
+    from .apps import atlas, batch  # their parsers and bodies live in the app modules
+
+    atlas.add_parser(sub)
+    batch.add_parser(sub)
     return ap
 
 
@@ -239,6 +243,8 @@ def main(argv=None):
     if a.command is None:
         ap.print_help()
         return 0
+    if hasattr(a, "func"):  # subcommands defined by app modules (atlas, register-batch)
+        return a.func(a)
     return {"lddmm": cmd_lddmm, "demo": cmd_demo, "info": cmd_info}[a.command](a)
 
 

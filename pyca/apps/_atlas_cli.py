@@ -1,0 +1,133 @@
+"""The `pyca atlas` subcommand, and the options it shares with `pyca register-batch`: the Dask
+cluster (--scheduler, --workers) and registration parameters as -p KEY=VALUE (the keys and defaults
+are pyca.apps.lddmm's, so they stay in sync with `pyca lddmm` by construction)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import lddmm
+
+
+def _value(key, text, default):
+    if isinstance(default, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"-p {key}: expected true or false, got {text!r}")
+    if isinstance(default, (tuple, list)):
+        return tuple(int(t) for t in text.replace(" ", "").split(",") if t)
+    if key == "step" and text == "auto":
+        return text
+    if isinstance(default, str):
+        return text
+    if isinstance(default, int) and key not in ("step",):
+        return int(text)
+    return float(text)
+
+
+def registration_params(pairs, defaults):
+    """['alpha=2', 'scales=4,2,1', ...] -> dict, each value converted like its default."""
+    out = {}
+    for item in pairs or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in defaults:
+            raise ValueError(f"-p {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(defaults))}")
+        try:
+            v = _value(key, text.strip(), defaults[key])
+        except ValueError as e:
+            raise ValueError(str(e) if str(e).startswith("-p") else f"-p {key}: cannot read {text!r}") from None
+        out[key] = v[0] if key == "iterations" and len(v) == 1 else v
+    return out
+
+
+def add_common_options(p, defaults):
+    keys = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in defaults.items())
+    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", default=[],
+                   help=f"a registration parameter (docs/lddmm.md), repeatable; defaults: {keys}")
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default=None,
+                   help="where registrations run (default auto: each worker's GPU when it has one)")
+    g = p.add_argument_group("Dask cluster")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="address of an existing Dask scheduler (tcp://host:8786); default: an embedded "
+                   "LocalCluster sized to this machine")
+    g.add_argument("--workers", type=int, default=None,
+                   help="workers of the embedded cluster (default: one per GPU, else one per core)")
+    p.add_argument("--no-report", action="store_true", help="skip report.png")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+
+
+def _ints(text):
+    return tuple(int(t) for t in text.split(","))
+
+
+def add_atlas_parser(sub):
+    from .atlas import ATLAS_DEFAULTS as A, DEFAULTS
+
+    ap = sub.add_parser(
+        "atlas", help="build an unbiased LDDMM template of a cohort on Dask (built-in cohort by default)",
+        description="Unbiased LDDMM template (Joshi et al. 2004) of the INPUTS (files, globs or folders), on a "
+        "Dask cluster. Without inputs, a built-in synthetic cohort with a known ground truth is used.",
+        epilog="outputs (in --out): template.nii.gz, templates/template_iterNNN.nii.gz, "
+        "subjects/NAME/{deformed,phiinv,jacdet}.nii.gz, summary.json, report.png. See docs/atlas.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("inputs", nargs="*", help="subject images: files, globs (quoted) or folders")
+    ap.add_argument("--out", default="pyca-atlas-out", help="output folder (default: %(default)s)")
+    ap.add_argument("--resume", metavar="OUT", help="continue the atlas in OUT after its last complete iteration")
+    ap.add_argument("--template-iterations", type=int, default=None,
+                    help=f"template iterations (default {A['iterations']}, or the saved count with --resume)")
+    ap.add_argument("--max-failed", type=float, default=A["max_failed_fraction"],
+                    help="stop when more than this fraction of the subjects fail (default %(default)s)")
+    g = ap.add_argument_group("built-in cohort (without inputs)")
+    g.add_argument("--cohort", type=int, default=A["cohort"], help="subjects (default %(default)s)")
+    g.add_argument("--cohort-size", type=_ints, default=A["cohort_size"],
+                   help="grid x,y,z (default 32,32,32; z = 1 for 2-D)")
+    g.add_argument("--seed", type=int, default=A["seed"], help="random seed (default %(default)s)")
+    add_common_options(ap, DEFAULTS)
+    ap.set_defaults(func=cmd_atlas)
+    return ap
+
+
+def input_errors():
+    from .. import core
+    from ..io import ImageFileError
+
+    return (ValueError, TypeError, FileNotFoundError, ImageFileError, core.CudaError, ConnectionError, OSError)
+
+
+def cmd_atlas(a):
+    from . import atlas
+
+    def fail(e):
+        print(f"pyca atlas: error: {e}", file=sys.stderr)
+        return 2
+
+    try:
+        params = registration_params(a.param, atlas.DEFAULTS)
+        if a.device:
+            params["device"] = a.device
+        if a.resume and a.inputs:
+            raise ValueError("give inputs or --resume OUT, not both")
+        if a.cohort < 2 or len(a.cohort_size) != 3 or min(a.cohort_size) < 1:
+            raise ValueError("--cohort needs >= 2 subjects and --cohort-size three positive integers")
+        res = atlas.build(a.inputs or None, out=a.resume or a.out, iterations=a.template_iterations,
+                          scheduler=a.scheduler, n_workers=a.workers, max_failed_fraction=a.max_failed,
+                          resume=bool(a.resume), progress=not a.no_progress, report=not a.no_report,
+                          quiet=a.quiet, cohort=a.cohort, cohort_size=a.cohort_size, seed=a.seed, **params)
+    except (atlas.AtlasError, *input_errors()) as e:
+        return fail(e)
+    except KeyboardInterrupt:
+        print(f"pyca atlas: interrupted; continue with: pyca atlas --resume {a.resume or a.out}", file=sys.stderr)
+        return 130
+    if not a.quiet:
+        s = res.summary
+        last = s["iterations"][-1]
+        red = s.get("spread_reduction")
+        print(f"pyca atlas: {len(s['names']) - len(s['excluded'])} subjects, {last['iteration']} iterations; "
+              f"spread {s['iterations'][0]['spread']:.5g} -> {last['spread']:.5g}"
+              + (f" (-{100 * red:.1f}%)" if red is not None else "")
+              + f"; wrote {res.out}/template.nii.gz, summary.json" + ("" if a.no_report else ", report.png"))
+    return 0

@@ -1,0 +1,186 @@
+"""The tasks of atlas building and batch registration, as they run on Dask workers.
+
+Every task takes paths (or small values) and reads its own inputs through the worker's cache
+(pyca.distributed.cached_image), so images do not travel with the graph. A subject's registration
+returns a dict that stays on its worker (its contribution to the template, its deformed image);
+only the small 'record' part goes to the client. Results are host Image3D objects whatever device
+the registration ran on (one device-to-host copy per image).
+
+A subject whose input cannot be used (missing or unreadable file, constant or non-finite image,
+mismatched dimension) gives {'ok': False, 'error': ...} instead of raising, so that one bad file
+excludes one subject, not the whole reduction. The sums are never done in place: Dask may run a
+task again on the same inputs after a worker failure.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .. import core as ca
+from .. import io as pio
+from ..distributed import cached_image
+
+# Input problems that exclude a subject (anything else is a bug and is reported as such too).
+_INPUT_ERRORS = (ValueError, TypeError, OSError, ca.CudaError, MemoryError)
+
+
+def load(src):
+    """An input (a path or an Image3D) as a host Image3D."""
+    if isinstance(src, ca.Image3D):
+        return src if src.memType() != ca.MEM_DEVICE else src.clone(ca.MEM_HOST)
+    return cached_image(os.fspath(src))
+
+
+def _failure(name, e):
+    kind = "" if isinstance(e, _INPUT_ERRORS) else f"{type(e).__name__}: "
+    return {"name": name, "ok": False, "error": f"{kind}{e}".strip()}
+
+
+def reference_grid(src):
+    """The grid of an input (the atlas's template grid is the first usable subject's)."""
+    return load(src).grid()
+
+
+def _host(im):
+    return im if im.memType() != ca.MEM_DEVICE else im.clone(ca.MEM_HOST)
+
+
+def _on_grid(im, grid):
+    if tuple(im.grid().size()) == tuple(grid.size()) and np.allclose(tuple(im.grid().spacing()),
+                                                                      tuple(grid.spacing())):
+        out = im.clone()
+        out.setGrid(grid)
+        return out
+    out = ca.Image3D(grid, ca.MEM_HOST)
+    ca.ResampleWorld(out, im, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_LINEAR)
+    return out
+
+
+def initial(src, name, grid):
+    """Iteration 0: the subject on the template grid (world coordinates), weight 1."""
+    try:
+        im = load(src)
+        a = np.asarray(im)
+        if not np.all(np.isfinite(a)):
+            raise ValueError("the image holds NaN or infinite values")
+        if (im.grid().size().z == 1) != (grid.size().z == 1):
+            raise ValueError(f"a {'2' if im.grid().size().z == 1 else '3'}-D image in a "
+                             f"{'2' if grid.size().z == 1 else '3'}-D cohort")
+        d = _on_grid(im, grid)
+        return {"name": name, "ok": True, "num": d, "den": 1.0, "deformed": d,
+                "record": {"name": name, "ok": True}}
+    except _INPUT_ERRORS as e:
+        return _failure(name, e)
+
+
+def register(src, template_path, name, out_dir, params, iteration):
+    """One subject onto the current template (LDDMM: fixed = template, moving = subject). Writes the
+    subject's deformed image, phiinv and Jacobian determinant to out_dir/subjects/NAME/ (this
+    iteration's state) and returns its contribution jac * deformed, jac to the template's
+    Jacobian-weighted average."""
+    from . import lddmm
+
+    t0 = time.perf_counter()
+    try:
+        fixed = cached_image(template_path)
+        res = lddmm.register(fixed, load(src), **params)
+    except _INPUT_ERRORS as e:
+        return _failure(name, e)
+    t1 = time.perf_counter()
+    deformed, jac = _host(res.deformed), _host(res.jacobian)
+    num = ca.Image3D(deformed.grid(), ca.MEM_HOST)
+    np.multiply(np.asarray(deformed), np.asarray(jac), out=np.asarray(num))
+    folder = os.path.join(out_dir, "subjects", name)
+    os.makedirs(folder, exist_ok=True)
+    pio.save_image(deformed, os.path.join(folder, "deformed.nii.gz"), description=f"pyca atlas it {iteration}")
+    pio.save_field(res.phiinv, os.path.join(folder, "phiinv.nii.gz"), description="pyca H phiinv")
+    pio.save_image(jac, os.path.join(folder, "jacdet.nii.gz"), description="pyca atlas: det D phiinv")
+    jlo, jhi = (float(v) for v in ca.MinMax(jac))
+    rec = {"name": name, "ok": True, "iteration": iteration, "energy": float(res.final_energy),
+           "initial_mismatch": res.initial_mismatch, "final_mismatch": res.final_mismatch,
+           "jacobian_min": jlo, "jacobian_max": jhi, "registration_s": t1 - t0,
+           "task_s": time.perf_counter() - t0, "device": res.device.split(" (")[0], "worker": _worker_name()}
+    return {"name": name, "ok": True, "num": num, "den": jac, "deformed": deformed, "record": rec}
+
+
+def _worker_name():
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return "client"
+
+
+def record(result):
+    """The small part of a subject's result that goes to the client."""
+    return result["record"] if result["ok"] else {"name": result["name"], "ok": False, "error": result["error"]}
+
+
+def _parts(x):
+    if x.get("ok") is False or x.get("num") is None:
+        return None
+    return x["num"], x["den"], x.get("count", 1)
+
+
+def combine(a, b):
+    """The sum of two contributions (subject results or partial sums); failed subjects add nothing."""
+    pa, pb = _parts(a), _parts(b)
+    if pa is None or pb is None:
+        p = pa or pb
+        return {"num": p[0], "den": p[1], "count": p[2]} if p else {"num": None, "den": None, "count": 0}
+    num = pa[0].clone()
+    np.add(np.asarray(num), np.asarray(pb[0]), out=np.asarray(num))
+    da, db = pa[1], pb[1]
+    if isinstance(da, float) and isinstance(db, float):
+        den = da + db
+    else:
+        den = ca.Image3D(num.grid(), ca.MEM_HOST)
+        np.add(da if isinstance(da, float) else np.asarray(da), db if isinstance(db, float) else np.asarray(db),
+               out=np.asarray(den))
+    return {"num": num, "den": den, "count": pa[2] + pb[2]}
+
+
+def finish(total):
+    """The template: sum(jac * deformed) / sum(jac) (or the plain mean at iteration 0)."""
+    if _parts(total) is None:
+        raise ValueError("no subject could be used")
+    out = total["num"].clone()
+    a, den = np.asarray(out), total["den"]
+    if isinstance(den, float):
+        a /= den
+    else:
+        d = np.asarray(den)
+        np.divide(a, d, out=a, where=d > 1e-6)
+        a[d <= 1e-6] = 0.0
+    return out
+
+
+def spread(result, template_path):
+    """Mean squared difference (per voxel) between the template and the subject's deformed image."""
+    if not result["ok"]:
+        return None
+    t = np.asarray(cached_image(template_path))
+    return float(np.mean((t.astype(np.float64) - np.asarray(result["deformed"])) ** 2))
+
+
+def register_one(template_path, src, name, out_dir, params, report):
+    """register-batch: one subject onto the template, written as `pyca lddmm` writes its outputs."""
+    from . import lddmm
+
+    t0 = time.perf_counter()
+    try:
+        fixed = cached_image(template_path)
+        moving = load(src)
+        res = lddmm.register(fixed, moving, **params)
+        folder = os.path.join(out_dir, name)
+        paths = lddmm.write_outputs(res, fixed, moving, folder, report=report)
+    except _INPUT_ERRORS as e:
+        return _failure(name, e)
+    return {"name": name, "ok": True, "energy": float(res.final_energy), "initial_mismatch": res.initial_mismatch,
+            "final_mismatch": res.final_mismatch, "mismatch_reduction": res.mismatch_reduction,
+            "registration_s": res.timings["registration_s"], "task_s": time.perf_counter() - t0,
+            "files": [os.path.relpath(p, out_dir) for p in paths], "device": res.device.split(" (")[0],
+            "worker": _worker_name()}

@@ -1,0 +1,389 @@
+"""Unbiased LDDMM atlas (template) building on Dask (Joshi et al. 2004).
+
+    from pyca.apps import atlas
+    res = atlas.build(["s01.nii.gz", "s02.nii.gz", ...], out="atlas-out")   # or a glob, a folder
+    res = atlas.build(out="atlas-out")           # the built-in synthetic cohort (known ground truth)
+    res = atlas.build(files, client=client)      # any existing Dask cluster
+    res.template, res.summary["iterations"][-1]["spread"]
+
+Iteration 0 is the mean of the subjects on the template grid (the first usable subject's). Each
+iteration k >= 1 registers every subject I_i to the current template T (pyca.apps.lddmm.register,
+fixed = T, moving = I_i: phiinv_i maps the template grid into subject i) and sets
+
+    T <- sum_i |D phiinv_i| (I_i o phiinv_i) / sum_i |D phiinv_i|
+
+the minimiser of sum_i || T o phi_i - I_i ||^2 over T for the current deformations (the match
+measured in each subject's own space, hence the Jacobian weights). The registrations are Dask tasks
+(one per subject per iteration, pinned to a worker so that its input stays cached there), the sums
+a tree reduction of Dask tasks (inside each worker first), the division one task; the client
+receives only the new template and small per-subject records. After every iteration the template,
+each subject's deformed image, phiinv and Jacobian, and summary.json are written to the output
+folder; build(..., resume=True) / `pyca atlas --resume OUT` continues after the last complete
+iteration. docs/atlas.md (use) and docs/design/distributed.md (the task graph) say more.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import core as ca
+from .. import io as pio
+from .. import distributed as pdist
+from . import _atlas_tasks as tasks
+from . import lddmm
+
+__all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "add_parser"]
+
+# Registration defaults for each atlas iteration: lddmm's, with fewer iterations per scale (each
+# template iteration starts the registrations again; docs/atlas.md).
+DEFAULTS = dict(lddmm.DEFAULTS, scales=(4, 2, 1), iterations=(30, 20, 10))
+ATLAS_DEFAULTS = dict(iterations=5, max_failed_fraction=0.25, cohort=16, cohort_size=(32, 32, 32), seed=0)
+_IMAGE_EXT = (".nii", ".nii.gz", ".hdr", ".mha", ".mhd", ".nrrd", ".nhdr")
+
+
+class AtlasError(RuntimeError):
+    """The atlas cannot go on (too many subjects failed, an unusable output folder, ...)."""
+
+
+@dataclass
+class AtlasResult:
+    template: object  # Image3D (host): the final template
+    out: str  # the output folder
+    summary: dict  # what summary.json holds
+
+
+# ------------------------------------------------------------------------------------------------
+def resolve_inputs(images):
+    """Files, a glob, a folder (or a list mixing them) -> sorted list of paths; Image3D objects pass
+    through. Raises FileNotFoundError / ValueError in one line when nothing matches."""
+    if images is None:
+        return None
+    if isinstance(images, (str, os.PathLike)):
+        images = [images]
+    out = []
+    for item in images:
+        if isinstance(item, ca.Image3D):
+            out.append(item)
+            continue
+        if not isinstance(item, (str, os.PathLike)):
+            raise TypeError(f"atlas: inputs must be file paths, globs, folders or Image3D, not {type(item).__name__}")
+        p = os.fspath(item)
+        if os.path.isdir(p):
+            found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.lower().endswith(_IMAGE_EXT))
+            if not found:
+                raise FileNotFoundError(f"atlas: folder {p!r} holds no image files ({', '.join(_IMAGE_EXT)})")
+            out += found
+        elif any(c in p for c in "*?["):
+            found = sorted(_glob.glob(p))
+            if not found:
+                raise FileNotFoundError(f"atlas: no file matches {p!r}")
+            out += found
+        else:
+            out.append(p)  # a missing or bad file is a failing subject, reported by its worker
+    if len(out) < 2:
+        raise ValueError(f"atlas: an atlas needs at least 2 subjects, got {len(out)}")
+    return out
+
+
+def _names(sources):
+    names, seen = [], {}
+    for i, s in enumerate(sources):
+        if isinstance(s, ca.Image3D):
+            base = f"subject_{i:03d}"
+        else:
+            base = os.path.basename(os.fspath(s))
+            for ext in sorted(_IMAGE_EXT, key=len, reverse=True):
+                if base.lower().endswith(ext):
+                    base = base[: -len(ext)]
+                    break
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        names.append(base if n == 0 else f"{base}_{n}")
+    return names
+
+
+def _check_params(params):
+    unknown = set(params) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"atlas: unknown parameter(s) {sorted(unknown)}; registration parameters: {sorted(DEFAULTS)}")
+    p = dict(DEFAULTS, **params)
+    lddmm._check_params(p)
+    scales, its = lddmm._schedule(p["scales"], p["iterations"])
+    p["scales"], p["iterations"] = tuple(scales), tuple(its)
+    return p
+
+
+def _write_json(obj, path):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=2, default=float)
+    os.replace(tmp, path)  # complete or absent under its final name
+
+
+def _jsonable(p):
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+def _load_state(out):
+    path = os.path.join(out, "summary.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"atlas: nothing to resume in {out!r} (no summary.json)")
+    try:
+        with open(path) as fh:
+            st = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise AtlasError(f"atlas: cannot read {path}: {e}") from None
+    if not isinstance(st, dict) or st.get("format") != "pyca-atlas-1":
+        raise AtlasError(f"atlas: {path} is not a pyca atlas summary")
+    if any(s is None for s in st["sources"]):
+        raise AtlasError("atlas: this atlas was built from in-memory images, which cannot be resumed")
+    return st
+
+
+def _start(images, out, saved, params, opts, say):
+    """The state to run from: a fresh one (inputs resolved, synthetic cohort written) or the saved
+    one (resume)."""
+    summary_path = os.path.join(out, "summary.json")
+    if saved is not None:
+        if images is not None:
+            raise ValueError("atlas: give inputs or resume, not both (resume takes them from summary.json)")
+        saved["params"] = _jsonable(params)
+        say(f"pyca atlas: resuming {out} after iteration {saved['completed_iteration']} "
+            f"({len(saved['names'])} subjects, {len(saved['excluded'])} excluded)")
+        return saved
+    if os.path.isfile(summary_path):
+        raise AtlasError(f"atlas: {out!r} already holds an atlas (summary.json); use resume (--resume {out}) "
+                         "or another output folder")
+    os.makedirs(out, exist_ok=True)
+    truth = None
+    sources = resolve_inputs(images)
+    if sources is None:
+        from ._atlas_cohort import synthetic_cohort
+
+        subjects, gt = synthetic_cohort(opts["cohort"], opts["cohort_size"], opts["seed"])
+        folder = os.path.join(out, "cohort")
+        os.makedirs(folder, exist_ok=True)
+        sources = []
+        for i, im in enumerate(subjects):
+            sources.append(os.path.join(folder, f"subject_{i:02d}.nii.gz"))
+            pio.save_image(im, sources[-1], description="pyca synthetic cohort")
+        truth = os.path.join(folder, "ground_truth.nii.gz")
+        pio.save_image(gt, truth, description="pyca phantom (cohort ground truth)")
+        say(f"pyca atlas: built-in cohort of {len(sources)} subjects "
+            f"({'x'.join(map(str, opts['cohort_size']))}, seed {opts['seed']}) written to {folder}")
+    return {"format": "pyca-atlas-1", "sources": [None if isinstance(s, ca.Image3D) else os.path.abspath(s)
+                                                  for s in sources],
+            "_inputs": sources, "names": _names(sources), "truth": truth, "params": _jsonable(params),
+            "max_failed_fraction": opts["max_failed_fraction"], "target_iterations": int(opts["iterations"]),
+            "completed_iteration": -1, "excluded": {}, "iterations": [], "grid": None}
+
+
+def build(images=None, *, out="pyca-atlas-out", iterations=None, client=None, scheduler=None, n_workers=None,
+          max_failed_fraction=0.25, resume=False, progress=True, report=True, quiet=False, cohort=16,
+          cohort_size=(32, 32, 32), seed=0, on_iteration=None, **params):
+    """Builds an unbiased template; returns an AtlasResult (template, output folder, summary).
+
+    images: files, a glob, a folder, a list of them, or Image3D objects; None: the built-in
+    synthetic cohort (`cohort` subjects on a `cohort_size` grid, `seed`), ground truth known.
+    iterations: template iterations (each registers every subject once; default 5, or the saved
+    count when resuming). client / scheduler: an
+    existing Dask cluster (else an embedded one sized to this machine, n_workers caps its workers).
+    max_failed_fraction: the atlas stops (AtlasError) when more subjects than this fraction fail.
+    resume: continue the atlas in `out` after its last complete iteration (`iterations` may raise the
+    count). on_iteration(k, summary): called after each complete iteration. params: registration
+    parameters (DEFAULTS; meanings in docs/lddmm.md), device ('auto' | 'cpu' | 'gpu') among them.
+    """
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    if not 0 <= max_failed_fraction < 1:
+        raise ValueError(f"atlas: max_failed_fraction must be in [0, 1), got {max_failed_fraction}")
+    if iterations is not None and (int(iterations) != iterations or iterations < 0):
+        raise ValueError(f"atlas: iterations must be an integer >= 0, got {iterations}")
+    out = os.path.abspath(os.fspath(out))
+    saved = _load_state(out) if resume else None
+    if saved:  # the saved registration parameters, overridden by those given now
+        params = {**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["params"].items()}, **params}
+    p = _check_params(params)
+    opts = dict(iterations=5 if iterations is None else int(iterations), max_failed_fraction=max_failed_fraction,
+                cohort=cohort, cohort_size=tuple(int(s) for s in cohort_size), seed=seed)
+    if saved and iterations is not None:
+        saved["target_iterations"] = int(iterations)
+    st = _start(images, out, saved, p, opts, say)
+    for d in ("templates", "subjects"):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    device = p["device"]
+    with pdist.open_client(scheduler=scheduler, client=client, n_workers=n_workers, device=device,
+                           tasks=len(st["names"])) as (c, info):
+        say(f"pyca atlas: {info['kind']}: scheduler {info['scheduler']}, {len(info['workers'])} worker(s)"
+            + (f", dashboard {info['dashboard']}" if info["dashboard"] else ", no dashboard (needs bokeh)"))
+        st.update(scheduler=info["scheduler"], dashboard=info["dashboard"], workers=info["workers"])
+        run = _Run(c, st, p, out, say, progress and not quiet, quiet)
+        template = run.loop(on_iteration)
+    if report:
+        from ._atlas_outputs import make_report
+
+        make_report(st, out)
+    return AtlasResult(template=template, out=out, summary=_public(st))
+
+
+def _public(st):
+    return {k: v for k, v in st.items() if not k.startswith("_")}
+
+
+# ------------------------------------------------------------------------------------------------
+class _Run:
+    """One atlas run on a Dask client: the iterations, their checkpoints and the failure rules."""
+
+    def __init__(self, client, st, params, out, say, progress, quiet):
+        self.c, self.st, self.p, self.out, self.say = client, st, params, out, say
+        self.sources = st.get("_inputs") or st["sources"]
+        if any(isinstance(s, ca.Image3D) for s in self.sources):
+            self.sources = [client.scatter(s) if isinstance(s, ca.Image3D) else s for s in self.sources]
+        self.names = st["names"]
+        todo = (st["target_iterations"] - max(st["completed_iteration"], 0)) * self._active_count()
+        self.prog = pdist.Progress(max(todo, 0), "pyca atlas", quiet=quiet or not progress)
+
+    def _active(self):
+        return [i for i, n in enumerate(self.names) if n not in self.st["excluded"]]
+
+    def _active_count(self):
+        return len(self._active())
+
+    def _pin(self, idx):
+        w = pdist.worker_addresses(self.c)
+        return {i: w[k % len(w)] for k, i in enumerate(idx)}
+
+    def _template_path(self, k):
+        return os.path.join(self.out, "templates", f"template_iter{k:03d}.nii.gz")
+
+    def _exclude(self, k, name, error):
+        self.st["excluded"][name] = {"iteration": k, "error": error}
+        self.prog.write(f"pyca atlas: subject {name} excluded at iteration {k}: {error}")
+        n, bad = len(self.names), len(self.st["excluded"])
+        if bad > self.st["max_failed_fraction"] * n:
+            raise AtlasError(f"atlas: {bad} of {n} subjects failed, more than the allowed fraction "
+                             f"{self.st['max_failed_fraction']:g}; stopping (last: {name}: {error})")
+
+    def loop(self, on_iteration):
+        st = self.st
+        if st["completed_iteration"] < 0:
+            self._iteration(0)
+            if on_iteration:
+                on_iteration(0, _public(st))
+        for k in range(st["completed_iteration"] + 1, st["target_iterations"] + 1):
+            self._iteration(k)
+            if on_iteration:
+                on_iteration(k, _public(st))
+        self.prog.close()
+        return pio.load_image(os.path.join(self.out, "template.nii.gz"))
+
+    def _submit(self, k, idx, pins):
+        submit = self.c.submit
+        if k == 0:
+            grid = self._reference_grid(idx)
+            return {i: submit(tasks.initial, self.sources[i], self.names[i], grid, key=f"atlas-0-{self.names[i]}",
+                              workers=[pins[i]], allow_other_workers=True, retries=2) for i in idx}
+        tpath = self._template_path(k - 1)
+        p = dict(self.p)
+        return {i: submit(tasks.register, self.sources[i], tpath, self.names[i], self.out, p, k,
+                          key=f"atlas-{k}-{self.names[i]}", workers=[pins[i]], allow_other_workers=True,
+                          retries=2) for i in idx}
+
+    def _reference_grid(self, idx):
+        for i in idx:
+            try:
+                g = self.c.submit(tasks.reference_grid, self.sources[i], pure=False).result()
+                self.st["grid"] = {"size": list(g.size()), "spacing": list(g.spacing()), "origin": list(g.origin()),
+                                   "from": self.names[i]}
+                return g
+            except tasks._INPUT_ERRORS as e:
+                self._exclude(0, self.names[i], str(e))
+        raise AtlasError("atlas: no subject could be read")
+
+    def _iteration(self, k):
+        from distributed import as_completed
+
+        t0 = time.perf_counter()
+        idx = self._active()
+        pins = self._pin(idx)
+        futs = self._submit(k, idx, pins)
+        recs = {i: self.c.submit(tasks.record, f, key=f"rec-{f.key}", workers=[pins[i]], allow_other_workers=True)
+                for i, f in futs.items()}
+        order = [i for i in idx]
+        total = pdist.tree_reduce(self.c, [futs[i] for i in order], tasks.combine, [pins[i] for i in order],
+                                  key=f"atlas-sum-{k}")
+        tmpl = self.c.submit(tasks.finish, total, key=f"atlas-template-{k}")
+        records, broken = {}, []
+        owner = {f.key: i for i, f in recs.items()}
+        for f in as_completed(list(recs.values())):
+            i = owner[f.key]
+            if f.status == "error":
+                broken.append(i)
+                self._exclude(k, self.names[i], f"task failed: {type(f.exception()).__name__}: {f.exception()}")
+                continue
+            r = f.result()
+            records[self.names[i]] = r
+            if not r["ok"]:
+                self._exclude(k, self.names[i], r["error"])
+            if k > 0:
+                note = f"it {k}/{self.st['target_iterations']}" + (f" E={r['energy']:.4g}" if r["ok"] else "")
+                self.prog.update(1, note)
+        if broken:  # a task that raised (not a bad input): reduce again without it
+            keep = [i for i in order if i not in broken]
+            total = pdist.tree_reduce(self.c, [futs[i] for i in keep], tasks.combine, [pins[i] for i in keep],
+                                      key=f"atlas-sum-{k}-again")
+            tmpl = self.c.submit(tasks.finish, total, key=f"atlas-template-{k}-again")
+        template = tmpl.result()
+        path = self._template_path(k)
+        pio.save_image(template, path, description=f"pyca atlas iteration {k}")
+        pio.save_image(template, os.path.join(self.out, "template.nii.gz"), description=f"pyca atlas iteration {k}")
+        ok = [i for i in idx if records.get(self.names[i], {}).get("ok")]
+        spreads = self.c.gather([self.c.submit(tasks.spread, futs[i], path, key=f"atlas-spread-{k}-{self.names[i]}",
+                                               workers=[pins[i]], allow_other_workers=True) for i in ok])
+        del futs, recs, total, tmpl  # the subjects' results leave the workers' memory
+        self._record(k, t0, template, records, dict(zip((self.names[i] for i in ok), spreads)), len(idx))
+
+    def _record(self, k, t0, template, records, spreads, n_submitted):
+        st = self.st
+        wall = time.perf_counter() - t0
+        ok = [r for r in records.values() if r.get("ok") and "registration_s" in r]
+        busy = {}
+        for r in ok:
+            busy[r["worker"]] = busy.get(r["worker"], 0.0) + r["registration_s"]
+        entry = {"iteration": k, "wall_s": wall, "subjects": n_submitted, "succeeded": len(spreads),
+                 "spread": float(np.mean(list(spreads.values()))) if spreads else None,
+                 "spread_per_subject": spreads,
+                 "registration_s_sum": sum(r["registration_s"] for r in ok),
+                 "registration_s_per_subject": (sum(r["registration_s"] for r in ok) / len(ok)) if ok else None,
+                 "outside_registration_s": wall - max(busy.values()) if busy else wall,
+                 "workers_used": sorted(busy),
+                 "energies": {r["name"]: r["energy"] for r in ok},
+                 "records": {n: r for n, r in records.items()}}
+        if st.get("truth"):
+            gt = np.asarray(pio.load_image(st["truth"]))
+            entry["truth_distance"] = float(np.mean((np.asarray(template).astype(np.float64) - gt) ** 2))
+        st["iterations"] = [e for e in st["iterations"] if e["iteration"] < k] + [entry]
+        st["completed_iteration"] = k
+        first = st["iterations"][0]
+        if first.get("spread") and entry.get("spread") is not None:
+            st["spread_reduction"] = 1.0 - entry["spread"] / first["spread"]
+        st["files"] = {"template": "template.nii.gz", "templates": "templates/template_iterNNN.nii.gz",
+                       "subjects": "subjects/NAME/{deformed,phiinv,jacdet}.nii.gz", "report": "report.png"}
+        _write_json(_public(st), os.path.join(self.out, "summary.json"))
+        self.say(f"pyca atlas: iteration {k}: spread {entry['spread']:.5g}"
+                 + (f", distance to ground truth {entry['truth_distance']:.5g}" if "truth_distance" in entry else "")
+                 + f", {wall:.1f} s ({entry['outside_registration_s']:.1f} s outside registration)")
+
+
+# ------------------------------------------------------------------------------------------------
+# The `pyca atlas` subcommand (pyca/cli.py adds it with add_parser).
+def add_parser(sub):
+    from ._atlas_cli import add_atlas_parser
+
+    return add_atlas_parser(sub)

@@ -1,0 +1,118 @@
+"""Batch registration: every subject onto one template, in parallel on Dask.
+
+    from pyca.apps import batch
+    res = batch.register_batch("template.nii.gz", "subjects/*.nii.gz", out="batch-out")
+    pyca register-batch --template T --subjects S1 S2 ... [--out DIR] [-p KEY=VALUE] [--scheduler ADDR]
+
+Each subject is one task (its worker reads the template and the subject itself; only paths travel)
+running pyca.apps.lddmm.register(template, subject) and writing the same files as `pyca lddmm`
+(deformed, phiinv, phi, jacdet, summary.json, report.png) into out/NAME/. A subject that fails (a bad
+file) is reported in one line and listed in out/summary.json; the run fails (exit 1) when more than
+max_failed_fraction of the subjects do.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .. import distributed as pdist
+from . import _atlas_tasks as tasks
+from . import lddmm
+from .atlas import AtlasError, _names, _write_json, resolve_inputs
+
+__all__ = ["register_batch", "add_parser"]
+
+
+def register_batch(template, subjects, out="pyca-batch-out", *, client=None, scheduler=None, n_workers=None,
+                   max_failed_fraction=0.25, progress=True, report=True, quiet=False, **params):
+    """Registers every subject (files, globs, folders) onto `template` (a file); returns the summary
+    dict (also written to out/summary.json). Parameters: lddmm.DEFAULTS."""
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    unknown = set(params) - set(lddmm.DEFAULTS)
+    if unknown:
+        raise TypeError(f"register-batch: unknown parameter(s) {sorted(unknown)}; known: {sorted(lddmm.DEFAULTS)}")
+    p = dict(lddmm.DEFAULTS, **params)
+    lddmm._check_params(p)
+    lddmm._schedule(p["scales"], p["iterations"])
+    template = os.path.abspath(os.fspath(template))
+    if not os.path.isfile(template):
+        raise FileNotFoundError(f"register-batch: no such template file: {template!r}")
+    sources = resolve_inputs(subjects) if not isinstance(subjects, (str, os.PathLike)) or \
+        not os.path.isfile(subjects) else [subjects]
+    sources = [os.path.abspath(s) for s in sources]
+    names = _names(sources)
+    out = os.path.abspath(os.fspath(out))
+    os.makedirs(out, exist_ok=True)
+    t0 = time.perf_counter()
+    with pdist.open_client(scheduler=scheduler, client=client, n_workers=n_workers, device=p["device"],
+                           tasks=len(sources)) as (c, info):
+        say(f"pyca register-batch: {len(sources)} subjects onto {template}; {info['kind']}: scheduler "
+            f"{info['scheduler']}, {len(info['workers'])} worker(s)"
+            + (f", dashboard {info['dashboard']}" if info["dashboard"] else ""))
+        futs = [c.submit(tasks.register_one, template, s, n, out, p, report, key=f"batch-{n}", retries=2, pure=False)
+                for s, n in zip(sources, names)]
+        prog = pdist.Progress(len(futs), "pyca register-batch", quiet=quiet or not progress)
+        records, failed = {}, {}
+        from distributed import as_completed
+
+        owner = {f.key: n for f, n in zip(futs, names)}
+        for f in as_completed(futs):
+            n = owner[f.key]
+            r = f.result() if f.status != "error" else {"ok": False,
+                                                         "error": f"task failed: {f.exception()!r}"}
+            if r["ok"]:
+                records[n] = r
+                prog.update(1, f"{n}: -{100 * r['mismatch_reduction']:.0f}%")
+            else:
+                failed[n] = r["error"]
+                prog.write(f"pyca register-batch: subject {n} failed: {r['error']}")
+                prog.update(1)
+        prog.close()
+    summary = {"template": template, "subjects": dict(zip(names, sources)), "results": records, "failed": failed,
+               "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},
+               "scheduler": info["scheduler"], "workers": info["workers"], "wall_s": time.perf_counter() - t0}
+    _write_json(summary, os.path.join(out, "summary.json"))
+    if len(failed) > max_failed_fraction * len(sources):
+        raise AtlasError(f"register-batch: {len(failed)} of {len(sources)} subjects failed (more than "
+                         f"{max_failed_fraction:g}); see {out}/summary.json")
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------
+def add_parser(sub):
+    from ._atlas_cli import add_common_options
+
+    bp = sub.add_parser("register-batch", help="register every subject onto one template, in parallel on Dask",
+                        description="Register every --subjects image onto --template with LDDMM, one Dask task per "
+                        "subject; each subject gets the outputs of `pyca lddmm` in OUT/NAME/.")
+    bp.add_argument("--template", required=True, help="the template (fixed) image")
+    bp.add_argument("--subjects", nargs="+", required=True, help="subject images: files, globs (quoted) or folders")
+    bp.add_argument("--out", default="pyca-batch-out", help="output folder (default: %(default)s)")
+    bp.add_argument("--max-failed", type=float, default=0.25,
+                    help="fail when more than this fraction of the subjects fail (default %(default)s)")
+    add_common_options(bp, lddmm.DEFAULTS)
+    bp.set_defaults(func=cmd_register_batch)
+    return bp
+
+
+def cmd_register_batch(a):
+    from ._atlas_cli import input_errors, registration_params
+
+    try:
+        params = registration_params(a.param, lddmm.DEFAULTS)
+        if a.device:
+            params["device"] = a.device
+        s = register_batch(a.template, a.subjects, a.out, scheduler=a.scheduler, n_workers=a.workers,
+                           max_failed_fraction=a.max_failed, progress=not a.no_progress, report=not a.no_report,
+                           quiet=a.quiet, **params)
+    except AtlasError as e:
+        print(f"pyca register-batch: error: {e}", file=sys.stderr)
+        return 1
+    except input_errors() as e:
+        print(f"pyca register-batch: error: {e}", file=sys.stderr)
+        return 2
+    if not a.quiet:
+        print(f"pyca register-batch: {len(s['results'])} registered, {len(s['failed'])} failed, "
+              f"{s['wall_s']:.1f} s; outputs in {os.path.abspath(a.out)}/NAME/")
+    return 0
