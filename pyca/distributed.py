@@ -54,7 +54,7 @@ def local_cluster(n_workers=None, device="auto", tasks=None, dashboard=True, thr
     device 'auto' | 'gpu': one worker per visible GPU (n_workers caps the count); 'cpu' (or 'auto'
     with no GPU): n_workers processes (default: one per core, at most `tasks`), each running one task
     at a time with cores // n_workers OpenMP threads (`threads` overrides)."""
-    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
+    from distributed import LocalCluster, Scheduler, SpecCluster
 
     gpus = visible_gpus() if device in ("auto", "gpu") else []
     if device == "gpu" and not gpus:
@@ -66,20 +66,28 @@ def local_cluster(n_workers=None, device="auto", tasks=None, dashboard=True, thr
     cores = os.cpu_count() or 1
     if gpus:
         n = len(gpus) if n_workers is None else max(1, min(int(n_workers), len(gpus)))
-        omp = str(threads or max(1, cores // n))
-        workers = {}
-        for i in range(n):
-            order = gpus[i:] + gpus[:i]  # this worker's GPU first, as LocalCUDACluster does
-            workers[f"gpu-{gpus[i]}"] = {"cls": Nanny, "options": {
-                "nthreads": 1, "resources": {"GPU": 1}, "name": f"gpu-{gpus[i]}",
-                "env": {"CUDA_VISIBLE_DEVICES": ",".join(order), "OMP_NUM_THREADS": omp}}}
+        workers = gpu_worker_specs(gpus[:n], str(threads or max(1, cores // n)))
         sched = {"cls": Scheduler, "options": {"dashboard_address": dash}}
         return SpecCluster(scheduler=sched, workers=workers, name="pyca-gpu", silence_logs=40)
     n = int(n_workers) if n_workers else max(1, min(cores, tasks or cores))
     omp = str(threads or max(1, cores // n))
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dash,
-                        silence_logs=40, env={"OMP_NUM_THREADS": omp, "PYCA_WORKER_DEVICE": device},
+                        silence_logs=40, env={"OMP_NUM_THREADS": omp},
                         name="pyca-cpu")
+
+
+def gpu_worker_specs(gpus, omp="1"):
+    """SpecCluster worker specs: one Nanny per GPU id, one task thread, CUDA_VISIBLE_DEVICES listing
+    its own GPU first (device 0 in the worker is its GPU), a 'GPU' resource of 1."""
+    from distributed import Nanny
+
+    workers = {}
+    for i, gpu in enumerate(gpus):
+        order = list(gpus[i:]) + list(gpus[:i])
+        workers[f"gpu-{gpu}"] = {"cls": Nanny, "options": {
+            "nthreads": 1, "resources": {"GPU": 1}, "name": f"gpu-{gpu}",
+            "env": {"CUDA_VISIBLE_DEVICES": ",".join(order), "OMP_NUM_THREADS": omp}}}
+    return workers
 
 
 def _dashboard(client):
@@ -212,23 +220,24 @@ def cached_image(path):
 # ------------------------------------------------------------------------------------------------
 class Progress:
     """Progress over `total` steps: a tqdm bar on a terminal, plain lines (about every 10%)
-    otherwise; quiet prints nothing."""
+    otherwise, nothing when show is false; write() prints a line (above the bar) unless quiet."""
 
-    def __init__(self, total, desc, quiet=False, stream=None):
+    def __init__(self, total, desc, show=True, quiet=False, stream=None):
         self.total, self.desc, self.quiet = int(total), desc, quiet
+        self.show = show and not quiet
         self.stream = stream or sys.stderr
         self.n = 0
         self.t0 = time.perf_counter()
         self.bar = None
         self._next = 0
-        if not quiet and hasattr(self.stream, "isatty") and self.stream.isatty():
+        if self.show and hasattr(self.stream, "isatty") and self.stream.isatty():
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=self.total, desc=desc, unit="reg", dynamic_ncols=True, file=self.stream)
 
     def update(self, k=1, note=""):
         self.n += k
-        if self.quiet:
+        if not self.show:
             return
         if self.bar is not None:
             if note:

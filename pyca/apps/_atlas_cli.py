@@ -78,7 +78,7 @@ def add_atlas_parser(sub):
     ap.add_argument("--out", default="pyca-atlas-out", help="output folder (default: %(default)s)")
     ap.add_argument("--resume", metavar="OUT", help="continue the atlas in OUT after its last complete iteration")
     ap.add_argument("--template-iterations", type=int, default=None,
-                    help=f"template iterations (default {A['iterations']}, or the saved count with --resume)")
+                    help=f"template iterations (default {A['template_iterations']}, or the saved count with --resume)")
     ap.add_argument("--max-failed", type=float, default=A["max_failed_fraction"],
                     help="stop when more than this fraction of the subjects fail (default %(default)s)")
     g = ap.add_argument_group("built-in cohort (without inputs)")
@@ -113,7 +113,7 @@ def cmd_atlas(a):
             raise ValueError("give inputs or --resume OUT, not both")
         if a.cohort < 2 or len(a.cohort_size) != 3 or min(a.cohort_size) < 1:
             raise ValueError("--cohort needs >= 2 subjects and --cohort-size three positive integers")
-        res = atlas.build(a.inputs or None, out=a.resume or a.out, iterations=a.template_iterations,
+        res = atlas.build(a.inputs or None, out=a.resume or a.out, template_iterations=a.template_iterations,
                           scheduler=a.scheduler, n_workers=a.workers, max_failed_fraction=a.max_failed,
                           resume=bool(a.resume), progress=not a.no_progress, report=not a.no_report,
                           quiet=a.quiet, cohort=a.cohort, cohort_size=a.cohort_size, seed=a.seed, **params)

@@ -43,7 +43,7 @@ __all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "
 # Registration defaults for each atlas iteration: lddmm's, with fewer iterations per scale (each
 # template iteration starts the registrations again; docs/atlas.md).
 DEFAULTS = dict(lddmm.DEFAULTS, scales=(4, 2, 1), iterations=(30, 20, 10))
-ATLAS_DEFAULTS = dict(iterations=5, max_failed_fraction=0.25, cohort=16, cohort_size=(32, 32, 32), seed=0)
+ATLAS_DEFAULTS = dict(template_iterations=5, max_failed_fraction=0.25, cohort=16, cohort_size=(32, 32, 32), seed=0)
 _IMAGE_EXT = (".nii", ".nii.gz", ".hdr", ".mha", ".mhd", ".nrrd", ".nhdr")
 
 
@@ -185,26 +185,27 @@ def _start(images, out, saved, params, opts, say):
             "completed_iteration": -1, "excluded": {}, "iterations": [], "grid": None}
 
 
-def build(images=None, *, out="pyca-atlas-out", iterations=None, client=None, scheduler=None, n_workers=None,
+def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client=None, scheduler=None, n_workers=None,
           max_failed_fraction=0.25, resume=False, progress=True, report=True, quiet=False, cohort=16,
           cohort_size=(32, 32, 32), seed=0, on_iteration=None, **params):
     """Builds an unbiased template; returns an AtlasResult (template, output folder, summary).
 
     images: files, a glob, a folder, a list of them, or Image3D objects; None: the built-in
     synthetic cohort (`cohort` subjects on a `cohort_size` grid, `seed`), ground truth known.
-    iterations: template iterations (each registers every subject once; default 5, or the saved
-    count when resuming). client / scheduler: an
+    template_iterations: template iterations (each registers every subject once; default 5, or the
+    saved count when resuming). client / scheduler: an
     existing Dask cluster (else an embedded one sized to this machine, n_workers caps its workers).
     max_failed_fraction: the atlas stops (AtlasError) when more subjects than this fraction fail.
-    resume: continue the atlas in `out` after its last complete iteration (`iterations` may raise the
-    count). on_iteration(k, summary): called after each complete iteration. params: registration
+    resume: continue the atlas in `out` after its last complete iteration (`template_iterations` may
+    change the count). on_iteration(k, summary): called after each complete iteration. params: registration
     parameters (DEFAULTS; meanings in docs/lddmm.md), device ('auto' | 'cpu' | 'gpu') among them.
     """
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
     if not 0 <= max_failed_fraction < 1:
         raise ValueError(f"atlas: max_failed_fraction must be in [0, 1), got {max_failed_fraction}")
+    iterations = template_iterations
     if iterations is not None and (int(iterations) != iterations or iterations < 0):
-        raise ValueError(f"atlas: iterations must be an integer >= 0, got {iterations}")
+        raise ValueError(f"atlas: template_iterations must be an integer >= 0, got {iterations}")
     out = os.path.abspath(os.fspath(out))
     saved = _load_state(out) if resume else None
     if saved:  # the saved registration parameters, overridden by those given now
@@ -247,7 +248,7 @@ class _Run:
             self.sources = [client.scatter(s) if isinstance(s, ca.Image3D) else s for s in self.sources]
         self.names = st["names"]
         todo = (st["target_iterations"] - max(st["completed_iteration"], 0)) * self._active_count()
-        self.prog = pdist.Progress(max(todo, 0), "pyca atlas", quiet=quiet or not progress)
+        self.prog = pdist.Progress(max(todo, 0), "pyca atlas", show=progress, quiet=quiet)
 
     def _active(self):
         return [i for i, n in enumerate(self.names) if n not in self.st["excluded"]]

@@ -52,7 +52,7 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
             + (f", dashboard {info['dashboard']}" if info["dashboard"] else ""))
         futs = [c.submit(tasks.register_one, template, s, n, out, p, report, key=f"batch-{n}", retries=2, pure=False)
                 for s, n in zip(sources, names)]
-        prog = pdist.Progress(len(futs), "pyca register-batch", quiet=quiet or not progress)
+        prog = pdist.Progress(len(futs), "pyca register-batch", show=progress, quiet=quiet)
         records, failed = {}, {}
         from distributed import as_completed
 

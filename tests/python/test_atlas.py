@@ -1,0 +1,258 @@
+"""Atlas building and batch registration on Dask (pyca.apps.atlas, pyca.apps.batch, pyca.distributed).
+
+Small on purpose (2-D 32 x 32 cohort of 6, 3 template iterations, 2 worker processes): the values are
+checked against the cohort's known ground truth and against runs without failures or interrupts."""
+import json
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import pyca as ca  # noqa: E402
+from pyca import io as pio  # noqa: E402
+from pyca.apps import atlas, batch  # noqa: E402
+from pyca.apps._atlas_cohort import synthetic_cohort  # noqa: E402
+
+COHORT = dict(cohort=6, cohort_size=(32, 32, 1), seed=3)
+REG = dict(time_steps=4, scales=(4, 2, 1), iterations=(20, 15, 10), device="cpu")
+ITERS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from pyca.distributed import local_cluster
+
+    with local_cluster(n_workers=2, device="cpu", dashboard=False) as c, distributed.Client(c) as client:
+        client.wait_for_workers(2)
+        yield c, client
+
+
+@pytest.fixture(scope="module")
+def reference(cluster, tmp_path_factory):
+    """The uninterrupted, failure-free atlas the other tests compare with."""
+    out = tmp_path_factory.mktemp("atlas") / "ref"
+    res = atlas.build(out=out, template_iterations=ITERS, client=cluster[1], quiet=True, **COHORT, **REG)
+    return res
+
+
+def _template(out):
+    return np.asarray(pio.load_image(os.path.join(out, "template.nii.gz")))
+
+
+def test_cohort_is_deterministic_diffeomorphic_and_centred():
+    a, truth = synthetic_cohort(6, (24, 24, 16), seed=1)
+    b, _ = synthetic_cohort(6, (24, 24, 16), seed=1)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    c, _ = synthetic_cohort(6, (24, 24, 16), seed=2)
+    assert not np.array_equal(np.asarray(a[0]), np.asarray(c[0]))
+    # subjects differ from the phantom, and their mean is closer to it than a single subject (centred)
+    t = np.asarray(truth)
+    d = [np.mean((np.asarray(s) - t) ** 2) for s in a]
+    assert min(d) > 1e-4
+    mean = np.mean([np.asarray(s) for s in a], axis=0)
+    # intensity mass is kept by the shears, scaled by the antithetic scalings only
+    assert abs(np.asarray(a[0]).sum() / t.sum() - 1) < 0.25
+    assert np.all(np.isfinite(mean))
+
+
+def test_template_recovers_the_ground_truth(reference):
+    s = reference.summary
+    its = s["iterations"]
+    assert [e["iteration"] for e in its] == list(range(ITERS + 1))
+    assert s["excluded"] == {}
+    # the spread (mean squared distance template <-> deformed subjects) falls by >= 50%
+    assert its[-1]["spread"] <= 0.5 * its[0]["spread"]
+    # the template is closer to the known phantom than the initial mean is
+    gt = np.asarray(pio.load_image(s["truth"])).astype(np.float64)
+    t = reference.template
+    init = np.asarray(pio.load_image(os.path.join(reference.out, "templates", "template_iter000.nii.gz")))
+    assert np.mean((np.asarray(t) - gt) ** 2) < 0.7 * np.mean((init - gt) ** 2)
+    # the initial template is the plain mean of the subjects (checked with NumPy)
+    subs = [np.asarray(pio.load_image(p)) for p in s["sources"]]
+    np.testing.assert_allclose(init, np.mean(subs, axis=0), atol=1e-6)
+
+
+def test_template_update_is_the_jacobian_weighted_mean(reference):
+    out = reference.out
+    names = reference.summary["names"]
+    d = [np.asarray(pio.load_image(os.path.join(out, "subjects", n, "deformed.nii.gz"))) for n in names]
+    j = [np.asarray(pio.load_image(os.path.join(out, "subjects", n, "jacdet.nii.gz"))) for n in names]
+    want = np.sum([a * b for a, b in zip(d, j)], axis=0) / np.sum(j, axis=0)
+    np.testing.assert_allclose(np.asarray(reference.template), want, rtol=1e-4, atol=1e-6)
+    phi = pio.load_field(os.path.join(out, "subjects", names[0], "phiinv.nii.gz"))
+    assert tuple(phi.grid().size()) == (32, 32, 1)
+
+
+def test_outputs_and_summary(reference):
+    out = reference.out
+    with open(os.path.join(out, "summary.json")) as fh:
+        s = json.load(fh)
+    assert s["completed_iteration"] == ITERS and len(s["workers"]) == 2
+    assert s["scheduler"].startswith("tcp://")
+    last = s["iterations"][-1]
+    assert set(last["energies"]) == set(s["names"]) and all(e > 0 for e in last["energies"].values())
+    assert last["wall_s"] > 0 and last["registration_s_per_subject"] > 0
+    assert os.path.getsize(os.path.join(out, "report.png")) > 10000
+    assert not [f for f in os.listdir(out) if ".tmp" in f]
+
+
+def test_killed_worker_is_replaced_and_the_atlas_is_unchanged(cluster, reference, tmp_path):
+    _, client = cluster
+    killed = []
+
+    def kill_during(k, _summary):
+        if k != 1:
+            return
+
+        def killer():  # kill the worker running a registration of iteration 2
+            t_end = time.time() + 60
+            while time.time() < t_end and not killed:
+                for addr, keys in client.processing().items():
+                    if any(str(key).startswith("atlas-2-") for key in keys):
+                        killed.append(addr)
+                        try:
+                            client.run(os._exit, 1, workers=[addr])
+                        except Exception:  # noqa: BLE001 - the worker dies while answering
+                            pass
+                        return
+                time.sleep(0.02)
+
+        threading.Thread(target=killer, daemon=True).start()
+
+    res = atlas.build(out=tmp_path / "killed", template_iterations=ITERS, client=client, quiet=True,
+                      on_iteration=kill_during, **COHORT, **REG)
+    assert killed, "no worker was killed"
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted it
+    assert killed[0] not in client.scheduler_info(n_workers=-1)["workers"]
+    assert res.summary["excluded"] == {}
+    np.testing.assert_allclose(np.asarray(res.template), np.asarray(reference.template), atol=1e-5)
+
+
+def test_resume_after_interrupt_gives_the_same_template(cluster, reference, tmp_path):
+    out = tmp_path / "resumed"
+
+    def interrupt(k, _summary):
+        if k == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atlas.build(out=out, template_iterations=ITERS, client=cluster[1], quiet=True, on_iteration=interrupt,
+                    **COHORT, **REG)
+    with open(out / "summary.json") as fh:
+        assert json.load(fh)["completed_iteration"] == 1
+    with pytest.raises(atlas.AtlasError, match="already holds an atlas"):
+        atlas.build(out=out, client=cluster[1], quiet=True, **COHORT, **REG)
+    res = atlas.build(out=out, resume=True, client=cluster[1], quiet=True)
+    assert [e["iteration"] for e in res.summary["iterations"]] == list(range(ITERS + 1))
+    np.testing.assert_allclose(np.asarray(res.template), np.asarray(reference.template), atol=1e-5)
+
+
+def _files(tmp_path, n=4):
+    subs, _ = synthetic_cohort(n, (24, 24, 1), seed=5)
+    paths = []
+    for i, s in enumerate(subs):
+        paths.append(str(tmp_path / f"s{i}.nii.gz"))
+        pio.save_image(s, paths[-1])
+    return paths
+
+
+def test_bad_subject_is_excluded_and_too_many_stop(cluster, tmp_path, capsys):
+    paths = _files(tmp_path, 5)
+    bad = tmp_path / "broken.nii.gz"
+    bad.write_bytes(b"not an image")
+    res = atlas.build(paths + [str(bad)], out=tmp_path / "one-bad", template_iterations=1, client=cluster[1],
+                      progress=False, **REG)
+    err = capsys.readouterr().err
+    assert "subject broken excluded at iteration 0" in err
+    assert set(res.summary["excluded"]) == {"broken"}
+    assert res.summary["iterations"][-1]["succeeded"] == 5
+    with pytest.raises(atlas.AtlasError, match=r"[23] of 5 subjects failed, more than the allowed fraction 0.25"):
+        atlas.build(paths[:2] + [str(bad), str(tmp_path / "missing.nii.gz"), str(tmp_path / "nope.nii")],
+                    out=tmp_path / "many-bad", template_iterations=1, client=cluster[1], quiet=True, **REG)
+
+
+def test_inputs_are_resolved_from_folder_and_glob(tmp_path):
+    paths = _files(tmp_path, 3)
+    assert atlas.resolve_inputs(str(tmp_path)) == sorted(paths)
+    assert atlas.resolve_inputs(str(tmp_path / "s*.nii.gz")) == sorted(paths)
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        atlas.resolve_inputs(str(tmp_path / "x*.nii"))
+    with pytest.raises(ValueError, match="at least 2"):
+        atlas.resolve_inputs([paths[0]])
+    with pytest.raises(TypeError, match="unknown parameter"):
+        atlas.build(paths, out=tmp_path / "o", bogus=1)
+
+
+def test_tree_reduce_matches_numpy_and_moves_little(cluster):
+    from pyca.distributed import tree_reduce, worker_addresses
+
+    client = cluster[1]
+    w = worker_addresses(client)
+    futs = [client.submit(np.full, 4, float(i), pure=False, workers=[w[i % 2]]) for i in range(11)]
+    total = tree_reduce(client, futs, np.add, [w[i % 2] for i in range(11)], key="t")
+    np.testing.assert_array_equal(total.result(), np.full(4, 55.0))
+    with pytest.raises(ValueError):
+        tree_reduce(client, [], np.add)
+
+
+def test_cli_register_batch_on_an_existing_scheduler(cluster, tmp_path, capsys):
+    from pyca.cli import main
+
+    paths = _files(tmp_path, 2)
+    tmpl = tmp_path / "tmpl.nii.gz"
+    pio.save_image(synthetic_cohort(2, (24, 24, 1), seed=5)[1], str(tmpl))
+    bad = tmp_path / "bad.nii.gz"
+    bad.write_text("x")
+    sched = cluster[1].scheduler.address
+    rc = main(["register-batch", "--template", str(tmpl), "--subjects", *paths, str(bad), "--out",
+               str(tmp_path / "b"), "--scheduler", sched, "-p", "iterations=10,5,3", "-p", "time_steps=4",
+               "--device", "cpu", "--no-progress", "--max-failed", "0.5"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "subject bad failed" in cap.err
+    for name in ("s0", "s1"):
+        files = set(os.listdir(tmp_path / "b" / name))
+        assert {"deformed.nii.gz", "phiinv.nii.gz", "phi.nii.gz", "jacdet.nii.gz", "summary.json",
+                "report.png"} <= files
+    with open(tmp_path / "b" / "summary.json") as fh:
+        s = json.load(fh)
+    assert set(s["results"]) == {"s0", "s1"} and set(s["failed"]) == {"bad"}
+    assert s["results"]["s0"]["mismatch_reduction"] > 0.5
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    from pyca.cli import main
+
+    assert main(["atlas", str(tmp_path / "none*.nii.gz"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pyca atlas: error: ") and "no file matches" in err[0]
+    assert main(["atlas", "--resume", str(tmp_path / "nothing")]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    assert main(["atlas", "-p", "alpha=x", "--out", str(tmp_path / "o")]) == 2
+    assert "-p alpha" in capsys.readouterr().err
+    assert main(["register-batch", "--template", str(tmp_path / "t.nii"), "--subjects", "a", "b"]) == 2
+    assert "no such template" in capsys.readouterr().err
+
+
+def test_local_cluster_sizes_and_pins(monkeypatch):
+    from pyca import distributed as pd
+
+    monkeypatch.setattr(ca.core, "built_with_cuda", lambda: True, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    assert pd.visible_gpus() == ["0", "1", "2"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert pd.visible_gpus() == []
+    spec = pd.gpu_worker_specs(["3", "5"], omp="4")
+    envs = [w["options"]["env"]["CUDA_VISIBLE_DEVICES"] for w in spec.values()]
+    assert envs == ["3,5", "5,3"]  # each worker's own GPU first
+    assert all(w["options"]["nthreads"] == 1 for w in spec.values())
+
+
+def test_cpu_workers_share_the_cores(cluster):
+    omp = cluster[1].run(os.environ.get, "OMP_NUM_THREADS")
+    assert sorted(omp.values()) == [str(max(1, (os.cpu_count() or 1) // 2))] * 2
