@@ -24,8 +24,8 @@ import time
 
 from . import _pickle
 
-__all__ = ["visible_gpus", "local_cluster", "open_client", "tree_reduce", "cached_image", "Progress",
-           "worker_addresses"]
+__all__ = ["visible_gpus", "local_cluster", "gpu_worker_specs", "open_client", "tree_reduce", "cached_image",
+           "Progress", "worker_addresses", "bytes_sent"]
 
 
 def visible_gpus():
@@ -67,7 +67,7 @@ def local_cluster(n_workers=None, device="auto", tasks=None, dashboard=True, thr
     if gpus:
         n = len(gpus) if n_workers is None else max(1, min(int(n_workers), len(gpus)))
         workers = gpu_worker_specs(gpus[:n], str(threads or max(1, cores // n)))
-        sched = {"cls": Scheduler, "options": {"dashboard_address": dash}}
+        sched = {"cls": Scheduler, "options": {"dashboard": bool(dashboard), "dashboard_address": dash}}
         return SpecCluster(scheduler=sched, workers=workers, name="pyca-gpu", silence_logs=40)
     n = int(n_workers) if n_workers else max(1, min(cores, tasks or cores))
     omp = str(threads or max(1, cores // n))
@@ -157,6 +157,20 @@ def _info(client, kind):
     return {"kind": kind, "scheduler": client.scheduler.address, "dashboard": _dashboard(client),
             "workers": [{"address": a, "name": str(w.get("name")), "nthreads": w.get("nthreads"),
                          "resources": w.get("resources", {})} for a, w in sorted(workers.items())]}
+
+
+def _sent(dask_worker):
+    return int(getattr(dask_worker, "transfer_outgoing_bytes_total", 0))
+
+
+def bytes_sent(client):
+    """Bytes moved between workers so far (worker-to-worker transfers of task results), summed over
+    the workers; None when the cluster does not say (distributed's per-worker counter, which starts
+    again at 0 when a worker restarts)."""
+    try:
+        return sum(client.run(_sent).values())
+    except Exception:  # noqa: BLE001 - a measurement, never a failure
+        return None
 
 
 # ------------------------------------------------------------------------------------------------

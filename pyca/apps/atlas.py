@@ -311,6 +311,7 @@ class _Run:
         from distributed import as_completed
 
         t0 = time.perf_counter()
+        sent0 = pdist.bytes_sent(self.c)
         idx = self._active()
         pins = self._pin(idx)
         futs = self._submit(k, idx, pins)
@@ -348,9 +349,11 @@ class _Run:
         spreads = self.c.gather([self.c.submit(tasks.spread, futs[i], path, key=f"atlas-spread-{k}-{self.names[i]}",
                                                workers=[pins[i]], allow_other_workers=True) for i in ok])
         del futs, recs, total, tmpl  # the subjects' results leave the workers' memory
-        self._record(k, t0, template, records, dict(zip((self.names[i] for i in ok), spreads)), len(idx))
+        sent1 = pdist.bytes_sent(self.c)
+        moved = max(0, sent1 - sent0) if sent0 is not None and sent1 is not None else None
+        self._record(k, t0, template, records, dict(zip((self.names[i] for i in ok), spreads)), len(idx), moved)
 
-    def _record(self, k, t0, template, records, spreads, n_submitted):
+    def _record(self, k, t0, template, records, spreads, n_submitted, moved):
         st = self.st
         wall = time.perf_counter() - t0
         ok = [r for r in records.values() if r.get("ok") and "registration_s" in r]
@@ -364,6 +367,7 @@ class _Run:
                  "registration_s_per_subject": (sum(r["registration_s"] for r in ok) / len(ok)) if ok else None,
                  "outside_registration_s": wall - max(busy.values()) if busy else wall,
                  "workers_used": sorted(busy),
+                 "bytes_between_workers": moved,
                  "energies": {r["name"]: r["energy"] for r in ok},
                  "records": {n: r for n, r in records.items()}}
         if st.get("truth"):

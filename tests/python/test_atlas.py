@@ -251,8 +251,18 @@ def test_local_cluster_sizes_and_pins(monkeypatch):
     envs = [w["options"]["env"]["CUDA_VISIBLE_DEVICES"] for w in spec.values()]
     assert envs == ["3,5", "5,3"]  # each worker's own GPU first
     assert all(w["options"]["nthreads"] == 1 for w in spec.values())
+    # an embedded 'GPU' cluster: one worker per listed GPU, each seeing its own GPU first
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with pd.local_cluster(device="gpu", dashboard=False) as cl, distributed.Client(cl) as c:
+        c.wait_for_workers(2)
+        seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))  # read in the worker
+        assert sorted(seen.values()) == ["0,1", "1,0"]
+        assert all(w["resources"] == {"GPU": 1} for w in c.scheduler_info(n_workers=-1)["workers"].values())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ca.CudaError, match="no GPU is visible"):
+        pd.local_cluster(device="gpu")
 
 
 def test_cpu_workers_share_the_cores(cluster):
-    omp = cluster[1].run(os.environ.get, "OMP_NUM_THREADS")
+    omp = cluster[1].run(lambda: os.environ.get("OMP_NUM_THREADS"))  # read in the worker
     assert sorted(omp.values()) == [str(max(1, (os.cpu_count() or 1) // 2))] * 2
