@@ -62,6 +62,59 @@ def sweep(kind, workers, subjects, size, params, rows, threads=None):
                           f"{(r['bytes_moved'] or 0) / 2**10:.0f} KiB moved between workers", flush=True)
 
 
+# ------------------------------------------------------------------------------------------------
+# The task graph of one atlas iteration at scale, with dummy tasks (docs/design/distributed.md).
+def _dummy_register(i, voxels):
+    import numpy as np
+
+    return {"ok": True, "num": np.full(voxels, float(i), np.float32), "den": np.ones(voxels, np.float32),
+            "record": {"name": str(i), "ok": True}}
+
+
+def _dummy_record(r):
+    return r["record"]
+
+
+def _dummy_combine(a, b):
+    return {"num": a["num"] + b["num"], "den": a["den"] + b["den"]}
+
+
+def _dummy_finish(t):
+    return t["num"] / t["den"]
+
+
+def _dummy_spread(r, t):
+    return float(((r["num"] - t) ** 2).mean())
+
+
+def simulate(n, workers, voxels=512):
+    """One atlas iteration's graph for n subjects (register, record, tree reduction, finish, spread per
+    subject) of dummy tasks on `workers` single-thread worker processes: scheduler time per task."""
+    from distributed import Client, wait
+
+    from pyca.distributed import local_cluster, tree_reduce, worker_addresses
+
+    with local_cluster(n_workers=workers, device="cpu", dashboard=False, threads=1) as cl, Client(cl) as c:
+        c.wait_for_workers(workers)
+        w = worker_addresses(c)
+        t0 = time.perf_counter()
+        pins = [w[i % len(w)] for i in range(n)]
+        regs = [c.submit(_dummy_register, i, voxels, key=f"reg-{i}", workers=[p], allow_other_workers=True)
+                for i, p in enumerate(pins)]
+        recs = [c.submit(_dummy_record, r, key=f"rec-{i}") for i, r in enumerate(regs)]
+        total = tree_reduce(c, regs, _dummy_combine, pins, key="sum")
+        tmpl = c.submit(_dummy_finish, total, key="template")
+        wait(recs)
+        t = tmpl.result()
+        spreads = c.gather([c.submit(_dummy_spread, r, tmpl, key=f"spread-{i}") for i, r in enumerate(regs)])
+        wall = time.perf_counter() - t0
+        assert abs(float(t.mean()) - (n - 1) / 2.0) < 1e-3 * n and len(spreads) == n
+        tasks = 3 * n + (n - 1) + 1
+        print(f"simulated iteration: {n} subjects, {workers} workers, {tasks} tasks: {wall:.2f} s "
+              f"({1e3 * wall / tasks:.2f} ms per task)", flush=True)
+        return {"subjects": n, "workers": workers, "tasks": tasks, "wall_s": wall}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpu", action="store_true", help="also on one worker per visible GPU")
@@ -75,8 +128,14 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1,
                     help="OpenMP threads per CPU worker (default 1: the sweep compares worker processes)")
     ap.add_argument("--json", help="write the rows to this file")
+    ap.add_argument("--simulate", type=_ints, default=None, metavar="N,...",
+                    help="only simulate the task graph of one iteration for N subjects with dummy tasks")
     a = ap.parse_args(argv)
     print(machine_line())
+    if a.simulate:
+        for n in a.simulate:
+            simulate(n, max(a.workers))
+        return
     params = dict(scales=tuple(a.scales), iterations=tuple(a.iterations), time_steps=a.time_steps)
     print(f"atlas at {a.size}^3, one template iteration timed; registration {params}")
     rows = []

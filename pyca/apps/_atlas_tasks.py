@@ -58,8 +58,14 @@ def _on_grid(im, grid):
     return out
 
 
-def initial(src, name, grid):
-    """Iteration 0: the subject on the template grid (world coordinates), weight 1."""
+def deformed_path(out_dir, name):
+    """Where a subject's deformed image (its last registration's, or iteration 0's resampled input) is."""
+    return os.path.join(out_dir, "subjects", name, "deformed.nii.gz")
+
+
+def initial(src, name, grid, out_dir):
+    """Iteration 0: the subject on the template grid (world coordinates), weight 1; written as the
+    subject's deformed image (the identity deformation)."""
     try:
         im = load(src)
         a = np.asarray(im)
@@ -69,10 +75,12 @@ def initial(src, name, grid):
             raise ValueError(f"a {'2' if im.grid().size().z == 1 else '3'}-D image in a "
                              f"{'2' if grid.size().z == 1 else '3'}-D cohort")
         d = _on_grid(im, grid)
-        return {"name": name, "ok": True, "num": d, "den": 1.0, "deformed": d,
-                "record": {"name": name, "ok": True}}
     except _INPUT_ERRORS as e:
         return _failure(name, e)
+    os.makedirs(os.path.dirname(deformed_path(out_dir, name)), exist_ok=True)
+    pio.save_image(d, deformed_path(out_dir, name), description="pyca atlas: iteration 0 (identity)")
+    return {"name": name, "ok": True, "num": d, "den": 1.0,
+            "record": {"name": name, "ok": True}}
 
 
 def register(src, template_path, name, out_dir, params, iteration):
@@ -92,9 +100,9 @@ def register(src, template_path, name, out_dir, params, iteration):
     deformed, jac = _host(res.deformed), _host(res.jacobian)
     num = ca.Image3D(deformed.grid(), ca.MEM_HOST)
     np.multiply(np.asarray(deformed), np.asarray(jac), out=np.asarray(num))
-    folder = os.path.join(out_dir, "subjects", name)
+    folder = os.path.dirname(deformed_path(out_dir, name))
     os.makedirs(folder, exist_ok=True)
-    pio.save_image(deformed, os.path.join(folder, "deformed.nii.gz"), description=f"pyca atlas it {iteration}")
+    pio.save_image(deformed, deformed_path(out_dir, name), description=f"pyca atlas iteration {iteration}")
     pio.save_field(res.phiinv, os.path.join(folder, "phiinv.nii.gz"), description="pyca H phiinv")
     pio.save_image(jac, os.path.join(folder, "jacdet.nii.gz"), description="pyca atlas: det D phiinv")
     jlo, jhi = (float(v) for v in ca.MinMax(jac))
@@ -102,7 +110,7 @@ def register(src, template_path, name, out_dir, params, iteration):
            "initial_mismatch": res.initial_mismatch, "final_mismatch": res.final_mismatch,
            "jacobian_min": jlo, "jacobian_max": jhi, "registration_s": t1 - t0,
            "task_s": time.perf_counter() - t0, "device": res.device.split(" (")[0], "worker": _worker_name()}
-    return {"name": name, "ok": True, "num": num, "den": jac, "deformed": deformed, "record": rec}
+    return {"name": name, "ok": True, "num": num, "den": jac, "record": rec}
 
 
 def _worker_name():
@@ -158,12 +166,10 @@ def finish(total):
     return out
 
 
-def spread(result, template_path):
-    """Mean squared difference (per voxel) between the template and the subject's deformed image."""
-    if not result["ok"]:
-        return None
+def spread(deformed, template_path):
+    """Mean squared difference (per voxel) between the template and a subject's deformed image (files)."""
     t = np.asarray(cached_image(template_path))
-    return float(np.mean((t.astype(np.float64) - np.asarray(result["deformed"])) ** 2))
+    return float(np.mean((t.astype(np.float64) - np.asarray(pio.load_image(deformed))) ** 2))
 
 
 def register_one(template_path, src, name, out_dir, params, report):

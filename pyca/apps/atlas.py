@@ -288,7 +288,8 @@ class _Run:
         submit = self.c.submit
         if k == 0:
             grid = self._reference_grid(idx)
-            return {i: submit(tasks.initial, self.sources[i], self.names[i], grid, key=f"atlas-0-{self.names[i]}",
+            return {i: submit(tasks.initial, self.sources[i], self.names[i], grid, self.out,
+                              key=f"atlas-0-{self.names[i]}",
                               workers=[pins[i]], allow_other_workers=True, retries=2) for i in idx}
         tpath = self._template_path(k - 1)
         p = dict(self.p)
@@ -317,38 +318,37 @@ class _Run:
         futs = self._submit(k, idx, pins)
         recs = {i: self.c.submit(tasks.record, f, key=f"rec-{f.key}", workers=[pins[i]], allow_other_workers=True)
                 for i, f in futs.items()}
-        order = [i for i in idx]
-        total = pdist.tree_reduce(self.c, [futs[i] for i in order], tasks.combine, [pins[i] for i in order],
+        total = pdist.tree_reduce(self.c, [futs[i] for i in idx], tasks.combine, [pins[i] for i in idx],
                                   key=f"atlas-sum-{k}")
         tmpl = self.c.submit(tasks.finish, total, key=f"atlas-template-{k}")
-        records, broken = {}, []
+        # The client keeps no subject result: each leaves its worker's memory once summed and recorded.
+        del futs, total
+        records = {}
         owner = {f.key: i for i, f in recs.items()}
-        for f in as_completed(list(recs.values())):
-            i = owner[f.key]
-            if f.status == "error":
-                broken.append(i)
-                self._exclude(k, self.names[i], f"task failed: {type(f.exception()).__name__}: {f.exception()}")
-                continue
-            r = f.result()
-            records[self.names[i]] = r
-            if not r["ok"]:
-                self._exclude(k, self.names[i], r["error"])
-            if k > 0:
-                note = f"it {k}/{self.st['target_iterations']}" + (f" E={r['energy']:.4g}" if r["ok"] else "")
-                self.prog.update(1, note)
-        if broken:  # a task that raised (not a bad input): reduce again without it
-            keep = [i for i in order if i not in broken]
-            total = pdist.tree_reduce(self.c, [futs[i] for i in keep], tasks.combine, [pins[i] for i in keep],
-                                      key=f"atlas-sum-{k}-again")
-            tmpl = self.c.submit(tasks.finish, total, key=f"atlas-template-{k}-again")
-        template = tmpl.result()
+        try:
+            for f in as_completed(list(recs.values())):
+                r = f.result()  # a task that raised (not a bad input: those return ok=False) stops the atlas
+                i = owner[f.key]
+                records[self.names[i]] = r
+                if not r["ok"]:
+                    self._exclude(k, self.names[i], r["error"])
+                if k > 0:
+                    self.prog.update(1, f"it {k}/{self.st['target_iterations']}"
+                                     + (f" E={r['energy']:.4g}" if r["ok"] else ""))
+            template = tmpl.result()
+        except AtlasError:
+            raise
+        except Exception as e:  # noqa: BLE001 - say which iteration, and how to go on
+            raise AtlasError(f"atlas: iteration {k} failed ({type(e).__name__}: {e}); the atlas up to iteration "
+                             f"{self.st['completed_iteration']} is in {self.out}: pyca atlas --resume {self.out}") from e
         path = self._template_path(k)
         pio.save_image(template, path, description=f"pyca atlas iteration {k}")
         pio.save_image(template, os.path.join(self.out, "template.nii.gz"), description=f"pyca atlas iteration {k}")
         ok = [i for i in idx if records.get(self.names[i], {}).get("ok")]
-        spreads = self.c.gather([self.c.submit(tasks.spread, futs[i], path, key=f"atlas-spread-{k}-{self.names[i]}",
-                                               workers=[pins[i]], allow_other_workers=True) for i in ok])
-        del futs, recs, total, tmpl  # the subjects' results leave the workers' memory
+        spreads = self.c.gather([self.c.submit(tasks.spread, tasks.deformed_path(self.out, self.names[i]), path,
+                                               key=f"atlas-spread-{k}-{self.names[i]}", workers=[pins[i]],
+                                               allow_other_workers=True) for i in ok])
+        del recs, tmpl
         sent1 = pdist.bytes_sent(self.c)
         moved = max(0, sent1 - sent0) if sent0 is not None and sent1 is not None else None
         self._record(k, t0, template, records, dict(zip((self.names[i] for i in ok), spreads)), len(idx), moved)
