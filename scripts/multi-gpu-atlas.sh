@@ -59,9 +59,10 @@ if [ $build = 1 ]; then
   echo "   built in $((SECONDS - t0)) s"
   export PYTHONPATH=/tmp/pyca-gpu${PYTHONPATH:+:$PYTHONPATH}
 fi
-python3 -c "import pyca, distributed; assert pyca.cuda_available(), pyca.device_info()" || exit 2
+# Python runs from $OUT: from the checkout, its ./pyca (the sources) would hide the built package.
+(cd "$OUT" && python3 -c "import pyca, distributed; assert pyca.cuda_available(), pyca.device_info()") || exit 2
 
-pyca_cli() { python3 -c 'import sys; from pyca.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
+pyca_cli() { (cd "$OUT" && python3 -c 'import sys; from pyca.cli import main; sys.exit(main(sys.argv[1:]))' "$@"); }
 all=$(seq -s, 0 $((ngpu - 1)))
 cohort=""
 for k in ${gpus//,/ }; do

@@ -72,13 +72,15 @@ def add_atlas_parser(sub):
         description="Unbiased LDDMM template (Joshi et al. 2004) of the INPUTS (files, globs or folders), on a "
         "Dask cluster. Without inputs, a built-in synthetic cohort with a known ground truth is used.",
         epilog="outputs (in --out): template.nii.gz, templates/template_iterNNN.nii.gz, "
-        "subjects/NAME/{deformed,phiinv,jacdet}.nii.gz, summary.json, report.png. See docs/atlas.md.",
+        "subjects/NAME/{deformed,phiinv,jacdet}.nii, summary.json, report.png. See docs/atlas.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="*", help="subject images: files, globs (quoted) or folders")
     ap.add_argument("--out", default="pyca-atlas-out", help="output folder (default: %(default)s)")
     ap.add_argument("--resume", metavar="OUT", help="continue the atlas in OUT after its last complete iteration")
     ap.add_argument("--template-iterations", type=int, default=None,
                     help=f"template iterations (default {A['template_iterations']}, or the saved count with --resume)")
+    ap.add_argument("--compress", action="store_true",
+                    help="write the per-subject files as .nii.gz (default .nii: gzip of fields is slow)")
     ap.add_argument("--max-failed", type=float, default=A["max_failed_fraction"],
                     help="stop when more than this fraction of the subjects fail (default %(default)s)")
     g = ap.add_argument_group("built-in cohort (without inputs)")
@@ -116,7 +118,8 @@ def cmd_atlas(a):
         res = atlas.build(a.inputs or None, out=a.resume or a.out, template_iterations=a.template_iterations,
                           scheduler=a.scheduler, n_workers=a.workers, max_failed_fraction=a.max_failed,
                           resume=bool(a.resume), progress=not a.no_progress, report=not a.no_report,
-                          quiet=a.quiet, cohort=a.cohort, cohort_size=a.cohort_size, seed=a.seed, **params)
+                          quiet=a.quiet, cohort=a.cohort, cohort_size=a.cohort_size, seed=a.seed, compress=a.compress,
+                          **params)
     except (atlas.AtlasError, *input_errors()) as e:
         return fail(e)
     except KeyboardInterrupt:

@@ -58,12 +58,14 @@ def _on_grid(im, grid):
     return out
 
 
-def deformed_path(out_dir, name):
-    """Where a subject's deformed image (its last registration's, or iteration 0's resampled input) is."""
-    return os.path.join(out_dir, "subjects", name, "deformed.nii.gz")
+def subject_file(out_dir, name, what, ext=".nii"):
+    """out_dir/subjects/NAME/WHAT.nii: a subject's state after its last registration (what: 'deformed',
+    'phiinv', 'jacdet'; iteration 0 writes 'deformed', its input on the template grid). Uncompressed by
+    default: gzip of a float field costs far more than the registration on a GPU (docs/atlas.md)."""
+    return os.path.join(out_dir, "subjects", name, what + ext)
 
 
-def initial(src, name, grid, out_dir):
+def initial(src, name, grid, out_dir, ext=".nii"):
     """Iteration 0: the subject on the template grid (world coordinates), weight 1; written as the
     subject's deformed image (the identity deformation)."""
     try:
@@ -77,13 +79,14 @@ def initial(src, name, grid, out_dir):
         d = _on_grid(im, grid)
     except _INPUT_ERRORS as e:
         return _failure(name, e)
-    os.makedirs(os.path.dirname(deformed_path(out_dir, name)), exist_ok=True)
-    pio.save_image(d, deformed_path(out_dir, name), description="pyca atlas: iteration 0 (identity)")
+    path = subject_file(out_dir, name, "deformed", ext)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pio.save_image(d, path, description="pyca atlas: iteration 0 (identity)")
     return {"name": name, "ok": True, "num": d, "den": 1.0,
             "record": {"name": name, "ok": True}}
 
 
-def register(src, template_path, name, out_dir, params, iteration):
+def register(src, template_path, name, out_dir, params, iteration, ext=".nii"):
     """One subject onto the current template (LDDMM: fixed = template, moving = subject). Writes the
     subject's deformed image, phiinv and Jacobian determinant to out_dir/subjects/NAME/ (this
     iteration's state) and returns its contribution jac * deformed, jac to the template's
@@ -100,11 +103,10 @@ def register(src, template_path, name, out_dir, params, iteration):
     deformed, jac = _host(res.deformed), _host(res.jacobian)
     num = ca.Image3D(deformed.grid(), ca.MEM_HOST)
     np.multiply(np.asarray(deformed), np.asarray(jac), out=np.asarray(num))
-    folder = os.path.dirname(deformed_path(out_dir, name))
-    os.makedirs(folder, exist_ok=True)
-    pio.save_image(deformed, deformed_path(out_dir, name), description=f"pyca atlas iteration {iteration}")
-    pio.save_field(res.phiinv, os.path.join(folder, "phiinv.nii.gz"), description="pyca H phiinv")
-    pio.save_image(jac, os.path.join(folder, "jacdet.nii.gz"), description="pyca atlas: det D phiinv")
+    os.makedirs(os.path.dirname(subject_file(out_dir, name, "deformed", ext)), exist_ok=True)
+    pio.save_image(deformed, subject_file(out_dir, name, "deformed", ext), description=f"pyca atlas it {iteration}")
+    pio.save_field(res.phiinv, subject_file(out_dir, name, "phiinv", ext), description="pyca H phiinv")
+    pio.save_image(jac, subject_file(out_dir, name, "jacdet", ext), description="pyca atlas: det D phiinv")
     jlo, jhi = (float(v) for v in ca.MinMax(jac))
     rec = {"name": name, "ok": True, "iteration": iteration, "energy": float(res.final_energy),
            "initial_mismatch": res.initial_mismatch, "final_mismatch": res.final_mismatch,

@@ -182,12 +182,13 @@ def _start(images, out, saved, params, opts, say):
                                                   for s in sources],
             "_inputs": sources, "names": _names(sources), "truth": truth, "params": _jsonable(params),
             "max_failed_fraction": opts["max_failed_fraction"], "target_iterations": int(opts["iterations"]),
-            "completed_iteration": -1, "excluded": {}, "iterations": [], "grid": None}
+            "completed_iteration": -1, "excluded": {}, "iterations": [], "grid": None,
+            "subject_ext": ".nii.gz" if opts["compress"] else ".nii"}
 
 
 def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client=None, scheduler=None, n_workers=None,
           max_failed_fraction=0.25, resume=False, progress=True, report=True, quiet=False, cohort=16,
-          cohort_size=(32, 32, 32), seed=0, on_iteration=None, **params):
+          cohort_size=(32, 32, 32), seed=0, compress=False, on_iteration=None, **params):
     """Builds an unbiased template; returns an AtlasResult (template, output folder, summary).
 
     images: files, a glob, a folder, a list of them, or Image3D objects; None: the built-in
@@ -196,6 +197,7 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
     saved count when resuming). client / scheduler: an
     existing Dask cluster (else an embedded one sized to this machine, n_workers caps its workers).
     max_failed_fraction: the atlas stops (AtlasError) when more subjects than this fraction fail.
+    compress: write the per-subject files (rewritten every iteration) as .nii.gz instead of .nii.
     resume: continue the atlas in `out` after its last complete iteration (`template_iterations` may
     change the count). on_iteration(k, summary): called after each complete iteration. params: registration
     parameters (DEFAULTS; meanings in docs/lddmm.md), device ('auto' | 'cpu' | 'gpu') among them.
@@ -212,7 +214,7 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
         params = {**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["params"].items()}, **params}
     p = _check_params(params)
     opts = dict(iterations=5 if iterations is None else int(iterations), max_failed_fraction=max_failed_fraction,
-                cohort=cohort, cohort_size=tuple(int(s) for s in cohort_size), seed=seed)
+                cohort=cohort, cohort_size=tuple(int(s) for s in cohort_size), seed=seed, compress=compress)
     if saved and iterations is not None:
         saved["target_iterations"] = int(iterations)
     st = _start(images, out, saved, p, opts, say)
@@ -247,6 +249,7 @@ class _Run:
         if any(isinstance(s, ca.Image3D) for s in self.sources):
             self.sources = [client.scatter(s) if isinstance(s, ca.Image3D) else s for s in self.sources]
         self.names = st["names"]
+        self.ext = st.get("subject_ext", ".nii")
         todo = (st["target_iterations"] - max(st["completed_iteration"], 0)) * self._active_count()
         self.prog = pdist.Progress(max(todo, 0), "pyca atlas", show=progress, quiet=quiet)
 
@@ -288,12 +291,12 @@ class _Run:
         submit = self.c.submit
         if k == 0:
             grid = self._reference_grid(idx)
-            return {i: submit(tasks.initial, self.sources[i], self.names[i], grid, self.out,
+            return {i: submit(tasks.initial, self.sources[i], self.names[i], grid, self.out, self.ext,
                               key=f"atlas-0-{self.names[i]}",
                               workers=[pins[i]], allow_other_workers=True, retries=2) for i in idx}
         tpath = self._template_path(k - 1)
         p = dict(self.p)
-        return {i: submit(tasks.register, self.sources[i], tpath, self.names[i], self.out, p, k,
+        return {i: submit(tasks.register, self.sources[i], tpath, self.names[i], self.out, p, k, self.ext,
                           key=f"atlas-{k}-{self.names[i]}", workers=[pins[i]], allow_other_workers=True,
                           retries=2) for i in idx}
 
@@ -345,7 +348,7 @@ class _Run:
         pio.save_image(template, path, description=f"pyca atlas iteration {k}")
         pio.save_image(template, os.path.join(self.out, "template.nii.gz"), description=f"pyca atlas iteration {k}")
         ok = [i for i in idx if records.get(self.names[i], {}).get("ok")]
-        spreads = self.c.gather([self.c.submit(tasks.spread, tasks.deformed_path(self.out, self.names[i]), path,
+        spreads = self.c.gather([self.c.submit(tasks.spread, tasks.subject_file(self.out, self.names[i], "deformed", self.ext), path,
                                                key=f"atlas-spread-{k}-{self.names[i]}", workers=[pins[i]],
                                                allow_other_workers=True) for i in ok])
         del recs, tmpl
@@ -379,7 +382,7 @@ class _Run:
         if first.get("spread") and entry.get("spread") is not None:
             st["spread_reduction"] = 1.0 - entry["spread"] / first["spread"]
         st["files"] = {"template": "template.nii.gz", "templates": "templates/template_iterNNN.nii.gz",
-                       "subjects": "subjects/NAME/{deformed,phiinv,jacdet}.nii.gz", "report": "report.png"}
+                       "subjects": "subjects/NAME/{deformed,phiinv,jacdet}" + self.ext, "report": "report.png"}
         _write_json(_public(st), os.path.join(self.out, "summary.json"))
         self.say(f"pyca atlas: iteration {k}: spread {entry['spread']:.5g}"
                  + (f", distance to ground truth {entry['truth_distance']:.5g}" if "truth_distance" in entry else "")

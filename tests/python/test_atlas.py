@@ -80,11 +80,11 @@ def test_template_recovers_the_ground_truth(reference):
 def test_template_update_is_the_jacobian_weighted_mean(reference):
     out = reference.out
     names = reference.summary["names"]
-    d = [np.asarray(pio.load_image(os.path.join(out, "subjects", n, "deformed.nii.gz"))) for n in names]
-    j = [np.asarray(pio.load_image(os.path.join(out, "subjects", n, "jacdet.nii.gz"))) for n in names]
+    d = [np.asarray(pio.load_image(os.path.join(out, "subjects", n, "deformed.nii"))) for n in names]
+    j = [np.asarray(pio.load_image(os.path.join(out, "subjects", n, "jacdet.nii"))) for n in names]
     want = np.sum([a * b for a, b in zip(d, j)], axis=0) / np.sum(j, axis=0)
     np.testing.assert_allclose(np.asarray(reference.template), want, rtol=1e-4, atol=1e-6)
-    phi = pio.load_field(os.path.join(out, "subjects", names[0], "phiinv.nii.gz"))
+    phi = pio.load_field(os.path.join(out, "subjects", names[0], "phiinv.nii"))
     assert tuple(phi.grid().size()) == (32, 32, 1)
 
 
