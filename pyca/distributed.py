@@ -85,7 +85,7 @@ def gpu_worker_specs(gpus, omp="1"):
     for i, gpu in enumerate(gpus):
         order = list(gpus[i:]) + list(gpus[:i])
         workers[f"gpu-{gpu}"] = {"cls": Nanny, "options": {
-            "nthreads": 1, "resources": {"GPU": 1}, "name": f"gpu-{gpu}",
+            "nthreads": 1, "resources": {"GPU": 1}, "name": f"gpu-{gpu}", "silence_logs": 40,
             "env": {"CUDA_VISIBLE_DEVICES": ",".join(order), "OMP_NUM_THREADS": omp}}}
     return workers
 

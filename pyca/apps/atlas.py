@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,21 +187,21 @@ def _start(images, out, saved, params, opts, say):
             "subject_ext": ".nii.gz" if opts["compress"] else ".nii"}
 
 
-def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client=None, scheduler=None, n_workers=None,
-          max_failed_fraction=0.25, resume=False, progress=True, report=True, quiet=False, cohort=16,
+def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client=None, scheduler=None,
+          n_workers=None, max_failed_fraction=0.25, resume=False, progress=True, report=True, quiet=False, cohort=16,
           cohort_size=(32, 32, 32), seed=0, compress=False, on_iteration=None, **params):
     """Builds an unbiased template; returns an AtlasResult (template, output folder, summary).
 
     images: files, a glob, a folder, a list of them, or Image3D objects; None: the built-in
     synthetic cohort (`cohort` subjects on a `cohort_size` grid, `seed`), ground truth known.
     template_iterations: template iterations (each registers every subject once; default 5, or the
-    saved count when resuming). client / scheduler: an
-    existing Dask cluster (else an embedded one sized to this machine, n_workers caps its workers).
+    saved count when resuming). client / scheduler: an existing Dask cluster (else an embedded one
+    sized to this machine, n_workers caps its workers).
     max_failed_fraction: the atlas stops (AtlasError) when more subjects than this fraction fail.
     compress: write the per-subject files (rewritten every iteration) as .nii.gz instead of .nii.
     resume: continue the atlas in `out` after its last complete iteration (`template_iterations` may
-    change the count). on_iteration(k, summary): called after each complete iteration. params: registration
-    parameters (DEFAULTS; meanings in docs/lddmm.md), device ('auto' | 'cpu' | 'gpu') among them.
+    change the count). on_iteration(k, summary): called after each complete iteration. params:
+    registration parameters (DEFAULTS; meanings in docs/lddmm.md), device ('auto' | 'cpu' | 'gpu').
     """
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
     if not 0 <= max_failed_fraction < 1:
@@ -250,6 +251,8 @@ class _Run:
             self.sources = [client.scatter(s) if isinstance(s, ca.Image3D) else s for s in self.sources]
         self.names = st["names"]
         self.ext = st.get("subject_ext", ".nii")
+        # Task keys name the run too: two atlases on one cluster never share a result.
+        self.tag = uuid.uuid4().hex[:8]
         todo = (st["target_iterations"] - max(st["completed_iteration"], 0)) * self._active_count()
         self.prog = pdist.Progress(max(todo, 0), "pyca atlas", show=progress, quiet=quiet)
 
@@ -292,12 +295,13 @@ class _Run:
         if k == 0:
             grid = self._reference_grid(idx)
             return {i: submit(tasks.initial, self.sources[i], self.names[i], grid, self.out, self.ext,
-                              key=f"atlas-0-{self.names[i]}",
+                              key=f"atlas-0-{self.names[i]}-{self.tag}",
                               workers=[pins[i]], allow_other_workers=True, retries=2) for i in idx}
         tpath = self._template_path(k - 1)
         p = dict(self.p)
         return {i: submit(tasks.register, self.sources[i], tpath, self.names[i], self.out, p, k, self.ext,
-                          key=f"atlas-{k}-{self.names[i]}", workers=[pins[i]], allow_other_workers=True,
+                          key=f"atlas-{k}-{self.names[i]}-{self.tag}", workers=[pins[i]],
+                          allow_other_workers=True,
                           retries=2) for i in idx}
 
     def _reference_grid(self, idx):
@@ -322,8 +326,8 @@ class _Run:
         recs = {i: self.c.submit(tasks.record, f, key=f"rec-{f.key}", workers=[pins[i]], allow_other_workers=True)
                 for i, f in futs.items()}
         total = pdist.tree_reduce(self.c, [futs[i] for i in idx], tasks.combine, [pins[i] for i in idx],
-                                  key=f"atlas-sum-{k}")
-        tmpl = self.c.submit(tasks.finish, total, key=f"atlas-template-{k}")
+                                  key=f"atlas-sum-{k}-{self.tag}")
+        tmpl = self.c.submit(tasks.finish, total, key=f"atlas-template-{k}-{self.tag}")
         # The client keeps no subject result: each leaves its worker's memory once summed and recorded.
         del futs, total
         records = {}
@@ -343,14 +347,16 @@ class _Run:
             raise
         except Exception as e:  # noqa: BLE001 - say which iteration, and how to go on
             raise AtlasError(f"atlas: iteration {k} failed ({type(e).__name__}: {e}); the atlas up to iteration "
-                             f"{self.st['completed_iteration']} is in {self.out}: pyca atlas --resume {self.out}") from e
+                             f"{self.st['completed_iteration']} is in {self.out}: continue with "
+                             f"pyca atlas --resume {self.out}") from e
         path = self._template_path(k)
         pio.save_image(template, path, description=f"pyca atlas iteration {k}")
         pio.save_image(template, os.path.join(self.out, "template.nii.gz"), description=f"pyca atlas iteration {k}")
         ok = [i for i in idx if records.get(self.names[i], {}).get("ok")]
-        spreads = self.c.gather([self.c.submit(tasks.spread, tasks.subject_file(self.out, self.names[i], "deformed", self.ext), path,
-                                               key=f"atlas-spread-{k}-{self.names[i]}", workers=[pins[i]],
-                                               allow_other_workers=True) for i in ok])
+        spreads = self.c.gather([
+            self.c.submit(tasks.spread, tasks.subject_file(self.out, self.names[i], "deformed", self.ext), path,
+                          key=f"atlas-spread-{k}-{self.names[i]}-{self.tag}", workers=[pins[i]],
+                          allow_other_workers=True) for i in ok])
         del recs, tmpl
         sent1 = pdist.bytes_sent(self.c)
         moved = max(0, sent1 - sent0) if sent0 is not None and sent1 is not None else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import uuid
 
 from .. import distributed as pdist
 from . import _atlas_tasks as tasks
@@ -50,8 +51,9 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
         say(f"pyca register-batch: {len(sources)} subjects onto {template}; {info['kind']}: scheduler "
             f"{info['scheduler']}, {len(info['workers'])} worker(s)"
             + (f", dashboard {info['dashboard']}" if info["dashboard"] else ""))
-        futs = [c.submit(tasks.register_one, template, s, n, out, p, report, key=f"batch-{n}", retries=2, pure=False)
-                for s, n in zip(sources, names)]
+        tag = uuid.uuid4().hex[:8]  # keys unique to this run
+        futs = [c.submit(tasks.register_one, template, s, n, out, p, report, key=f"batch-{n}-{tag}", retries=2,
+                         pure=False) for s, n in zip(sources, names)]
         prog = pdist.Progress(len(futs), "pyca register-batch", show=progress, quiet=quiet)
         records, failed = {}, {}
         from distributed import as_completed

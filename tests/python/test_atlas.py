@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed")
 
 import pyca as ca  # noqa: E402
 from pyca import io as pio  # noqa: E402
-from pyca.apps import atlas, batch  # noqa: E402
+from pyca.apps import atlas  # noqa: E402
 from pyca.apps._atlas_cohort import synthetic_cohort  # noqa: E402
 
 COHORT = dict(cohort=6, cohort_size=(32, 32, 1), seed=3)
