@@ -1,7 +1,7 @@
 """Atlas building on Dask: time per template iteration for 8, 16 and 32 subjects of the built-in
 cohort at 64^3, on 1 and 2 CPU worker processes (and, with --gpu, on one worker per visible GPU),
 with the per-subject registration cost, the time outside registration (scheduling, reduction, file
-writing: the overhead) and the bytes moved between workers.
+writing: the overhead) and the bytes the workers sent (to each other and to the client).
 
 The physical limit beside each row: N x (registration time per subject) / W, the iteration's time
 if the workers did nothing but register (efficiency = that / measured). One atlas run per (W, N):
@@ -38,7 +38,7 @@ def run_one(client, n, size, params, root):
                       cohort_size=(size,) * 3, seed=0, **params)
     e = res.summary["iterations"][1]
     return {"subjects": n, "wall_s": e["wall_s"], "reg_per_subject_s": e["registration_s_per_subject"],
-            "outside_s": e["outside_registration_s"], "bytes_moved": e["bytes_between_workers"],
+            "outside_s": e["outside_registration_s"], "bytes_moved": e["bytes_sent_by_workers"],
             "spread_reduction": res.summary.get("spread_reduction"), "total_s": time.perf_counter() - t0,
             "device": next(iter(e["records"].values()))["device"]}
 
@@ -59,7 +59,7 @@ def sweep(kind, workers, subjects, size, params, rows, threads=None):
                     print(f"{kind:>4} W={w} N={n:3d}: iteration {r['wall_s']:7.2f} s, registration "
                           f"{r['reg_per_subject_s']:.3f} s/subject, outside registration {r['outside_s']:.2f} s, "
                           f"ideal {r['ideal_s']:.2f} s (efficiency {r['ideal_s'] / r['wall_s']:.0%}), "
-                          f"{(r['bytes_moved'] or 0) / 2**10:.0f} KiB moved between workers", flush=True)
+                          f"{(r['bytes_moved'] or 0) / 2**10:.0f} KiB sent by workers", flush=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def main(argv=None):
             print("gpu: skipped (no GPU visible)")
     print()
     print("| workers | subjects | s / iteration | registration s / subject | outside registration s | "
-          "ideal s (N x reg / W) | efficiency | KiB moved between workers |")
+          "ideal s (N x reg / W) | efficiency | KiB sent by workers |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['workers']} {r['kind']} | {r['subjects']} | {r['wall_s']:.2f} | {r['reg_per_subject_s']:.3f} | "

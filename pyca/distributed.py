@@ -71,7 +71,8 @@ def local_cluster(n_workers=None, device="auto", tasks=None, dashboard=True, thr
         return SpecCluster(scheduler=sched, workers=workers, name="pyca-gpu", silence_logs=40)
     n = int(n_workers) if n_workers else max(1, min(cores, tasks or cores))
     omp = str(threads or max(1, cores // n))
-    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dash,
+    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dash or ":0",
+                        scheduler_kwargs={"dashboard": bool(dashboard)},
                         silence_logs=40, env={"OMP_NUM_THREADS": omp},
                         name="pyca-cpu")
 
@@ -164,7 +165,7 @@ def _sent(dask_worker):
 
 
 def bytes_sent(client):
-    """Bytes moved between workers so far (worker-to-worker transfers of task results), summed over
+    """Bytes the workers have sent so far (task results to other workers and to clients), summed over
     the workers; None when the cluster does not say (distributed's per-worker counter, which starts
     again at 0 when a worker restarts)."""
     try:

@@ -2,7 +2,7 @@
 # Atlas scaling over GPUs: builds pyca with CUDA on any CUDA host, then runs `pyca atlas` on an embedded
 # Dask LocalCluster with one worker per visible GPU, for each GPU count asked for (CUDA_VISIBLE_DEVICES =
 # the first k GPUs), and prints a scaling table: wall time per template iteration, speed-up and parallel
-# efficiency against 1 GPU, bytes moved between workers per iteration, peak GPU memory per worker.
+# efficiency against 1 GPU, bytes the workers sent per iteration (to each other and to the client), peak GPU memory per worker.
 #
 #   scripts/multi-gpu-atlas.sh                      # 64 subjects at 128^3, 5 iterations, on 1,2,4,8 GPUs
 #   scripts/multi-gpu-atlas.sh --subjects 8 --size 64 --iterations 2 --gpus 1   # a quick check
@@ -96,7 +96,7 @@ for k in counts:
     if not its:
         continue
     wall = sum(e["wall_s"] for e in its) / len(its)
-    sent = [e.get("bytes_between_workers") or 0 for e in its]
+    sent = [e.get("bytes_sent_by_workers") or 0 for e in its]
     peak = {}
     for row in csv.reader(open(os.path.join(out, f"mem-gpu{k}.csv"))):
         if len(row) == 2:
@@ -108,7 +108,7 @@ for k in counts:
 if not rows:
     sys.exit("no run completed")
 t1 = next((r[1] for r in rows if r[0] == 1), None)
-print("\n| GPUs | subjects | s / iteration | speed-up | parallel efficiency | MiB moved between workers / iteration | "
+print("\n| GPUs | subjects | s / iteration | speed-up | parallel efficiency | MiB sent by workers / iteration | "
       "peak GPU MiB per worker | registration s / subject |")
 print("|---|---|---|---|---|---|---|---|")
 for k, wall, sent, mem, reg, n in rows:

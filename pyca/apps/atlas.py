@@ -376,7 +376,7 @@ class _Run:
                  "registration_s_per_subject": (sum(r["registration_s"] for r in ok) / len(ok)) if ok else None,
                  "outside_registration_s": wall - max(busy.values()) if busy else wall,
                  "workers_used": sorted(busy),
-                 "bytes_between_workers": moved,
+                 "bytes_sent_by_workers": moved,
                  "energies": {r["name"]: r["energy"] for r in ok},
                  "records": {n: r for n, r in records.items()}}
         if st.get("truth"):

@@ -266,3 +266,18 @@ def test_local_cluster_sizes_and_pins(monkeypatch):
 def test_cpu_workers_share_the_cores(cluster):
     omp = cluster[1].run(lambda: os.environ.get("OMP_NUM_THREADS"))  # read in the worker
     assert sorted(omp.values()) == [str(max(1, (os.cpu_count() or 1) // 2))] * 2
+
+
+def test_cli_atlas_plain_progress_lines(cluster, tmp_path, capsys):
+    from pyca.cli import main
+
+    out = tmp_path / "cli"
+    rc = main(["atlas", "--out", str(out), "--cohort", "4", "--cohort-size", "24,24,1", "--template-iterations", "1",
+               "--scheduler", cluster[1].scheduler.address, "-p", "iterations=10,5,3", "-p", "time_steps=4",
+               "--device", "cpu", "--no-report"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "pyca atlas: 4/4 (100%)" in cap.err  # not a terminal: plain lines, no bar
+    assert "\r" not in cap.err
+    assert "4 subjects, 1 iterations" in cap.out
+    assert (out / "template.nii.gz").is_file() and (out / "subjects" / "subject_03" / "phiinv.nii").is_file()
