@@ -33,22 +33,8 @@ nvidia-smi -L >"$OUT/gpus.txt" 2>&1 || { echo "multi-gpu-atlas.sh: no NVIDIA GPU
 ngpu=$(grep -c '^GPU ' "$OUT/gpus.txt")
 echo "== $ngpu GPU(s): $(head -1 "$OUT/gpus.txt")"
 
-for d in .whl "${PYCA_WHEELS:-}"; do
-  if [ -n "$d" ] && ls "$d"/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$d"/*.whl || exit 2
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
-  fi
-done
+. scripts/offline-deps.sh  # wheels in .whl/ and $PYCA_WHEELS, Debian packages in .debs/
 if [ $build = 1 ]; then
-  if ls .debs/*.deb >/dev/null 2>&1; then
-    deps=/tmp/pyca-deps
-    for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
-    arch=$(ls "$deps/usr/lib" | grep -m1 linux-gnu)
-    export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:+$CMAKE_PREFIX_PATH:}$deps/usr
-    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$deps/usr/lib/$arch
-    command -v pkg-config >/dev/null || export PATH=$PATH:$deps/usr/bin
-    pkg-config --exists fftw3f 2>/dev/null || export PKG_CONFIG_PATH=$deps/usr/lib/$arch/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
-  fi
   echo "== build (CUDA on) -> /tmp/pyca-gpu"
   t0=$SECONDS
   rm -rf /tmp/pyca-gpu
