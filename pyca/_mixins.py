@@ -59,9 +59,13 @@ def make_enums(ns):
         for m in cls:
             table[int(m)] = m
         members[cls_name] = tuple(table)
+    ns["_set_enum_members"](members)
+
+
+def finish_enums(ns):
+    """Constants of enum type that SWIG defines after the enumerations (C++ constexpr values)."""
     if "DEFAULT_INTERP_METHOD" in ns:
         ns["DEFAULT_INTERP_METHOD"] = ns["InterpT"](ns["DEFAULT_INTERP_METHOD"])
-    ns["_set_enum_members"](members)
 
 
 # ------------------------------------------------------------------------------------------------

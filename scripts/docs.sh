@@ -36,5 +36,6 @@ for page in src.rglob("*.md"):
 PY
 # Run from outside the checkout so that `import pyca` is the installed package, not ./pyca.
 (cd /tmp && PYTHONPATH="$root/tools" python3 -m opgen.apidocs --ops-dir "$root/ops" --out "$root/$src/reference")
-python3 -m mkdocs build --strict --quiet -f mkdocs.yml
+# (no --quiet: MkDocs counts the warnings for --strict only when it logs them)
+python3 -m mkdocs build --strict -f mkdocs.yml
 echo "docs: built $root/build/docs/site/index.html"

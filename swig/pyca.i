@@ -155,6 +155,7 @@ MemoryTypeError = _core.MemoryTypeError
 
 // Keyword arguments and signatures for the operations and the overloaded methods (pyca/_signatures.py).
 %pythoncode %{
+_mixins.finish_enums(globals())
 from . import _signatures as _pyca_signatures
 _pyca_signatures.install_methods(globals())
 _pyca_signatures.install_ops(globals())

@@ -65,7 +65,11 @@ def _members(cls) -> list[str]:
         if name.startswith("_") and name != "__init__":
             continue
         if isinstance(f, (classmethod, staticmethod)):
-            f = f.__func__
+            f = getattr(cls, name)
+        ovs = getattr(f, "_pyca_overloads", None)
+        if ovs:  # an overloaded method: every overload, with its keyword names
+            lines += [f"- `{ov.text(name)}`" for ov in ovs]
+            continue
         if isinstance(f, property):
             lines.append(f"- `{name}` (property): {(f.__doc__ or '').strip().splitlines()[0] if f.__doc__ else ''}")
             continue
