@@ -481,9 +481,10 @@ class _ArrayMixin:
 
 
 def _memname(m):
-    core = _core()
-    return {core.MEM_HOST: "MEM_HOST", core.MEM_HOST_PINNED: "MEM_HOST_PINNED", core.MEM_DEVICE: "MEM_DEVICE"}.get(
-        m, str(m))
+    try:
+        return _core().MemoryType(int(m)).name
+    except ValueError:
+        return str(m)
 
 
 class ImageMixin(_ArrayMixin):
