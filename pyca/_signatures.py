@@ -261,7 +261,9 @@ def install_ops(ns: dict) -> None:
         raw = getattr(raw_mod, op["name"], None)
         if raw is None:
             continue
-        ns[op["name"]] = make_function(op["name"], raw, op_overloads(op["name"]), ns[op["name"]].__doc__, "pyca")
+        ovs = op_overloads(op["name"])
+        doc = _doc(op["name"], ovs, op["doc"]) + f"\nSemantics: docs/operations/{op['family']}.md\n"
+        ns[op["name"]] = make_function(op["name"], raw, ovs, doc, "pyca")
 
 
 # ---- overloaded methods of the proxy classes (SWIG autodoc: "name(Class self, Type arg, ...) -> R")
