@@ -31,6 +31,13 @@ def cluster():
         yield c, client
 
 
+@pytest.fixture
+def two_workers(cluster):
+    """The module's cluster with both workers up (after the kill test, the nanny's restart may lag)."""
+    cluster[1].wait_for_workers(2, timeout=300)
+    return cluster
+
+
 @pytest.fixture(scope="module")
 def reference(cluster, tmp_path_factory):
     """The uninterrupted, failure-free atlas the other tests compare with."""
@@ -133,7 +140,8 @@ def test_killed_worker_is_replaced_and_the_atlas_is_unchanged(cluster, reference
     np.testing.assert_allclose(np.asarray(res.template), np.asarray(reference.template), atol=1e-5)
 
 
-def test_resume_after_interrupt_gives_the_same_template(cluster, reference, tmp_path):
+def test_resume_after_interrupt_gives_the_same_template(two_workers, reference, tmp_path):
+    cluster = two_workers
     out = tmp_path / "resumed"
 
     def interrupt(k, _summary):
@@ -188,7 +196,8 @@ def test_inputs_are_resolved_from_folder_and_glob(tmp_path):
         atlas.build(paths, out=tmp_path / "o", bogus=1)
 
 
-def test_tree_reduce_matches_numpy_and_moves_little(cluster):
+def test_tree_reduce_matches_numpy_and_moves_little(two_workers):
+    cluster = two_workers
     from pyca.distributed import tree_reduce, worker_addresses
 
     client = cluster[1]
@@ -263,7 +272,8 @@ def test_local_cluster_sizes_and_pins(monkeypatch):
         pd.local_cluster(device="gpu")
 
 
-def test_cpu_workers_share_the_cores(cluster):
+def test_cpu_workers_share_the_cores(two_workers):
+    cluster = two_workers
     omp = cluster[1].run(lambda: os.environ.get("OMP_NUM_THREADS"))  # read in the worker
     assert sorted(omp.values()) == [str(max(1, (os.cpu_count() or 1) // 2))] * 2
 
