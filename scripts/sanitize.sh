@@ -16,7 +16,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 
-flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+flags="-O0 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 echo "== sanitize: configure ($build)"
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=None -DPYCA_WITH_CUDA=OFF -DPYCA_BUILD_PYTHON=OFF \
   -DPYCA_BUILD_TESTS=ON -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \

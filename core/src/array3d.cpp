@@ -10,7 +10,8 @@ namespace pyca {
 namespace {
 void checkMem(const char* what, MemoryType mem) {
   if (mem != MEM_HOST && mem != MEM_HOST_PINNED && mem != MEM_DEVICE) {
-    throw ValueError(std::string(what) + ": argument 'mem' must be MEM_HOST, MEM_HOST_PINNED or MEM_DEVICE, not " +
+    throw ValueError(std::string(what) +
+                     ": argument 'mem' must be MEM_HOST, MEM_HOST_PINNED or MEM_DEVICE, not " +
                      std::to_string(int(mem)));
   }
 }
@@ -19,7 +20,8 @@ const char* kindOf(int ncomp) { return ncomp == 1 ? "Image3D" : "Field3D"; }
 
 std::shared_ptr<Buffer> allocFor(int ncomp, const GridInfo& g, MemoryType mem) {
   checkMem(kindOf(ncomp), mem);
-  const std::size_t floats = detail::checkedMul(g.nVox(), std::size_t(ncomp), "allocating an array", "floats");
+  const std::size_t floats =
+      detail::checkedMul(g.nVox(), std::size_t(ncomp), "allocating an array", "floats");
   return Buffer::allocate(mem, detail::checkedMul(floats, sizeof(float), "allocating an array", "bytes"));
 }
 }  // namespace

@@ -22,14 +22,14 @@ std::size_t checkedMul(std::size_t a, std::size_t b, const char* op, const char*
 std::uint64_t checkedVoxels(long long nx, long long ny, long long nz, const char* op, const char* what,
                             std::uint64_t limit) {
   unsigned long long xy = 0, xyz = 0;
-  const bool bad = nx < 0 || ny < 0 || nz < 0 ||
-                   __builtin_mul_overflow(static_cast<unsigned long long>(nx), static_cast<unsigned long long>(ny),
-                                          &xy) ||
-                   __builtin_mul_overflow(xy, static_cast<unsigned long long>(nz), &xyz) || xyz > limit;
+  const bool bad =
+      nx < 0 || ny < 0 || nz < 0 ||
+      __builtin_mul_overflow(static_cast<unsigned long long>(nx), static_cast<unsigned long long>(ny), &xy) ||
+      __builtin_mul_overflow(xy, static_cast<unsigned long long>(nz), &xyz) || xyz > limit;
   if (bad) {
-    throw ValueError(std::string(op) + ": " + what + " (" + std::to_string(nx) + ", " + std::to_string(ny) + ", " +
-                     std::to_string(nz) + ") has more voxels than pyca supports (at most " + std::to_string(limit) +
-                     ")");
+    throw ValueError(std::string(op) + ": " + what + " (" + std::to_string(nx) + ", " + std::to_string(ny) +
+                     ", " + std::to_string(nz) + ") has more voxels than pyca supports (at most " +
+                     std::to_string(limit) + ")");
   }
   return xyz;
 }

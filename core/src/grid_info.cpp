@@ -39,10 +39,11 @@ void GridInfo::setSize(const Vec3Di& s) {
 }
 
 void GridInfo::setSpacing(const Vec3Df& s) {
-  if (!(s.x > 0.f && s.y > 0.f && s.z > 0.f && std::isfinite(s.x) && std::isfinite(s.y) && std::isfinite(s.z))) {
+  if (!(s.x > 0.f && s.y > 0.f && s.z > 0.f && std::isfinite(s.x) && std::isfinite(s.y) &&
+        std::isfinite(s.z))) {
     std::ostringstream os;
-    os << "GridInfo: spacing must be finite and > 0 in every dimension, got (" << s.x << ", " << s.y << ", " << s.z
-       << ")";
+    os << "GridInfo: spacing must be finite and > 0 in every dimension, got (" << s.x << ", " << s.y << ", "
+       << s.z << ")";
     throw ValueError(os.str());
   }
   spacing_ = s;

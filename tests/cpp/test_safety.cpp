@@ -70,7 +70,7 @@ TEST(Sizes, VoxelCountOfAGridIsBounded) {
   EXPECT_TRUE(contains(m, "GridInfo")) << m;
   EXPECT_TRUE(contains(m, "2097152")) << m;
   EXPECT_THROW(GridInfo(Vec3Di(INT_MAX, INT_MAX, INT_MAX)), ValueError);
-  EXPECT_THROW(GridInfo(Vec3Di(1 << 20, 1 << 20, 2)), ValueError);  // kMaxVoxels + 1 voxel rows
+  EXPECT_THROW(GridInfo(Vec3Di(1 << 20, 1 << 20, 2)), ValueError);      // kMaxVoxels + 1 voxel rows
   EXPECT_EQ(GridInfo(Vec3Di(1 << 20, 1 << 20, 1)).nVox(), kMaxVoxels);  // the limit itself is a grid
   GridInfo g(Vec3Di(4, 5, 6));
   EXPECT_THROW(g.setSize(Vec3Di(INT_MAX, INT_MAX, 3)), ValueError);
@@ -92,7 +92,8 @@ TEST(GridValues, NonFiniteSpacingAndOriginAreRefused) {
   EXPECT_THROW(GridInfo(Vec3Di(2, 2, 2), Vec3Df(1.f, inf, 1.f)), ValueError);
   EXPECT_THROW(GridInfo(Vec3Di(2, 2, 2), Vec3Df(nan, 1.f, 1.f)), ValueError);
   EXPECT_THROW(GridInfo(Vec3Di(2, 2, 2), Vec3Df(1.f, 1.f, -1.f)), ValueError);
-  const std::string m = messageOf([nan] { (void)GridInfo(Vec3Di(2, 2, 2), Vec3Df(1.f), Vec3Df(0.f, nan, 0.f)); });
+  const std::string m =
+      messageOf([nan] { (void)GridInfo(Vec3Di(2, 2, 2), Vec3Df(1.f), Vec3Df(0.f, nan, 0.f)); });
   EXPECT_TRUE(contains(m, "origin")) << m;
   EXPECT_THROW(GridInfo(Vec3Di(2, 2, 2), Vec3Df(1.f), Vec3Df(-inf, 0.f, 0.f)), ValueError);
   GridInfo g(Vec3Di(2, 2, 2), Vec3Df(1.f, 2.f, 3.f), Vec3Df(4.f, 5.f, 6.f));
@@ -181,14 +182,14 @@ TEST(FilterBounds, RadiusBeyondTheImageEqualsTheFullClampedSum) {
   auto weights = [](float sg, int rad) {
     std::vector<double> w(std::size_t(2 * rad + 1));
     double sum = 0;
-    for (int j = -rad; j <= rad; ++j) sum += w[std::size_t(j + rad)] = std::exp(-0.5 * j * j / (double(sg) * sg));
+    for (int j = -rad; j <= rad; ++j)
+      sum += w[std::size_t(j + rad)] = std::exp(-0.5 * j * j / (double(sg) * sg));
     for (double& v : w) v /= sum;
     return w;
   };
-  const std::vector<double> wx = weights(sigma.x, r.x), wy = weights(sigma.y, r.y), wz = weights(sigma.z, r.z);
-  auto at = [&](int x, int y, int z) {
-    return double(in.data()[(std::size_t(z) * s.y + y) * s.x + x]);
-  };
+  const std::vector<double> wx = weights(sigma.x, r.x), wy = weights(sigma.y, r.y),
+                            wz = weights(sigma.z, r.z);
+  auto at = [&](int x, int y, int z) { return double(in.data()[(std::size_t(z) * s.y + y) * s.x + x]); };
   auto clampi = [](int i, int n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); };
   for (int z = 0; z < s.z; ++z)
     for (int y = 0; y < s.y; ++y)

@@ -294,7 +294,8 @@ std::vector<float> aaKernel(float r, int& radius) {
   const double sigma = 0.5 * double(r);
   // r <= the source's size on the axis, so this fits an int (checked: the cast would be undefined).
   const double rad = std::ceil(3.0 * sigma);
-  if (!(rad < double(1 << 30))) throw ValueError("anti-aliasing kernel radius " + std::to_string(rad) + " is too large");
+  if (!(rad < double(1 << 30)))
+    throw ValueError("anti-aliasing kernel radius " + std::to_string(rad) + " is too large");
   radius = int(rad);
   std::vector<double> w(std::size_t(2 * radius + 1));
   double sum = 0.0;

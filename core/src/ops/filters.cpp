@@ -97,12 +97,14 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
             if (doX) {
               convRow(St + std::size_t(y) * nx, src + std::size_t(y) * nx, nx, w[0], r[0], padt);
             } else {
-              std::memcpy(St + std::size_t(y) * nx, src + std::size_t(y) * nx, sizeof(float) * std::size_t(nx));
+              std::memcpy(St + std::size_t(y) * nx, src + std::size_t(y) * nx,
+                          sizeof(float) * std::size_t(nx));
             }
           }
           for (int y = 0; y < ny; ++y) convAcross(dst + std::size_t(y) * nx, St, ny, y, nx, w[1], r[1]);
         } else {
-          for (int y = 0; y < ny; ++y) convRow(dst + std::size_t(y) * nx, src + std::size_t(y) * nx, nx, w[0], r[0], padt);
+          for (int y = 0; y < ny; ++y)
+            convRow(dst + std::size_t(y) * nx, src + std::size_t(y) * nx, nx, w[0], r[0], padt);
         }
       }
     }
@@ -273,7 +275,8 @@ void Convolve(Image3D& out, const Image3D& im, const Image3D& kernel) {
   detail::checkNoAlias(op, {"out", &out}, {"kernel", &kernel});
   const Vec3Di ks = kernel.size();
   if (kernel.nVox() > std::size_t(INT_MAX)) {  // the GPU kernel counts taps in an int
-    throw ValueError(std::string(op) + ": argument 'kernel' of size " + vecStr(ks) + " has more than 2^31 taps");
+    throw ValueError(std::string(op) + ": argument 'kernel' of size " + vecStr(ks) +
+                     " has more than 2^31 taps");
   }
   if (ks.x % 2 == 0 || ks.y % 2 == 0 || ks.z % 2 == 0) {
     throw ValueError(std::string(op) + ": argument 'kernel' must have odd sizes, not " + vecStr(ks));
