@@ -9,9 +9,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import core as _core_module
-from .core import *  # noqa: F401,F403 - types, enums and operations, as in PyCA
-from .core import CudaError, MemoryTypeError  # noqa: F401
+from . import _cuda_libs
+
+_cuda_libs.publish()  # where pip put cuFFT/NVRTC, for their loading at first use (not now)
+from . import core as _core_module  # noqa: E402
+from .core import *  # noqa: F401,F403,E402 - types, enums and operations, as in PyCA
+from .core import CudaError, MemoryTypeError  # noqa: F401,E402
 
 
 def cuda_available() -> bool:

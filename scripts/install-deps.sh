@@ -7,6 +7,7 @@
 #                                         # with sudo), else print the commands for apt, dnf, brew
 #                                         # and conda and exit 1
 #   bash scripts/install-deps.sh --check  # check only: exit 1 and name what is missing
+#   bash scripts/install-deps.sh --build  # only what building needs (not GoogleTest, CMake's ctest)
 #
 # Called by the README's install command, by scripts/test.sh and by .ci/run. It checks what the
 # build finds (the compiler, pkg-config's fftw3f, ...), not package names, so it is quick and
@@ -14,20 +15,28 @@
 set -euo pipefail
 py=${PYTHON:-python3}
 check_only=0
-[ "${1:-}" = "--check" ] && check_only=1
+tests=1
+for a in "$@"; do
+  case $a in
+    --check) check_only=1 ;;
+    --build) tests=0 ;;
+    *) echo "usage: scripts/install-deps.sh [--check] [--build]" >&2; exit 2 ;;
+  esac
+done
 
 # Each missing item appends its Debian/Ubuntu package name.
 missing() {
   local apt=()
   command -v "${CXX:-c++}" >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 || apt+=(g++)
-  command -v ctest >/dev/null 2>&1 || apt+=(cmake)
+  [ $tests = 0 ] || command -v ctest >/dev/null 2>&1 || apt+=(cmake)
   if ! command -v pkg-config >/dev/null 2>&1; then
-    apt+=(pkg-config libfftw3-dev libgtest-dev)
+    apt+=(pkg-config libfftw3-dev)
+    [ $tests = 0 ] || apt+=(libgtest-dev)
   else
     local libdir
     libdir=$(pkg-config --variable=libdir fftw3f 2>/dev/null || true)
     if [ -z "$libdir" ] || ! ls "$libdir"/libfftw3f_threads.* >/dev/null 2>&1; then apt+=(libfftw3-dev); fi
-    pkg-config --exists gtest 2>/dev/null || apt+=(libgtest-dev)
+    [ $tests = 0 ] || pkg-config --exists gtest 2>/dev/null || apt+=(libgtest-dev)
   fi
   if ! "$py" -c 'import os, sys, sysconfig
 sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then

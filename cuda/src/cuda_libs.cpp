@@ -142,6 +142,10 @@ void load(CudaLib which) {
   }
   const std::string own = ownDir();
   if (!own.empty()) tryDir(own + "/../" + spec.wheel);
+  // The same wheels in other folders of sys.path (a venv over system site-packages, the user's
+  // site): `import pyca` lists the ones that exist here (pyca/_cuda_libs.py).
+  if (const char* wheels = std::getenv("PYCA_CUDA_WHEEL_DIRS"))
+    for (const auto& d : splitDirs(wheels)) tryDir(d);
   if (!L.handle) {
     searched.push_back("the system's library path");
     if ((L.handle = dlopen(spec.soname, RTLD_NOW | RTLD_LOCAL))) L.path = loadedPath(L.handle, spec.soname);

@@ -7,7 +7,8 @@
 //   1. PYCA_CUDA_LIB_DIRS (folders separated by ':'), when set: there only;
 //   2. a copy already loaded in the process (PyTorch, CuPy, ...);
 //   3. the NVIDIA wheels beside the pyca package (pip install pyca3d[cuda]):
-//      site-packages/nvidia/cu13/lib (CUDA 13), nvidia/cufft/lib and nvidia/cuda_nvrtc/lib (CUDA 12);
+//      site-packages/nvidia/cu13/lib (CUDA 13), nvidia/cufft/lib and nvidia/cuda_nvrtc/lib (CUDA 12),
+//      then those of the other sys.path folders (`import pyca` lists them in PYCA_CUDA_WHEEL_DIRS);
 //   4. the system's library path (LD_LIBRARY_PATH, ldconfig);
 //   5. $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64.
 // When none has it, the call throws pyca::CudaError naming the library and how to install it.
