@@ -87,5 +87,5 @@ if [ $what = cpu ] || [ $what = all ]; then
 fi
 if [ $what = cuda ] || [ $what = all ]; then
   build_one cuda -Ccmake.define.PYCA_WITH_CUDA=ON -Ccmake.define.PYCA_BUILD_TESTS=OFF \
-    "-Ccmake.define.CMAKE_CUDA_ARCHITECTURES=$cuda_archs"
+    "-Ccmake.define.CMAKE_CUDA_ARCHITECTURES=$cuda_archs" "-Ccmake.define.CMAKE_CUDA_FLAGS=--threads=0"
 fi
