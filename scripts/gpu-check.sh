@@ -15,7 +15,7 @@
 # its log is $OUT/memcheck.log.
 #
 # Offline machines (no package registry): wheels of missing Python packages (swig, nibabel) in .whl/
-# and Debian packages of missing libraries (libfftw3-*, libdlpack-dev, libgtest-dev) in .debs/ are
+# and Debian packages of missing libraries (libfftw3-*, libgtest-dev) in .debs/ are
 # unpacked into /tmp first. Logs go to $OUT (default /tmp/pyca-gpu-check).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +39,7 @@ if ls .debs/*.deb >/dev/null 2>&1; then
   deps=/tmp/pyca-deps
   for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
   arch=$(ls "$deps/usr/lib" | grep -m1 linux-gnu)
-  # CMake packages (dlpack, GTest) from the unpacked folder, after the system's own
+  # CMake packages (GTest) from the unpacked folder, after the system's own
   export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:+$CMAKE_PREFIX_PATH:}$deps/usr
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$deps/usr/lib/$arch
   command -v pkg-config >/dev/null || export PATH=$PATH:$deps/usr/bin
