@@ -46,7 +46,7 @@ def time_pyca(n, iterations, device, T, fused=True):
 
     mem = ca.MEM_DEVICE if device == "gpu" else ca.MEM_HOST
     fixed, moving = _pair(n, mem)
-    old = _lddmm_solver._Level.fused
+    old = getattr(_lddmm_solver._Level, "fused", True)  # (a pyca without the fused path ignores it)
     _lddmm_solver._Level.fused = fused
     try:
         # Warm-up (FFT plans, kernel caches) on a short run.

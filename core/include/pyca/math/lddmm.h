@@ -59,16 +59,6 @@ struct GradStepParams {
   float s = 1.f;
 };
 
-// gradient() with central differences at a voxel with both neighbours on every axis: there
-// BC_CLAMP and BC_APPROX both take (p[+1] - p[-1]) / 2, and this is gradient()'s arithmetic without
-// the border logic (the same bits).
-PYCA_HD void centralGradientInterior(const float* p, const Grid3& g, float& gx, float& gy, float& gz) {
-  const std::ptrdiff_t sy = g.sy(), sz = g.sz();
-  gx = 0.5f * (p[1] - p[-1]) * g.isx;
-  gy = 0.5f * (p[sy] - p[-sy]) * g.isy;
-  gz = 0.5f * (p[sz] - p[-sz]) * g.isz;
-}
-
 template <class Index = std::size_t>
 PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, const Planes<3>& h,
                               const float* J0, const float* I1, const GradStepParams& P, int x, int y, int z,
@@ -76,17 +66,10 @@ PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, cons
   const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
   const Vec3Df hp(loadRO(h.p[0] + id), loadRO(h.p[1] + id), loadRO(h.p[2] + id));
   const float j1 = sampleClamp<Index>(I1, n, hp);
-  float jac, gr[3];
-  if (x > 0 && x < n.x - 1 && y > 0 && y < n.y - 1 && z > 0 && z < n.z - 1) {
-    float a[3][3];
-    PYCA_UNROLL
-    for (int c = 0; c < 3; ++c) centralGradientInterior(h.p[c] + id, P.g, a[c][0], a[c][1], a[c][2]);
-    jac = det3(a[0][0], a[0][1], a[0][2], a[1][0], a[1][1], a[1][2], a[2][0], a[2][1], a[2][2]) * P.vol;
-    centralGradientInterior(J0 + id, P.g, gr[0], gr[1], gr[2]);
-  } else {
-    jac = jacDetH(h.p[0] + id, h.p[1] + id, h.p[2] + id, P.g, x, y, z, DIFF_CENTRAL, BC_APPROX) * P.vol;
-    gradient(J0 + id, P.g, x, y, z, DIFF_CENTRAL, BC_CLAMP, gr[0], gr[1], gr[2]);
-  }
+  const float jac =
+      jacDetH(h.p[0] + id, h.p[1] + id, h.p[2] + id, P.g, x, y, z, DIFF_CENTRAL, BC_APPROX) * P.vol;
+  float gr[3];
+  gradient(J0 + id, P.g, x, y, z, DIFF_CENTRAL, BC_CLAMP, gr[0], gr[1], gr[2]);
   const float d = J0[id] - j1;
   PYCA_UNROLL
   for (int c = 0; c < 3; ++c) {
