@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pyca as ca  # noqa: E402
 from _harness import pyca_sync  # noqa: E402
-
-CALLS = 2000
+from bench_dispatch import CALLS, _per_call  # noqa: E402
 
 
 def per_call(fn, sync=None):
-    best = float("inf")
-    for _ in range(5):
-        if sync:
-            sync()
-        t0 = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        if sync:
-            sync()
-        best = min(best, (time.perf_counter() - t0) / CALLS)
-    return 1e6 * best
+    """Microseconds per call (bench_dispatch's measure: 2000 back-to-back calls, one sync, best of 5)."""
+    return 1e6 * _per_call(fn, sync=sync)
 
 
 def main():
@@ -48,14 +37,8 @@ def main():
         rows.append((f"{tag}: plan C function (checks{' + launch' if tag == 'device' else ''})",
                      per_call(lambda: op._ccall(op._this, args, None, None, None, 0), sync)))
         if mem == ca.MEM_DEVICE:
-            best = float("inf")
-            for _ in range(5):
-                sync()
-                t0 = time.perf_counter()
-                op.launch_repeated(o, a, b, n=CALLS)
-                sync()
-                best = min(best, (time.perf_counter() - t0) / CALLS)
-            rows.append(("device: cudaLaunchKernel loop, arguments packed once", 1e6 * best))
+            loop = _per_call(lambda: op.launch_repeated(o, a, b, n=CALLS), n=1, sync=sync) / CALLS
+            rows.append(("device: cudaLaunchKernel loop, arguments packed once", 1e6 * loop))
         else:
             rows.append(("host: CPU function alone", per_call(lambda: op.cpu(o, a, b))))
         rows.append((f"{tag}: empty Python call (floor of any Python-level call)", per_call(lambda: None)))

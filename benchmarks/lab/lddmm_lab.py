@@ -144,7 +144,6 @@ def main():
     ca.SetMem(x, 1.0)
     rate = 6 * 256**3 * 4 / per_call(lambda: ca.Copy(y, x), calls=20, repeat=15)
     print(f"{ca.device_info()}: copy rate (256^3 field, read + write) {rate / 1e9:.0f} GB/s")
-    del x, y
     for n in (int(s) for s in a.sizes.split(",")):
         lab(n, a.time_steps, rate)
 

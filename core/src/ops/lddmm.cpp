@@ -56,15 +56,6 @@ void ssdGradStep(float* const mOut[3], const float* const m[3], const float* con
 // Public operations
 namespace {
 
-#define PYCA_LDDMM_RUN(dev, op, call)      \
-  do {                                     \
-    if (dev) {                             \
-      PYCA_CUDA_CALL(op, cuda_impl::call); \
-    } else {                               \
-      cpu_impl::call;                      \
-    }                                      \
-  } while (0)
-
 // The voxel volume (sx * sy * sz; sx * sy on a 2-D grid): JacDetH times it is 1 for the identity.
 float voxelVolume(const Array3D& a) {
   const Vec3Df& sp = a.spacing();
@@ -88,7 +79,7 @@ void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field
   float* o[3] = {hOut.x(), hOut.y(), hOut.z()};
   const float* hp[3] = {h.x(), h.y(), h.z()};
   const float* vp[3] = {v.x(), v.y(), v.z()};
-  PYCA_LDDMM_RUN(dev, op, transportStep(o, J.data(), hp, vp, im.data(), hOut.size(), scale, op));
+  PYCA_BACKEND_RUN(dev, op, transportStep(o, J.data(), hp, vp, im.data(), hOut.size(), scale, op));
 }
 
 void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
@@ -108,7 +99,7 @@ void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Imag
   float* o[3] = {mOut.x(), mOut.y(), mOut.z()};
   const float* mp[3] = {m.x(), m.y(), m.z()};
   const float* hp[3] = {h.x(), h.y(), h.z()};
-  PYCA_LDDMM_RUN(dev, op, ssdGradStep(o, mp, hp, J0.data(), I1.data(), P, op));
+  PYCA_BACKEND_RUN(dev, op, ssdGradStep(o, mp, hp, J0.data(), I1.data(), P, op));
 }
 
 }  // namespace pyca
