@@ -79,6 +79,8 @@ class _Level:
         self.K.setLPow(int(p["lpow"]))
         self.K.setGrid(grid)
         self.ssd_gradient = _ext_ssd_gradient()
+        # The fused path computes the sum-of-squared-differences match only: with another match term
+        # (a metric hook) this must be False, and the general path below is the one that runs.
         self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep")
         self._due = False  # gradients() was called; the fused path has not computed them yet
         for a in self.v + self.m:
