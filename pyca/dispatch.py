@@ -193,6 +193,10 @@ class DispatchedOp:
         else:
             out_index = -1
         self._plan = _core()._DispatchPlan(self.name, self.param_names, self.codes, out_index, bool(check_sizes))
+        # The C function behind self._plan.call and the plan's SWIG object: calling them directly
+        # skips the proxy's Python frame and its attribute lookup (the checks are the same).
+        self._ccall = _core()._core._DispatchPlan_call
+        self._this = self._plan.this
         functools.update_wrapper(self, cpu, assigned=("__module__", "__name__", "__qualname__", "__doc__"),
                                  updated=())
         self.__wrapped__ = cpu
@@ -224,7 +228,24 @@ class DispatchedOp:
         bound.apply_defaults()
         return tuple(bound.arguments[n] for n in self.param_names)
 
-    def __call__(self, *args, stream=None, grid=None, block=None, shared_mem=0, **kwargs):
+    def __call__(self, *args, **kwargs):
+        # Fast path (positional arguments, no launch keywords): one crossing into C++ (the plan's
+        # call, taken unbound from the extension module: no proxy frame), which checks every
+        # argument and launches. Everything else goes through _call_general.
+        if kwargs or len(args) != self._n:
+            return self._call_general(args, kwargs)
+        r = self._ccall(self._this, args, None, None, self._block, 0)
+        if r == 1:
+            return None
+        if r == 0:
+            return self.cpu(*args)
+        return self._first_device_call(args, None, None, self._block, 0)
+
+    def _call_general(self, args, kwargs):
+        stream = kwargs.pop("stream", None)
+        grid = kwargs.pop("grid", None)
+        block = kwargs.pop("block", None)
+        shared_mem = kwargs.pop("shared_mem", 0)
         if kwargs or len(args) != self._n:
             args = self._bind(args, kwargs)
         if stream is not None and type(stream) is not int:
@@ -232,12 +253,15 @@ class DispatchedOp:
         if grid is not None:
             grid = _launch_dims(self.name, grid, "grid")
         block = self._block if block is None else _launch_dims(self.name, block, "block")
-        r = self._plan.call(args, stream, grid, block, shared_mem)
+        r = self._ccall(self._this, args, stream, grid, block, shared_mem)
         if r == 0:
             return self.cpu(*args)
         if r == 1:
             return None
-        # Device arguments, no kernel loaded yet.
+        return self._first_device_call(args, stream, grid, block, shared_mem)
+
+    def _first_device_call(self, args, stream, grid, block, shared_mem):
+        """Device arguments, no kernel loaded yet: load it (or say why there is none) and launch."""
         if self.gpu is None:
             raise NotImplementedError(
                 f"{self.name}: only a CPU version exists (no CUDA kernel), and its arguments are in device memory "
@@ -246,7 +270,7 @@ class DispatchedOp:
                 f"obj.toType(pyca.MEM_DEVICE)."
             )
         self._plan.set_kernel(self.gpu.handle)
-        self._plan.call(args, stream, grid, block, shared_mem)
+        self._ccall(self._this, args, stream, grid, block, shared_mem)
         return None
 
     @property

@@ -31,22 +31,7 @@ if [ "${1:-}" = "--memcheck" ]; then memcheck=1; tests=0; bench=0; fi
 export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 
 nvidia-smi -L || { echo "no NVIDIA GPU visible"; exit 2; }
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
-fi
-if ls .debs/*.deb >/dev/null 2>&1; then
-  deps=/tmp/pyca-deps
-  for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
-  arch=$(ls "$deps/usr/lib" | grep -m1 linux-gnu)
-  # CMake packages (GTest) from the unpacked folder, after the system's own
-  export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:+$CMAKE_PREFIX_PATH:}$deps/usr
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$deps/usr/lib/$arch
-  command -v pkg-config >/dev/null || export PATH=$PATH:$deps/usr/bin
-  if ! pkg-config --exists fftw3f 2>/dev/null; then
-    export PKG_CONFIG_PATH=$deps/usr/lib/$arch/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
-  fi
-fi
+. scripts/offline-deps.sh || exit 2
 
 status=0
 echo "== build (CUDA on)"

@@ -47,3 +47,14 @@ void require(bool cond, const char* op, const char* what);
 #else
 #define PYCA_CUDA_CALL(op, call) throw ::pyca::CudaError(std::string(op) + ": pyca was built without CUDA")
 #endif
+
+// Runs `call`, a function that both backends define with the same arguments, on the CUDA backend
+// (cuda_impl) when `dev`, else on the CPU loops (cpu_impl).
+#define PYCA_BACKEND_RUN(dev, op, call)    \
+  do {                                     \
+    if (dev) {                             \
+      PYCA_CUDA_CALL(op, cuda_impl::call); \
+    } else {                               \
+      cpu_impl::call;                      \
+    }                                      \
+  } while (0)
