@@ -3,8 +3,6 @@
 // docs/operations/filters.md.
 #include "pyca/filters.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -14,6 +12,7 @@
 
 #include "ops/filters_cuda.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
 #include "pyca/ops/filters.h"
@@ -68,16 +67,16 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
   const int nx = s.x, ny = s.y, nz = s.z;
   const std::size_t nxy = std::size_t(nx) * ny, n = nxy * std::size_t(nz);
   const bool doX = r[0] > 0 && nx > 1, doY = r[1] > 0 && ny > 1, doZ = r[2] > 0 && nz > 1;
-  const int nthreads = omp_get_max_threads();
+  const int nthreads = detail::threadsFor(n);
 
   if (!doX && !doY) {
     if (out != in) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nthreads)
       for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) out[i] = in[i];
     }
   } else if (nz >= 2 * nthreads) {
     // x and y passes slice by slice, in cache.
-#pragma omp parallel
+#pragma omp parallel num_threads(nthreads)
     {
       std::vector<float> S(doY ? nxy : 0), pad(std::size_t(nx) + 2 * std::size_t(std::max(r[0], 0)));
 #pragma omp for schedule(static)
@@ -106,7 +105,7 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
     std::vector<float> T(doY ? n : 0);
     float* xo = doY ? T.data() : out;
     const int rows = ny * nz;
-#pragma omp parallel
+#pragma omp parallel num_threads(nthreads)
     {
       std::vector<float> pad(std::size_t(nx) + 2 * std::size_t(std::max(r[0], 0)));
 #pragma omp for schedule(static)
@@ -130,7 +129,7 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
 
   if (doZ) {
     // z pass in place: each y-plane of columns is copied out, then written back.
-#pragma omp parallel
+#pragma omp parallel num_threads(nthreads)
     {
       std::vector<float> G(std::size_t(nz) * nx);
 #pragma omp for schedule(static)
@@ -250,7 +249,7 @@ void Convolve(Image3D& out, const Image3D& im, const Image3D& kernel) {
   const float *p = im.data(), *K = kernel.data();
   const int cx = ks.x / 2, cy = ks.y / 2, cz = ks.z / 2;
   const std::size_t nxy = std::size_t(s.x) * s.y;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVox))
   for (int z = 0; z < s.z; ++z) {
     for (int y = 0; y < s.y; ++y) {
       float* orow = o + std::size_t(z) * nxy + std::size_t(y) * s.x;
