@@ -249,7 +249,7 @@ void Convolve(Image3D& out, const Image3D& im, const Image3D& kernel) {
   const float *p = im.data(), *K = kernel.data();
   const int cx = ks.x / 2, cy = ks.y / 2, cz = ks.z / 2;
   const std::size_t nxy = std::size_t(s.x) * s.y;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVox))
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nxy * std::size_t(s.z)))
   for (int z = 0; z < s.z; ++z) {
     for (int y = 0; y < s.y; ++y) {
       float* orow = o + std::size_t(z) * nxy + std::size_t(y) * s.x;
