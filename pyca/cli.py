@@ -25,7 +25,9 @@ from ._files import check_out_dir, clear_previous
 _EPILOG_LDDMM = """\
 outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
 (H-fields, voxel coordinates), jacdet.nii.gz (det D phiinv), report.png, summary.json; with the
-built-in data also fixed.nii.gz and moving.nii.gz. Algorithm and parameters: docs/lddmm.md."""
+built-in data also fixed.nii.gz and moving.nii.gz (.nii with --no-compress). Each file appears only
+when complete; summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad
+command line or input (nothing done), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/lddmm.md."""
 
 
 # Bounds of the command line's numbers, checked while parsing (before any work): what a run of
@@ -150,7 +152,8 @@ def _parser():
                    help="iterations per scale, e.g. 60,40,20 (default %(default)s)")
     g.add_argument("--scales", type=_ints, default=list(D["scales"]),
                    help="downsampling factors, coarse to fine, ending with 1 (default %(default)s)")
-    g.add_argument("--time-steps", type=_bounded("time_steps", *_BOUNDS["time_steps"]), default=D["time_steps"], help="time steps T (default %(default)s)")
+    g.add_argument("--time-steps", type=_bounded("time_steps", *_BOUNDS["time_steps"]), default=D["time_steps"],
+                   help="time steps T (default %(default)s)")
     g.add_argument("--no-normalize", action="store_true", help="do not scale intensities to [0, 1]")
     g = lp.add_argument_group("built-in data (without --fixed/--moving)")
     g.add_argument("--size", type=_size, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
