@@ -39,3 +39,8 @@ def best_memory_type():
 from . import common, cuda, dispatch, ext, io, registry  # noqa: E402,F401
 from ._paths import get_include, get_libraries, get_library_dirs  # noqa: E402,F401
 from .managed import ManagedField3D, ManagedImage3D, MemoryManager, ThreadMemoryManager  # noqa: E402,F401
+
+# Where pip put cuFFT/NVRTC (pyca3d[cuda]), for libpyca to load them at their first use (not now).
+from . import _cuda_libs  # noqa: E402
+
+_cuda_libs.publish()

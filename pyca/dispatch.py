@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import re
 import typing
 
@@ -110,6 +111,23 @@ def _parse_signature(sig: str) -> list[tuple[str, str]]:
     return out
 
 
+def _launch_dims(op, d, what):
+    """A launch keyword (grid=, block=) as 3 positive ints; TypeError/ValueError naming it otherwise."""
+    if d is None:
+        return None
+    items = (d,) if isinstance(d, numbers.Integral) else d
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = None
+    if (items is None or isinstance(d, (str, bytes)) or not 1 <= len(items) <= 3
+            or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in items)):
+        raise TypeError(f"{op}: launch keyword {what}= must be an int or 1 to 3 ints, not {d!r}")
+    if any(int(v) < 1 for v in items):
+        raise ValueError(f"{op}: launch keyword {what}= must be >= 1 in every dimension, not {d!r}")
+    return tuple(int(v) for v in items) + (1,) * (3 - len(items))
+
+
 class DispatchedOp:
     """An operation made by :func:`pyca_dispatch`: call it like the CPU function."""
 
@@ -119,8 +137,11 @@ class DispatchedOp:
         self.cpu = cpu
         self.gpu = kernel
         self.name = name or getattr(cpu, "__name__", "operation")
-        self._block = tuple(block) if block is not None else None
+        self._block = _launch_dims(self.name, block, "block")
         globalns = getattr(cpu, "__globals__", {})
+        if signature is not None and not isinstance(signature, (str, inspect.Signature)):
+            raise TypeError(f"{self.name}: signature= must be a str such as 'out: Image3D, s: float' or an "
+                            f"inspect.Signature, not {type(signature).__name__}")
         if signature is not None:
             pairs = _parse_signature(signature) if isinstance(signature, str) else [
                 (p.name, p.annotation) for p in signature.parameters.values()]
@@ -209,8 +230,8 @@ class DispatchedOp:
         if stream is not None and type(stream) is not int:
             stream = _cuda.stream_handle(stream)
         if grid is not None:
-            grid = _cuda._dims(grid, "grid")
-        block = self._block if block is None else _cuda._dims(block, "block")
+            grid = _launch_dims(self.name, grid, "grid")
+        block = self._block if block is None else _launch_dims(self.name, block, "block")
         r = self._plan.call(args, stream, grid, block, shared_mem)
         if r == 0:
             return self.cpu(*args)

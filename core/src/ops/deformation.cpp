@@ -292,7 +292,11 @@ void resample(const char* op, A& out, const A& src, BackgroundStrategy bg, Inter
 // The normalised Gaussian of sigma = r / 2 voxels, radius ceil(3 sigma).
 std::vector<float> aaKernel(float r, int& radius) {
   const double sigma = 0.5 * double(r);
-  radius = int(std::ceil(3.0 * sigma));
+  // r <= the source's size on the axis, so this fits an int (checked: the cast would be undefined).
+  const double rad = std::ceil(3.0 * sigma);
+  if (!(rad < double(1 << 30)))
+    throw ValueError("anti-aliasing kernel radius " + std::to_string(rad) + " is too large");
+  radius = int(rad);
   std::vector<double> w(std::size_t(2 * radius + 1));
   double sum = 0.0;
   for (int k = -radius; k <= radius; ++k)

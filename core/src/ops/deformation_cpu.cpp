@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/deformation_cuda.h"
+#include "pyca/detail/omp_guard.h"
 #include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/math/deformation.h"
@@ -156,13 +157,20 @@ void splatEngine(float* const out[NC], float* weights, const Vec3Di& outSize, co
     return;
   }
 
+  // The chunk buffers are allocated inside the region: an allocation failure is carried out of it.
+  detail::OmpGuard guard;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(detail::threadsFor(nVoxOf(inSize)))
   for (int k = 0; k < nChunks; ++k) {
     Chunk& ch = chunks[std::size_t(k)];
-    if (ch.hi < ch.lo) continue;
+    if (ch.hi < ch.lo || guard.failed()) continue;
     const std::size_t base = std::size_t(ch.lo) * planeSize;
     const std::size_t len = std::size_t(ch.hi - ch.lo + 1) * planeSize;
-    ch.buf.assign(len * std::size_t(nPlanesOut), 0.f);
+    bool ok = false;
+    guard.run([&] {
+      ch.buf.assign(len * std::size_t(nPlanesOut), 0.f);
+      ok = true;
+    });
+    if (!ok) continue;
     float* b = ch.buf.data();
     const bool w = weights != nullptr;
     runRows(ch.r0, ch.r1, [&](std::size_t o, float wt, const float* v) {
@@ -172,6 +180,7 @@ void splatEngine(float* const out[NC], float* weights, const Vec3Di& outSize, co
       if (w) b[std::size_t(NC) * len + i] += wt;
     });
   }
+  guard.rethrow();
 
 #pragma omp parallel for schedule(static) num_threads(detail::threadsFor(nOut))
   for (int P = 0; P < nPlanes; ++P) {

@@ -181,12 +181,19 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
   }
 }
 
+constexpr int kMaxLPow = 64;
+
 void checkParams(const char* op, float alpha, float beta, float gamma, int lpow) {
   if (!std::isfinite(alpha) || !std::isfinite(beta) || !std::isfinite(gamma)) {
     throw ValueError(std::string(op) + ": alpha, beta and gamma must be finite");
   }
-  if (lpow < 0)
-    throw ValueError(std::string(op) + ": argument 'lpow' must be >= 0, not " + std::to_string(lpow));
+  // Each frequency costs lpow products (a loop, not a power, for the matrix case): bounded, so that a
+  // huge lpow is refused at once rather than running for hours. L^64 of any useful operator
+  // overflows float anyway.
+  if (lpow < 0 || lpow > kMaxLPow) {
+    throw ValueError(std::string(op) + ": argument 'lpow' must be >= 0 and <= " + std::to_string(kMaxLPow) +
+                     ", not " + std::to_string(lpow));
+  }
 }
 
 // Shared by the function and the class: checks done, runs on the arguments' side.
