@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import _openmp  # noqa: F401,I001 - before the core loads the OpenMP runtime (see the module)
 from . import core as _core_module
 from .core import *  # noqa: F401,F403 - types, enums and operations, as in PyCA
 from .core import CudaError, MemoryTypeError  # noqa: F401

@@ -24,6 +24,7 @@ import warnings
 import numpy as np
 
 from . import core
+from ._files import atomic_path
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
            "write_array", "simpleitk_available", "FORMATS"]
@@ -247,7 +248,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
             img = sitk.GetImageFromArray(np.ascontiguousarray(data.T))
         img.SetSpacing(sp)
         img.SetOrigin(org)
-        sitk.WriteImage(img, path)
+        with atomic_path(path) as tmp:  # written whole or not at all (pyca/_files.py)
+            sitk.WriteImage(img, tmp)
         return
     import nibabel as nib
 
@@ -266,7 +268,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
         hdr.set_intent("vector", (), name=description[:15] or "pyca field")
     elif description:
         hdr["descrip"] = description[:79].encode()
-    nib.save(img, path)
+    with atomic_path(path) as tmp:
+        nib.save(img, tmp)
 
 
 def save_image(im, path, description=""):

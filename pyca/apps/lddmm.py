@@ -266,9 +266,9 @@ def register(fixed, moving, *, progress=False, **params):
     energies = []
     pbar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .._progress import progress_bar  # tqdm on a terminal, a few plain lines in a log file
 
-        pbar = tqdm(total=sum(iters), desc=f"lddmm [{device.split(' ')[0]}]", unit="it", dynamic_ncols=True)
+        pbar = progress_bar(total=sum(iters), desc=f"lddmm [{device.split(' ')[0]}]")
     timings["setup_s"] = time.perf_counter() - t_start
     prev = None
     try:

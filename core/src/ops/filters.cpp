@@ -16,6 +16,7 @@
 
 #include "ops/filters_cuda.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
 #include "pyca/ops/filters.h"
@@ -70,12 +71,12 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
   const int nx = s.x, ny = s.y, nz = s.z;
   const std::size_t nxy = std::size_t(nx) * ny, n = nxy * std::size_t(nz);
   const bool doX = r[0] > 0 && nx > 1, doY = r[1] > 0 && ny > 1, doZ = r[2] > 0 && nz > 1;
-  const int nthreads = omp_get_max_threads();
+  const int nthreads = detail::threadsFor(n);  // the scratch below is sized for these threads
   const std::size_t padLen = std::size_t(nx) + 2 * std::size_t(std::max(r[0], 0));
 
   if (!doX && !doY) {
     if (out != in) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nthreads)
       for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) out[i] = in[i];
     }
   } else if (nz >= 2 * nthreads) {
@@ -83,7 +84,7 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
     // parallel region, so that no exception (bad_alloc) can be thrown inside it.
     const std::size_t nS = doY ? nxy : 0;
     std::vector<float> S(nS * std::size_t(nthreads)), pad(padLen * std::size_t(nthreads));
-#pragma omp parallel
+#pragma omp parallel num_threads(nthreads)
     {
       const int t = omp_get_thread_num();
       float* St = S.data() + nS * std::size_t(t);
@@ -113,7 +114,7 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
     std::vector<float> T(doY ? n : 0), pad(padLen * std::size_t(nthreads));
     float* xo = doY ? T.data() : out;
     const std::ptrdiff_t rows = std::ptrdiff_t(ny) * nz;
-#pragma omp parallel
+#pragma omp parallel num_threads(nthreads)
     {
       float* padt = pad.data() + padLen * std::size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
@@ -139,7 +140,7 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
     // z pass in place: each y-plane of columns is copied out, then written back.
     const std::size_t nG = std::size_t(nz) * nx;
     std::vector<float> G(nG * std::size_t(nthreads));
-#pragma omp parallel
+#pragma omp parallel num_threads(nthreads)
     {
       float* Gt = G.data() + nG * std::size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
@@ -290,7 +291,7 @@ void Convolve(Image3D& out, const Image3D& im, const Image3D& kernel) {
   const float *p = im.data(), *K = kernel.data();
   const int cx = ks.x / 2, cy = ks.y / 2, cz = ks.z / 2;
   const std::size_t nxy = std::size_t(s.x) * s.y;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nxy * std::size_t(s.z)))
   for (int z = 0; z < s.z; ++z) {
     for (int y = 0; y < s.y; ++y) {
       float* orow = o + std::size_t(z) * nxy + std::size_t(y) * s.x;
