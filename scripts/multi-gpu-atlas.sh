@@ -10,7 +10,7 @@
 #            --no-build (use the pyca already importable)
 #
 # Counts above the GPUs present are skipped (and said so). Offline hosts: wheels of missing Python
-# packages (dask, distributed and their needs; swig, nibabel) in .whl/ or $PYCA_WHEELS, Debian packages in
+# packages (dask, distributed and their needs; swig, nibabel) in .whl/, Debian packages in
 # .debs/, as scripts/gpu-check.sh. Logs, summaries and the table go to $OUT (default /tmp/pyca-multi-gpu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ nvidia-smi -L >"$OUT/gpus.txt" 2>&1 || { echo "multi-gpu-atlas.sh: no NVIDIA GPU
 ngpu=$(grep -c '^GPU ' "$OUT/gpus.txt")
 echo "== $ngpu GPU(s): $(head -1 "$OUT/gpus.txt")"
 
-. scripts/offline-deps.sh  # wheels in .whl/ and $PYCA_WHEELS, Debian packages in .debs/
+. scripts/offline-deps.sh || exit 2  # wheels in .whl/ (dask's too), Debian packages in .debs/
 if [ $build = 1 ]; then
   echo "== build (CUDA on) -> /tmp/pyca-gpu"
   t0=$SECONDS

@@ -1,17 +1,17 @@
-# Sourced by scripts/gpu-check.sh and scripts/multi-gpu-atlas.sh (from the checkout's root): on offline
-# machines, installs the wheels in .whl/ (and $PYCA_WHEELS) into /tmp/site and unpacks the Debian packages
-# in .debs/ (FFTW, dlpack, gtest, pkgconf) into /tmp/pyca-deps, exporting the paths the build needs.
-for d in .whl ${PYCA_WHEELS:-}; do
-  if ls "$d"/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$d"/*.whl || exit 2
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
-  fi
-done
+# Sourced (not run) by the scripts that build pyca on a machine without a package registry (the GPU
+# machine: scripts/gpu-check.sh, benchmarks/lab/run_lddmm.sh), from the checkout's root: wheels of
+# missing Python packages (swig, nibabel) in .whl/ and Debian packages of missing libraries
+# (libfftw3-*, libgtest-dev, pkgconf) in .debs/ are unpacked into /tmp and put on the
+# search paths. Returns 2 when the wheels cannot be installed.
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || return 2
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+fi
 if ls .debs/*.deb >/dev/null 2>&1; then
   deps=/tmp/pyca-deps
   for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
   arch=$(ls "$deps/usr/lib" | grep -m1 linux-gnu)
-  # CMake packages (dlpack, GTest) from the unpacked folder, after the system's own
+  # CMake packages (GTest) from the unpacked folder, after the system's own
   export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:+$CMAKE_PREFIX_PATH:}$deps/usr
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$deps/usr/lib/$arch
   command -v pkg-config >/dev/null || export PATH=$PATH:$deps/usr/bin
