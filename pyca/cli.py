@@ -16,9 +16,11 @@ import sys
 import time
 
 _EPILOG_LDDMM = """\
-outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
-(H-fields, voxel coordinates), jacdet.nii.gz (det D phiinv), report.png, summary.json; with the
-built-in data also fixed.nii.gz and moving.nii.gz. Algorithm and parameters: docs/lddmm.md."""
+outputs (in --out): deformed.nii.gz (moving deformed onto fixed), affine.txt (the linear stage, ITK text
+format), phiinv.nii.gz and phi.nii.gz (LDDMM H-fields, voxel coordinates), phiinv_full.nii.gz (the whole
+map: moving voxel coordinates of each fixed voxel), jacdet.nii.gz (det D phiinv), labels.nii.gz (with
+--moving-labels), report.png, summary.json; with the built-in data also fixed.nii.gz and moving.nii.gz.
+Algorithm and parameters: docs/lddmm.md."""
 
 
 def _ints(text):
@@ -63,7 +65,7 @@ def _parser():
     g.add_argument("--lpow", type=int, default=D["lpow"], help="default %(default)s")
     g = lp.add_argument_group("optimisation")
     g.add_argument("--sigma", type=float, default=D["sigma"],
-                   help="sigma of the image match term (normalised intensities; default %(default)s)")
+                   help="sigma of the image match term (normalised intensities; default: 0.05 for ssd, 0.25 for lncc)")
     g.add_argument("--step", type=_step, default=D["step"],
                    help="gradient step eps in (0, 0.5), or 'auto' (default %(default)s)")
     g.add_argument("--max-step", type=float, default=D["max_step"],
@@ -74,7 +76,20 @@ def _parser():
     g.add_argument("--scales", type=_ints, default=list(D["scales"]),
                    help="downsampling factors, coarse to fine, ending with 1 (default %(default)s)")
     g.add_argument("--time-steps", type=int, default=D["time_steps"], help="time steps T (default %(default)s)")
-    g.add_argument("--no-normalize", action="store_true", help="do not scale intensities to [0, 1]")
+    g.add_argument("--no-normalize", action="store_true",
+                   help="do not scale each image's 0.5-99.5 percentile range to [0, 1]")
+    g.add_argument("--tol", type=float, default=D["tol"],
+                   help="a scale stops when the energy falls by less than this per iteration (default %(default)s)")
+    g = lp.add_argument_group("match term, linear stage, masks and labels (docs/lddmm.md)")
+    g.add_argument("--metric", default=D["metric"], choices=["ssd", "lncc"], help="default %(default)s")
+    g.add_argument("--radius", type=int, default=D["radius"], help="LNCC window radius in voxels (default %(default)s)")
+    g.add_argument("--affine", default=D["affine"], choices=["auto", "none", "rigid", "affine"],
+                   help="linear stage before LDDMM (default %(default)s: affine when the grids or the centres of "
+                   "mass differ)")
+    g.add_argument("--fixed-mask", help="0/1 image on the fixed grid: the match term counts only its voxels")
+    g.add_argument("--moving-mask", help="0/1 image on the moving grid")
+    g.add_argument("--moving-labels", help="integer label image on the moving grid, warped by nearest neighbour "
+                   "into labels.nii.gz")
     g = lp.add_argument_group("built-in data (without --fixed/--moving)")
     g.add_argument("--size", type=_ints, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
     g = lp.add_argument_group("output")
@@ -112,7 +127,9 @@ def cmd_lddmm(a):
         return _fail("lddmm", "give both --fixed and --moving, or neither (built-in data)")
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
                   max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
-                  scales=a.scales, time_steps=a.time_steps, normalize=not a.no_normalize, device=a.device)
+                  scales=a.scales, time_steps=a.time_steps, normalize=not a.no_normalize, device=a.device,
+                  tol=a.tol, metric=a.metric, radius=a.radius, affine=a.affine)
+    extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.
     try:
         if a.fixed is None:
@@ -126,10 +143,12 @@ def cmd_lddmm(a):
             fixed = ca.io.load_image(a.fixed)
             moving = ca.io.load_image(a.moving)
             source = f"fixed {a.fixed}, moving {a.moving}"
-        lddmm._check_params({**lddmm.DEFAULTS, **params})
+        lddmm._check_params({**lddmm.DEFAULTS, "sigma": 1.0, **params})
         lddmm._schedule(params["scales"], params["iterations"])
         _, device = lddmm.resolve_device(a.device)
-        note = lddmm.check_inputs(fixed, moving)
+        names = {"fixed": a.fixed, "moving": a.moving, **extra}
+        extra = {k: ca.io.load_image(v) for k, v in extra.items()}
+        note = lddmm.check_inputs(fixed, moving, names=names, **extra)
         out_parent = os.path.dirname(os.path.abspath(a.out))
         if not os.path.isdir(out_parent):
             raise FileNotFoundError(f"the parent folder of --out ({out_parent}) does not exist")
@@ -140,8 +159,11 @@ def cmd_lddmm(a):
     say(f"pyca lddmm: {source}")
     say(f"  device: {device}; {note}")
     say(f"  alpha={a.alpha} beta={a.beta} gamma={a.gamma} lpow={a.lpow} sigma={a.sigma} step={a.step} "
-        f"T={a.time_steps} scales={a.scales} iterations={a.iterations}")
-    res = lddmm.register(fixed, moving, progress=not (a.no_progress or a.quiet), **params)
+        f"T={a.time_steps} scales={a.scales} iterations={a.iterations} metric={a.metric} affine={a.affine}")
+    try:  # what can only be found after the linear stage (fields of view that do not overlap)
+        res = lddmm.register(fixed, moving, progress=not (a.no_progress or a.quiet), names=names, **extra, **params)
+    except ValueError as e:
+        return _fail("lddmm", e)
     paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, save_inputs=a.fixed is None)
     s = res.summary()
     say(f"  mismatch (sum of squared differences): {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g} "

@@ -12,8 +12,9 @@ __all__ = ["write_outputs", "make_report"]
 
 
 def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False):
-    """Writes deformed.nii.gz, phiinv.nii.gz, phi.nii.gz, jacdet.nii.gz, summary.json and (report)
-    report.png into out_dir (created); save_inputs also writes fixed.nii.gz and moving.nii.gz.
+    """Writes deformed.nii.gz, affine.txt, labels.nii.gz (with labels), phiinv_full.nii.gz,
+    phiinv.nii.gz, phi.nii.gz, jacdet.nii.gz, summary.json and (report) report.png into out_dir
+    (created); save_inputs also writes fixed.nii.gz and moving.nii.gz.
     Returns the list of paths written."""
     import json
 
@@ -29,6 +30,14 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False):
         pio.save_image(fixed, out("fixed.nii.gz"))
         pio.save_image(moving, out("moving.nii.gz"))
     pio.save_image(res.deformed, out("deformed.nii.gz"), description="pyca lddmm: moving o phiinv")
+    if res.affine is not None:
+        from .affine import write_itk
+
+        write_itk(res.affine.matrix, out("affine.txt"))
+    if res.labels is not None:
+        pio.save_image(res.labels, out("labels.nii.gz"), description="pyca lddmm: moving labels (nearest)")
+    if res.full_map is not None:
+        pio.save_field(res.full_map, out("phiinv_full.nii.gz"), description="pyca H moving voxel of fixed voxel")
     pio.save_field(res.phiinv, out("phiinv.nii.gz"), description="pyca H phiinv")
     pio.save_field(res.phi, out("phi.nii.gz"), description="pyca H phi")
     pio.save_image(res.jacobian, out("jacdet.nii.gz"), description="pyca lddmm: det D phiinv")
