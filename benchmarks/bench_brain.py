@@ -48,14 +48,13 @@ def jac_stats(map_vox, Wf, Wm, brain):
     return float(d.max()), float(d.min()), float(np.mean(d <= 0))
 
 
-def tre(map_vox, pair, n=3000, seed=0):
-    """Mean and 90th percentile TRE (mm) of a map (fixed voxel -> moving voxel coordinates)."""
+def tre(map_vox, pair):
+    """Mean and 90th percentile TRE (mm) of a map (fixed voxel -> moving voxel coordinates) at the
+    pair's landmarks (moving voxels y with their known fixed world points psi(y))."""
     from scipy import ndimage
 
     Wf, Wm = pair["fixed_affine"], pair["moving_affine"]
-    ys = np.argwhere(pair["moving_labels"] > 0)
-    ys = ys[np.random.default_rng(seed).choice(len(ys), min(n, len(ys)), replace=False)]
-    psi = pair["psi"][ys[:, 0], ys[:, 1], ys[:, 2]].astype(float)  # fixed world points
+    ys, psi = pair["landmarks"].astype(float), pair["landmarks_fixed_world"]
     xf = (psi - Wf[:3, 3]) @ np.linalg.inv(Wf[:3, :3]).T
     pred = np.stack([ndimage.map_coordinates(map_vox[..., c], xf.T, order=1, mode="nearest") for c in range(3)], -1)
     err = np.linalg.norm((pred - ys) @ Wm[:3, :3].T, axis=1)
@@ -88,7 +87,7 @@ def run_pyca(pair, device, params):
         if not hasattr(ca.GridInfo, "direction"):
             raise RuntimeError("pyca without direction matrices: LAS inputs need the orientation work")
     fixed, moving = image(pair["fixed"], pair["fixed_affine"]), image(pair["moving"], pair["moving_affine"])
-    labels = image(pair["moving_labels"], pair["moving_affine"])
+    labels = image(pair["moving_labels"].astype(np.float32), pair["moving_affine"])
     lddmm.register(fixed, moving, device=device, scales=(2, 1), iterations=(2, 1), affine="none")  # warm-up
     t0 = time.perf_counter()
     res = lddmm.register(fixed, moving, moving_labels=labels, device=device, **params)
@@ -111,7 +110,7 @@ def run_ants(pair, threads):
                                spacing=tuple(sp), direction=L @ D)
 
     f, m = img(pair["fixed"], pair["fixed_affine"]), img(pair["moving"], pair["moving_affine"])
-    ml = img(pair["moving_labels"], pair["moving_affine"])
+    ml = img(pair["moving_labels"].astype(np.float32), pair["moving_affine"])
     t0 = time.perf_counter()
     reg = ants.registration(f, m, type_of_transform="antsRegistrationSyN[s]")
     sec = time.perf_counter() - t0
@@ -128,46 +127,59 @@ def run_ants(pair, threads):
 
 
 def run_fireants(pair):
-    """FireANTs with its published brain-MRI settings (moments + affine, then greedy LNCC)."""
+    """FireANTs with its published brain-MRI settings (its LPBA40 pairwise script: affine 8,4,2,1 x
+    100,50,25,20 with CC 5, then SyN 4,2,1 x 100,75,50, CC 5, Adam lr 0.5, gradient smoothing 1),
+    started from the images' centres of mass (its MomentsRegistration), as our pairs are not
+    pre-aligned."""
     torch = optional_import("torch")
-    fa = optional_import("fireants")
-    if torch is None or fa is None or not torch.cuda.is_available():
+    if torch is None or not torch.cuda.is_available():
         return None
-    import SimpleITK as sitk
+    import _sitk_stub
+
+    stub = _sitk_stub.install()
+    if optional_import("fireants") is None:
+        return None
     from fireants.io import BatchedImages, Image
-    from fireants.registration import AffineRegistration, GreedyRegistration, MomentsRegistration
+    from fireants.registration import AffineRegistration, MomentsRegistration, SyNRegistration
 
     def img(a, aff):
         sp = np.sqrt((aff[:3, :3] ** 2).sum(0))
-        L = np.diag([-1.0, -1.0, 1.0])
-        s = sitk.GetImageFromArray(np.ascontiguousarray(np.transpose(a, (2, 1, 0)), np.float32))
-        s.SetSpacing(tuple(float(x) for x in sp))
-        s.SetOrigin(tuple(float(x) for x in L @ aff[:3, 3]))
-        s.SetDirection(tuple(float(x) for x in (L @ (aff[:3, :3] / sp)).ravel()))
+        L = np.diag([-1.0, -1.0, 1.0])  # ITK's physical space is LPS
+        zyx = np.transpose(a, (2, 1, 0)).astype(np.float32)
+        direction = tuple(float(x) for x in (L @ (aff[:3, :3] / sp)).ravel())
+        origin = tuple(float(x) for x in L @ aff[:3, 3])
+        if stub:
+            s = _sitk_stub.Image(zyx, tuple(float(x) for x in sp), origin, direction)
+        else:
+            import SimpleITK as sitk
+
+            s = sitk.GetImageFromArray(np.ascontiguousarray(zyx))
+            s.SetSpacing(tuple(float(x) for x in sp))
+            s.SetOrigin(origin)
+            s.SetDirection(direction)
         return Image(s, device="cuda")
 
     F = BatchedImages([img(pair["fixed"], pair["fixed_affine"])])
     M = BatchedImages([img(pair["moving"], pair["moving_affine"])])
-    ML = BatchedImages([img(pair["moving_labels"], pair["moving_affine"])])
+    ML = BatchedImages([img(pair["moving_labels"].astype(np.float32), pair["moving_affine"])])
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    mom = MomentsRegistration(fixed_images=F, moving_images=M, scale=4.0, moment=2, cc_kernel_size=5)
+    mom = MomentsRegistration(1.0, F, M, moments=1)
     mom.optimize()
-    aff = AffineRegistration([6, 4, 2, 1], [200, 100, 50, 20], F, M, loss_type="cc", optimizer="Adam",
-                             optimizer_lr=3e-3, init_rigid=mom.get_rigid_transl_init(),
-                             init_translation=mom.get_rigid_moment_init())
+    aff = AffineRegistration([8, 4, 2, 1], [100, 50, 25, 20], F, M, loss_type="cc", optimizer="Adam",
+                             optimizer_lr=3e-4, cc_kernel_size=5, init_rigid=mom.get_affine_init())
     aff.optimize()
-    reg = GreedyRegistration(scales=[4, 2, 1], iterations=[200, 100, 50], fixed_images=F, moving_images=M,
-                             cc_kernel_size=5, deformation_type="compositive", smooth_grad_sigma=1,
-                             optimizer="adam", optimizer_lr=0.5, init_affine=aff.get_affine_matrix().detach())
+    reg = SyNRegistration(scales=[4, 2, 1], iterations=[100, 75, 50], fixed_images=F, moving_images=M,
+                          cc_kernel_size=5, deformation_type="compositive", optimizer="adam", optimizer_lr=0.5,
+                          smooth_grad_sigma=1, init_affine=aff.get_affine_matrix().detach())
     reg.optimize()
     torch.cuda.synchronize()
     sec = time.perf_counter() - t0
     with torch.no_grad():
-        lab = reg.evaluate(F, ML).detach()  # trilinear; rounded below
-        grid = reg.get_warped_coordinates(F, M).detach()  # normalised [-1, 1] moving coordinates (x, y, z)
-    lab = np.rint(lab[0, 0].cpu().numpy()).transpose(2, 1, 0)
-    g = grid[0].cpu().numpy().transpose(2, 1, 0, 3)  # (X, Y, Z, 3) normalised, xyz order of the moving array
+        grid = reg.get_warped_coordinates(F, M)  # normalised [-1, 1] moving coordinates, (x, y, z) last
+        lab = torch.nn.functional.grid_sample(ML(), grid, mode="nearest", align_corners=True)
+    lab = lab[0, 0].cpu().numpy().transpose(2, 1, 0)
+    g = grid[0].cpu().numpy().transpose(2, 1, 0, 3)  # (X, Y, Z, 3), normalised moving x, y, z
     shape_m = np.array(pair["moving"].shape, float)
     mvox = (g + 1.0) / 2.0 * (shape_m - 1.0)
     return mvox, lab, sec
@@ -182,10 +194,11 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--params", default="{}", help="JSON dict of lddmm parameters for pyca")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--pair-file", help="a saved brain_pair (.npz) instead of generating one (no nilearn needed)")
     a = ap.parse_args(argv)
     from pyca.apps import data
 
-    if data.mni_dir() is None:
+    if data.mni_dir() is None and not a.pair_file:
         print("bench_brain: needs nilearn (the MNI152 template): pip install nilearn")
         return 0
     print(machine_line())
@@ -193,7 +206,7 @@ def main(argv=None):
     peers = [p for p in a.peers.split(",") if p and p != "none"]
     rows = []
     for seed in range(a.pairs):
-        pair = data.brain_pair(seed=seed, resolution=a.resolution)
+        pair = load_pair(a.pair_file) if a.pair_file else data.brain_pair(seed=seed, resolution=a.resolution)
         brain = pair["fixed_labels"] > 0
         rows.append({"pair": seed, **evaluate("none (identity)", identity_map(pair), _nn_identity(pair), 0.0, pair,
                                               brain)})
@@ -222,6 +235,11 @@ def _nn_identity(pair):
 
     m = identity_map(pair)
     return ndimage.map_coordinates(pair["moving_labels"], [m[..., k] for k in range(3)], order=0, mode="constant")
+
+
+def load_pair(path):
+    z = np.load(path)
+    return {k: z[k] for k in z.files}
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ def cmd_lddmm(a):
             fixed = ca.io.load_image(a.fixed)
             moving = ca.io.load_image(a.moving)
             source = f"fixed {a.fixed}, moving {a.moving}"
-        lddmm._check_params({**lddmm.DEFAULTS, "sigma": 1.0, **params})
+        lddmm._check_params({**lddmm.DEFAULTS, **params})
         lddmm._schedule(params["scales"], params["iterations"])
         _, device = lddmm.resolve_device(a.device)
         names = {"fixed": a.fixed, "moving": a.moving, **extra}

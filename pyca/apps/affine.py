@@ -78,6 +78,35 @@ def affine_hfield(out, M, src=None, scratch=None):
     return out
 
 
+def proxy_grid(g, size):
+    """The grid of `size` voxels covering the same world box as g (voxel centres aligned as
+    ca.Resample aligns them): ApplyH samples an image of the same size as its output only, so a
+    moving image of another size is first brought onto this grid."""
+    n = np.array(tuple(g.size()), float)
+    r = n / np.array(tuple(size), float)
+    sp = np.array(tuple(g.spacing()), float)
+    W = vox2world(g)
+    org = W[:3, :3] @ (0.5 * (r - 1)) + W[:3, 3]
+    args = (tuple(int(x) for x in size), tuple(sp * r), tuple(org))
+    if hasattr(g, "direction"):
+        return ca.GridInfo(*args, g.direction())
+    return ca.GridInfo(*args)
+
+
+def on_size(im, size, interp=ca.INTERP_LINEAR):
+    """im itself when it has `size` voxels, else im resampled onto proxy_grid(im.grid(), size)
+    (anti-aliased when it shrinks; nearest neighbour keeps labels)."""
+    if tuple(im.grid().size()) == tuple(size):
+        return im
+    out = ca.Image3D(proxy_grid(im.grid(), size), im.memType())
+    shrink = any(a > b for a, b in zip(tuple(im.grid().size()), tuple(size)))
+    if shrink and interp != ca.INTERP_NN:
+        ca.ResampleAA(out, im, ca.BACKGROUND_STRATEGY_CLAMP, interp)
+    else:
+        ca.Resample(out, im, ca.BACKGROUND_STRATEGY_CLAMP, interp)
+    return out
+
+
 def center_of_mass(im):
     """World coordinates of the intensity-weighted centre of an image of non-negative values."""
     g = im.grid()

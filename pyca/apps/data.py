@@ -142,38 +142,44 @@ def mni_template(resolution=2):
     return np.asfortranarray(t1), np.asfortranarray(labels), aff
 
 
-def random_svf_warp(shape, spacing, rng, amplitude=4.0, smooth=10.0, steps=6):
+def random_svf_warp(shape, spacing, rng, amplitude=4.0, smooth=10.0, steps=6, coarse=4.0):
     """A random diffeomorphic displacement (world units, shape + (3,)) on a grid: the exponential of
     a smooth random stationary velocity field (Gaussian-smoothed noise of standard deviation
-    `smooth` world units, scaled so that its largest value is `amplitude`), by scaling and squaring."""
+    `smooth` world units, scaled so that its largest value is `amplitude`), by scaling and squaring
+    on a grid of `coarse` world units, then trilinearly interpolated (the field is smooth)."""
     from scipy import ndimage
 
     sp = np.asarray(spacing, float)
-    v = np.stack([ndimage.gaussian_filter(rng.standard_normal(shape), smooth / sp) for _ in range(3)], -1)
+    f = np.maximum(1, np.floor(coarse / sp)).astype(int)  # fine voxels per coarse voxel
+    cshape = tuple(int(np.ceil((n - 1) / k)) + 1 for n, k in zip(shape, f))
+    csp = sp * f
+    v = np.stack([ndimage.gaussian_filter(rng.standard_normal(cshape), smooth / csp) for _ in range(3)], -1)
     v *= amplitude / max(np.abs(v).max(), 1e-12)
     u = v / 2.0**steps  # world units
-    idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in shape], indexing="ij"), -1)
+    idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in cshape], indexing="ij"), -1)
     for _ in range(steps):  # u <- u + u o (id + u)
-        pos = idx + u / sp
+        pos = idx + u / csp
         u = u + np.stack([ndimage.map_coordinates(u[..., c], [pos[..., d] for d in range(3)], order=1,
                                                   mode="nearest") for c in range(3)], -1)
-    return u
+    fine = np.meshgrid(*[np.arange(n, dtype=float) / k for n, k in zip(shape, f)], indexing="ij")
+    return np.stack([ndimage.map_coordinates(u[..., c], fine, order=1, mode="nearest") for c in range(3)], -1)
 
 
 def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_mm=6.0, intensity=(0.6, 0.15),
-               gamma=1.1, las=False, cache=True):
+               gamma=1.1, las=False, cache=True, n_landmarks=3000):
     """A synthetic T1 pair with a known map. The fixed image is the MNI template; the moving image is
     the template pulled through psi (moving(y) = template(psi(y)), y a moving-grid world point),
     psi = rigid o exp(v): a random diffeomorphic warp (largest displacement `warp_mm`), then a
     rotation (random axis, `rotation_deg`) about the centre and a translation of `translation_mm`;
     its intensities changed to a * I^gamma + b (intensity = (a, b)). With las, the moving image is
     stored left-right flipped with an affine whose first column is negated (the same anatomy in
-    LAS orientation). Returns a dict: fixed, moving, fixed_labels, moving_labels (arrays),
-    fixed_affine, moving_affine (4 x 4 voxel -> world), psi (moving voxel -> world point of the
-    template, shape + (3,)). Cached under $PYCA_CACHE (default ~/.cache/pyca) when cache."""
+    LAS orientation). Returns a dict: fixed, moving (float32 arrays), fixed_labels, moving_labels
+    (uint8), fixed_affine, moving_affine (4 x 4 voxel -> world), landmarks (n_landmarks brain voxels
+    y of the moving grid, integer indices) and landmarks_fixed_world (psi(y): where each is in the
+    fixed image, world coordinates). Cached under $PYCA_CACHE (default ~/.cache/pyca) when cache."""
     import os
 
-    key = f"brain_s{seed}_r{resolution}_w{warp_mm}_rot{rotation_deg}_t{translation_mm}_i{intensity[0]}-" \
+    key = f"brain_n{n_landmarks}_s{seed}_r{resolution}_w{warp_mm}_rot{rotation_deg}_t{translation_mm}_i{intensity[0]}-" \
           f"{intensity[1]}_g{gamma}_las{int(las)}.npz"
     cdir = os.environ.get("PYCA_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "pyca"))
     path = os.path.join(cdir, key)
@@ -206,9 +212,12 @@ def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_
         moving, mlab, psi = moving[::-1], mlab[::-1], psi[::-1]
         maff[:, 0] = -aff[:, 0]
         maff[:3, 3] = aff[:3, 3] + aff[:3, 0] * (shape[0] - 1)
+    ys = np.argwhere(mlab > 0)
+    ys = ys[rng.choice(len(ys), min(n_landmarks, len(ys)), replace=False)]
     out = {"fixed": np.asfortranarray(t1), "moving": np.asfortranarray(moving, np.float32),
-           "fixed_labels": np.asfortranarray(lab), "moving_labels": np.asfortranarray(mlab, np.float32),
-           "fixed_affine": aff, "moving_affine": maff, "psi": np.asfortranarray(psi, np.float32)}
+           "fixed_labels": np.asfortranarray(lab, np.uint8), "moving_labels": np.asfortranarray(mlab, np.uint8),
+           "fixed_affine": aff, "moving_affine": maff, "landmarks": ys.astype(np.int32),
+           "landmarks_fixed_world": psi[ys[:, 0], ys[:, 1], ys[:, 2]].astype(np.float64)}
     if cache:
         os.makedirs(cdir, exist_ok=True)
         tmp = path + f".tmp{os.getpid()}.npz"

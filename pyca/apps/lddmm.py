@@ -115,6 +115,8 @@ def _schedule(scales, iterations):
 
 def _check_params(p):
     for k in ("alpha", "sigma"):
+        if k == "sigma" and p[k] is None:  # the metric's default
+            continue
         if not (np.isfinite(p[k]) and p[k] > 0):
             raise ValueError(f"lddmm: {k} must be > 0, got {p[k]}")
     for k in ("beta", "gamma"):
@@ -267,6 +269,7 @@ def _ssd_before(I1, Mn, aff, grid, mem):
     """Sum of squared differences of the normalised images before any registration (moving on the
     fixed grid through world coordinates)."""
     moved = ca.Image3D(grid, mem)
+
     ca.ApplyH(moved, Mn, affine.identity(grid, Mn.grid()).hfield(mem))
     ca.Sub_I(moved, I1)
     return ca.Sum2(moved)
@@ -423,15 +426,20 @@ def register(fixed, moving, *, progress=False, **params):
     grid = fixed.grid()
 
     # Normalised copies in working memory (each image by its own robust range), binary masks.
+    # A moving image of another size is brought onto a grid of the fixed size covering its own box
+    # (affine.on_size: ApplyH samples same-size images); full_map is given in its own voxels at the end.
+    size = tuple(grid.size())
     I1 = _normalised(fixed, mem, p, extra["fixed_mask"])
-    Mn = _normalised(moving, mem, p, extra["moving_mask"])
+    Mn = affine.on_size(_normalised(moving, mem, p, extra["moving_mask"]), size)
     fmask = _binary(extra["fixed_mask"], mem)
     mmask = _binary(extra["moving_mask"], mem)
+    if mmask is not None:
+        mmask = affine.on_size(mmask, size, ca.INTERP_NN)
     kind = _affine_kind(p["affine"], I1, Mn)
     aff = affine.register(I1, Mn, kind, metric=p["metric"], radius=min(int(p["radius"]), 2), mask=fmask,
                           scales=_AFFINE_SCALES, iterations=_AFFINE_ITERATIONS)
     Haff = aff.hfield(mem)
-    _check_overlap(Haff, moving.grid(), names)
+    _check_overlap(Haff, Mn.grid(), names)
     I0 = ca.Image3D(grid, mem)
     ca.ApplyH(I0, Mn, Haff)
     mask = fmask
@@ -494,8 +502,8 @@ def register(fixed, moving, *, progress=False, **params):
     ca.Sub(tmp, lev.J0[T], I1)
     final_mismatch = ca.Sum2(tmp)
     phi = lev.forward_map().clone()
-    full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving voxel, the whole map
-    mv = moving.clone(mem) if moving.memType() != mem else moving
+    full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving (proxy) voxel, the whole map
+    mv = affine.on_size(moving.clone(mem) if moving.memType() != mem else moving, size)
     deformed = ca.Image3D(grid, mem)
     ca.ApplyH(deformed, mv, full)
     moved = ca.Image3D(grid, mem)
@@ -503,8 +511,11 @@ def register(fixed, moving, *, progress=False, **params):
     labels = None
     if extra["moving_labels"] is not None:
         lab = extra["moving_labels"].clone(mem) if extra["moving_labels"].memType() != mem else extra["moving_labels"]
+        lab = affine.on_size(lab, size, ca.INTERP_NN)
         labels = ca.Image3D(grid, mem)
         ca.ApplyH(labels, lab, full, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
+    if mv.grid() != moving.grid():  # proxy voxels -> the moving image's own voxels
+        affine.affine_hfield(full, np.linalg.inv(affine.vox2world(moving.grid())) @ affine.vox2world(mv.grid()), full)
     jac = ca.Image3D(grid, mem)
     _jac_det(jac, phiinv)
     ca.synchronize()

@@ -76,7 +76,7 @@ def test_lncc_value_and_gradient(mem, masked):
         Ip[idx] += h
         Im[idx] -= h
         fd = (lncc_ref(Ip, J, r, w) - lncc_ref(Im, J, r, w)) / (2 * h)
-        assert grad[idx] == pytest.approx(fd, rel=2e-3, abs=2e-3 * np.abs(grad).max()), idx
+        assert grad[idx] == pytest.approx(fd, rel=2e-3, abs=2e-3 * float(np.abs(grad).max())), idx
 
 
 def test_lncc_is_one_for_affine_intensity_change():
