@@ -140,7 +140,9 @@ def run_fireants(pair):
     if optional_import("fireants") is None:
         return None
     from fireants.io import BatchedImages, Image
-    from fireants.registration import AffineRegistration, MomentsRegistration, SyNRegistration
+    from fireants.registration.affine import AffineRegistration
+    from fireants.registration.moments import MomentsRegistration
+    from fireants.registration.syn import SyNRegistration
 
     def img(a, aff):
         sp = np.sqrt((aff[:3, :3] ** 2).sum(0))
@@ -192,7 +194,8 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--peers", default="ants", help="comma-separated: ants, fireants, none")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--params", default="{}", help="JSON dict of lddmm parameters for pyca")
+    ap.add_argument("--params", default="{}", help="JSON dict of lddmm parameters for pyca, or a list of them "
+                    "(one pyca row each)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--pair-file", help="a saved brain_pair (.npz) instead of generating one (no nilearn needed)")
     a = ap.parse_args(argv)
@@ -203,6 +206,7 @@ def main(argv=None):
         return 0
     print(machine_line())
     params = json.loads(a.params)
+    settings = params if isinstance(params, list) else [params]
     peers = [p for p in a.peers.split(",") if p and p != "none"]
     rows = []
     for seed in range(a.pairs):
@@ -210,16 +214,22 @@ def main(argv=None):
         brain = pair["fixed_labels"] > 0
         rows.append({"pair": seed, **evaluate("none (identity)", identity_map(pair), _nn_identity(pair), 0.0, pair,
                                               brain)})
-        mvox, lab, sec, res = run_pyca(pair, a.device, params)
-        rows.append({"pair": seed, **evaluate(f"pyca ({a.device})", mvox, lab, sec, pair, brain),
-                     "stops": [s["stop"].split(" (")[0] + f" @{s['iterations']}" for s in res.timings["scales"]]})
+        for k, prm in enumerate(settings):
+            mvox, lab, sec, res = run_pyca(pair, a.device, prm)
+            rows.append({"pair": seed, **evaluate(f"pyca-{k} ({a.device})", mvox, lab, sec, pair, brain),
+                         "params": prm,
+                         "stops": [s["stop"].split(" (")[0] + f" @{s['iterations']}" for s in res.timings["scales"]]})
         for peer in peers:
-            out = run_ants(pair, a.threads) if peer == "ants" else run_fireants(pair) if peer == "fireants" else None
+            try:
+                out = run_ants(pair, a.threads) if peer == "ants" else run_fireants(pair) if peer == "fireants" else None
+            except Exception as e:  # noqa: BLE001 - a peer that breaks is reported, not fatal
+                print(f"  {peer}: failed: {type(e).__name__}: {e}")
+                continue
             if out is None:
                 print(f"  {peer}: not installed or no GPU; skipped")
                 continue
             rows.append({"pair": seed, **evaluate(peer, *out, pair, brain)})
-        for r in rows[-(2 + len(peers)):]:
+        for r in rows[-(1 + len(settings) + len(peers)):]:
             print(f"pair {r['pair']} {r['tool']:<16s} Dice GM {r['dice_gm']:.3f} WM {r['dice_wm']:.3f}  "
                   f"{r['seconds']:7.2f} s  det max {r['jac_max']:6.2f} min {r['jac_min']:6.2f} folds "
                   f"{100 * r['folds']:.3f}%  TRE {r['tre_mean']:.2f} mm (p90 {r['tre_p90']:.2f})", flush=True)

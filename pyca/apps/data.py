@@ -99,11 +99,14 @@ _MNI_FILES = {"t1": "mni_icbm152_t1_tal_nlin_sym_09a_converted.nii.gz",
 
 
 def mni_dir():
-    """The folder of nilearn's template files, or None when nilearn is not installed (found without
-    importing nilearn)."""
+    """The folder of nilearn's template files ($PYCA_MNI_DIR when set), or None when nilearn is not
+    installed (found without importing nilearn)."""
     import importlib.util
     import os
 
+    env = os.environ.get("PYCA_MNI_DIR")
+    if env:
+        return env if all(os.path.exists(os.path.join(env, f)) for f in _MNI_FILES.values()) else None
     spec = importlib.util.find_spec("nilearn")
     if spec is None or not spec.submodule_search_locations:
         return None
