@@ -79,7 +79,8 @@ def _parser():
     g.add_argument("--no-normalize", action="store_true",
                    help="do not scale each image's 0.5-99.5 percentile range to [0, 1]")
     g.add_argument("--tol", type=float, default=D["tol"],
-                   help="a scale stops when the energy falls by less than this per iteration (default %(default)s)")
+                   help="a scale stops when its last 5 iterations gained less than 5 x this of its gain so far "
+                   "(default %(default)s)")
     g = lp.add_argument_group("match term, linear stage, masks and labels (docs/lddmm.md)")
     g.add_argument("--metric", default=D["metric"], choices=["ssd", "lncc"], help="default %(default)s")
     g.add_argument("--radius", type=int, default=D["radius"], help="LNCC window radius in voxels (default %(default)s)")

@@ -46,7 +46,7 @@ __all__ = ["register", "LDDMMResult", "DEFAULTS", "resolve_device", "check_input
 # alpha, gamma are per world unit (the fluid operator's spacing enters); iterations are caps (tol stops).
 DEFAULTS = dict(
     alpha=1.0, beta=0.0, gamma=0.04, lpow=2, sigma=None, metric="ssd", radius=2,
-    step="auto", max_step=0.5, tol=1e-3, time_steps=8,
+    step="auto", max_step=0.5, tol=1e-2, time_steps=8,
     scales=(4, 2, 1), iterations=(100, 60, 30),
     normalize=True, percentiles=(0.5, 99.5), affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None,
@@ -338,9 +338,11 @@ class LDDMMResult:
 
 
 def _stop_rule(hist, tol, window=5):
-    """True when the accepted energies fell by less than tol (relative) per iteration over the last
-    `window` accepted iterations."""
-    return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * abs(hist[-1])
+    """True when the last `window` accepted iterations together lowered the energy by less than
+    `window * tol` times what the scale has gained so far (hist[0] - hist[-1]). Measured against the
+    gain, not the energy itself: an energy with a large constant part (LNCC's flat background, the
+    regulariser carried from a coarser scale) would otherwise stop at once."""
+    return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * (hist[0] - hist[-1])
 
 
 def _optimise_scale(lev, f, n_it, p, energies, pbar):
@@ -377,7 +379,7 @@ def _optimise_scale(lev, f, n_it, p, energies, pbar):
             pbar.set_postfix_str(f"scale 1/{f} E={E:.4g} match={match:.4g} step={eps:.2g}", refresh=False)
             pbar.update(1)
         if accepted and _stop_rule(hist, float(p["tol"])):
-            stop = f"converged (energy fell < {p['tol']:g} per iteration over 5)"
+            stop = f"converged (the last 5 iterations gained < {5 * p['tol']:g} of the scale's gain)"
         elif fails >= 8:
             stop = "step too small (8 rejected steps in a row)"
         else:
