@@ -10,19 +10,17 @@
 The transform maps world points of the fixed image to world points of the moving image, as ITK's
 and ANTs' transforms do (the moving image is resampled as moving(T(x))). It is parameterised about
 the fixed image's centre of mass c: T(x) = A (x - c) + c + t, initialised with A = I and t the
-difference of the centres of mass (moving - fixed). Each scale (coarse to fine: ResampleAA) runs
-gradient descent on (A, t) with images smoothed by one voxel (ca.GaussianBlur) (rigid: A a rotation, updated by the exponential of a skew matrix) with
-the match term of pyca.apps._metrics (SSD or LNCC): the gradient is
-
-    dE/dA = sum_x r(x) g(x) (x - c)^T,   dE/dt = sum_x r(x) g(x),
-
-r = dE/dI the metric's image gradient and g = (grad moving) o T, the moving image's gradient at the
-mapped points (central differences of the interpolated moving image, 0.1 voxel either side, so that
-g is the derivative of what the energy samples). The step is measured as the
-largest displacement it causes inside the fixed image's box, in world units: it starts at one
-coarse voxel, grows by 1.5 after an accepted step and halves after a rejected one (the energy must
-fall); a scale ends when the step falls below 1/100 voxel, the energy's relative decrease over the
-last 5 iterations is below `tol`, or at its iteration cap. Every operation routes by memory type,
+difference of the centres of mass (moving - fixed). Each scale (coarse to fine: ResampleAA, then
+one voxel of Gaussian smoothing) takes Levenberg-damped Gauss-Newton steps on (A, t) (rigid: a
+rotation vector, applied as exp([w]x) A, and t) for the match term of pyca.apps._metrics (SSD or
+LNCC): with r = dE/dI the metric's image gradient, g = (grad moving) o T the moving image's gradient
+at the mapped points (central differences of the interpolated image, 0.1 voxel either side: the
+derivative of what the energy samples) and J_k = dW/dtheta_k the Jacobian images (g_i (x - c)_j and
+g_i; rigid: (A (x - c)) x g and g_i), the gradient is sum r J_k and the matrix sum J_k J_l. The step,
+measured as the largest displacement it causes in the fixed image's box, doubles after an accepted
+step and halves after a rejected one (the energy must fall); a scale ends when an accepted step
+moves less than 1/100 voxel, the energy's relative decrease over the last 5 iterations is below
+`tol`, or at its iteration cap. Every operation routes by memory type,
 so the same code runs on the CPU and on the GPU. Conventions and the ITK text format: docs/lddmm.md.
 """
 from __future__ import annotations
