@@ -24,6 +24,7 @@ import warnings
 import numpy as np
 
 from . import core
+from ._files import atomic_path
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
            "write_array", "simpleitk_available", "FORMATS"]
@@ -90,6 +91,7 @@ def _read_nifti(path, what):
         raise ImageFileError(f"{what} {path!r}: expected real scalar voxels, got dtype {data.dtype}")
     zooms = list(img.header.get_zooms())[:3]
     zooms += [1.0] * (3 - len(zooms))
+    _check_raw_pixdim(img, path, what, min(3, data.ndim))
     aff = np.asarray(img.affine, dtype=float)
     lin = aff[:3, :3]
     if np.count_nonzero(np.abs(lin - np.diag(np.diag(lin))) > 1e-6 * np.abs(lin).max()) or np.any(np.diag(lin) < 0):
@@ -97,6 +99,25 @@ def _read_nifti(path, what):
                       "so the voxels are used in stored order with spacing = voxel sizes and origin = the affine's "
                       "translation", stacklevel=3)
     return data, zooms, list(aff[:3, 3])
+
+
+def _check_raw_pixdim(img, path, what, ndim):
+    """nibabel replaces a voxel size of 0 in pixdim by 1 when it reads a header; pyca refuses such a
+    file (a guessed spacing is a wrong answer), so the stored values are read again, unchecked."""
+    import nibabel as nib
+
+    fm = img.file_map.get("header") or img.file_map.get("image")
+    hdr_cls = type(img.header)
+    if fm is None or fm.filename is None or "pixdim" not in hdr_cls.template_dtype.names:
+        return
+    try:
+        with nib.openers.ImageOpener(fm.filename) as f:
+            raw = hdr_cls.from_fileobj(f, check=False)["pixdim"][1:1 + ndim]
+    except Exception:  # noqa: BLE001 - nibabel read it once already; nothing more to learn here
+        return
+    if not all(np.isfinite(raw)) or any(abs(float(v)) == 0 for v in raw):
+        raise ImageFileError(f"{what} {path!r}: voxel spacing must be positive and finite, got pixdim[1:{1 + ndim}] = "
+                             f"{tuple(float(v) for v in raw)}")
 
 
 def _read_itk(path, what):
@@ -214,6 +235,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{what}: folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{what}: {path!r} is a folder; give a file name (e.g. {os.path.join(path, 'image.nii.gz')!r})")
     sp = [float(s) for s in spacing]
     org = [float(o) for o in origin]
     if _kind(path) == "itk":
@@ -225,7 +248,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
             img = sitk.GetImageFromArray(np.ascontiguousarray(data.T))
         img.SetSpacing(sp)
         img.SetOrigin(org)
-        sitk.WriteImage(img, path)
+        with atomic_path(path) as tmp:  # written whole or not at all (pyca/_files.py)
+            sitk.WriteImage(img, tmp)
         return
     import nibabel as nib
 
@@ -244,7 +268,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
         hdr.set_intent("vector", (), name=description[:15] or "pyca field")
     elif description:
         hdr["descrip"] = description[:79].encode()
-    nib.save(img, path)
+    with atomic_path(path) as tmp:
+        nib.save(img, tmp)
 
 
 def save_image(im, path, description=""):

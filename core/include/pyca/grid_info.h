@@ -11,7 +11,8 @@ namespace pyca {
 class GridInfo {
  public:
   GridInfo() : size_(1, 1, 1), spacing_(1.f, 1.f, 1.f), origin_(0.f, 0.f, 0.f) {}
-  // Throws ValueError for a size with a component < 1 or a spacing with a component <= 0.
+  // Throws ValueError for a size with a component < 1 or more than kMaxVoxels voxels
+  // (pyca/detail/sizes.h), a spacing with a component <= 0 or not finite, or an origin not finite.
   explicit GridInfo(const Vec3Di& size, const Vec3Df& spacing = Vec3Df(1.f, 1.f, 1.f),
                     const Vec3Df& origin = Vec3Df(0.f, 0.f, 0.f));
 
@@ -20,7 +21,7 @@ class GridInfo {
   const Vec3Df& origin() const { return origin_; }
   void setSize(const Vec3Di& s);
   void setSpacing(const Vec3Df& s);
-  void setOrigin(const Vec3Df& o) { origin_ = o; }
+  void setOrigin(const Vec3Df& o);
 
   std::size_t nVox() const { return std::size_t(size_.x) * std::size_t(size_.y) * std::size_t(size_.z); }
   // A grid with size.z == 1 is a 2-D image, as in PyCA.
