@@ -48,11 +48,9 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     items += [("deformed", res.deformed), ("phiinv", res.phiinv), ("phi", res.phi), ("jacdet", res.jacobian)]
     items += [(n, o) for n, o in (("phiinv_full", res.full_map), ("labels", res.labels)) if o is not None]
     paths, jobs = [], []
-    if res.affine is not None:  # the linear stage, ITK text format (small: written here)
-        from .affine import write_itk
-
+    if res.affine is not None:  # the linear stage, ITK text format, written like the others
         paths.append(os.path.join(out_dir, "affine.txt"))
-        write_itk(res.affine.matrix, paths[-1])
+        jobs.append(functools.partial(_write_affine, res.affine.matrix, paths[-1]))
     for name, obj in items:
         save = pio.save_field if isinstance(obj, ca.Field3D) else pio.save_image
         paths.append(os.path.join(out_dir, name + ext))
@@ -68,6 +66,13 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     with atomic_open(paths[-1]) as fh:
         json.dump(summary, fh, indent=2, default=float)
     return paths
+
+
+def _write_affine(matrix, path):
+    from .affine import itk_text
+
+    with atomic_open(path) as fh:
+        fh.write(itk_text(matrix))
 
 
 def make_report(res, fixed, path):

@@ -348,13 +348,17 @@ def write_itk(matrix, path):
     """Writes the 4 x 4 world transform (fixed RAS point -> moving RAS point, pyca's world, which is
     NIfTI's) as an ITK text transform file (AffineTransform_double_3_3, LPS physical space), which
     antsApplyTransforms, ITK and SimpleITK.ReadTransform read."""
+    with open(path, "w") as fh:
+        fh.write(itk_text(matrix))
+
+
+def itk_text(matrix):
+    """The ITK text file's content for a 4 x 4 RAS world matrix (see write_itk)."""
     A = _LPS @ matrix[:3, :3] @ _LPS
     b = _LPS @ matrix[:3, 3]
     params = " ".join(f"{x:.10g}" for x in list(A.ravel()) + list(b))
-    text = ("#Insight Transform File V1.0\n#Transform 0\nTransform: AffineTransform_double_3_3\n"
+    return ("#Insight Transform File V1.0\n#Transform 0\nTransform: AffineTransform_double_3_3\n"
             f"Parameters: {params}\nFixedParameters: 0 0 0\n")
-    with open(path, "w") as fh:
-        fh.write(text)
 
 
 def read_itk(path):
