@@ -154,7 +154,21 @@ def _parser():
                    help="downsampling factors, coarse to fine, ending with 1 (default %(default)s)")
     g.add_argument("--time-steps", type=_bounded("time_steps", *_BOUNDS["time_steps"]), default=D["time_steps"],
                    help="time steps T (default %(default)s)")
-    g.add_argument("--no-normalize", action="store_true", help="do not scale intensities to [0, 1]")
+    g.add_argument("--no-normalize", action="store_true",
+                   help="do not scale each image's 0.5-99.5 percentile range to [0, 1]")
+    g.add_argument("--tol", type=float, default=D["tol"],
+                   help="a scale stops when its last 5 iterations gained less than 5 x this of its gain so far "
+                   "(default %(default)s)")
+    g = lp.add_argument_group("match term, linear stage, masks and labels (docs/lddmm.md)")
+    g.add_argument("--metric", default=D["metric"], choices=["ssd", "lncc"], help="default %(default)s")
+    g.add_argument("--radius", type=int, default=D["radius"], help="LNCC window radius in voxels (default %(default)s)")
+    g.add_argument("--affine", default=D["affine"], choices=["auto", "none", "rigid", "affine"],
+                   help="linear stage before LDDMM (default %(default)s: affine when the grids or the centres of "
+                   "mass differ)")
+    g.add_argument("--fixed-mask", help="0/1 image on the fixed grid: the match term counts only its voxels")
+    g.add_argument("--moving-mask", help="0/1 image on the moving grid")
+    g.add_argument("--moving-labels", help="integer label image on the moving grid, warped by nearest neighbour "
+                   "into labels.nii.gz")
     g = lp.add_argument_group("built-in data (without --fixed/--moving)")
     g.add_argument("--size", type=_size, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
     g = lp.add_argument_group("output")
@@ -205,7 +219,9 @@ def cmd_lddmm(a):
         return _fail("lddmm", "give both --fixed and --moving, or neither (built-in data)")
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
                   max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
-                  scales=a.scales, time_steps=a.time_steps, normalize=not a.no_normalize, device=a.device)
+                  scales=a.scales, time_steps=a.time_steps, normalize=not a.no_normalize, device=a.device,
+                  tol=a.tol, metric=a.metric, radius=a.radius, affine=a.affine)
+    extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.
     try:
         check_out_dir(a.out, a.overwrite)
@@ -221,7 +237,9 @@ def cmd_lddmm(a):
             fixed = ca.io.load_image(a.fixed)
             moving = ca.io.load_image(a.moving)
             source = f"fixed {a.fixed}, moving {a.moving}"
-        note = lddmm.check_inputs(fixed, moving)
+        names = {"fixed": a.fixed, "moving": a.moving, **extra}
+        extra = {k: ca.io.load_image(v) for k, v in extra.items()}
+        note = lddmm.check_inputs(fixed, moving, names=names, **extra)
     except _input_errors() as e:
         return _fail("lddmm", e)
     say(f"pyca lddmm: {source}")
@@ -231,7 +249,10 @@ def cmd_lddmm(a):
     if device.startswith("cpu"):
         verbose(f"  CPU threads: at most {os.environ.get('OMP_NUM_THREADS') or os.cpu_count()} (one per 32768 voxels; "
                 f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '-')})")
-    res = lddmm.register(fixed, moving, progress=not (a.no_progress or a.quiet), **params)
+    try:  # what can only be found after the linear stage (fields of view that do not overlap)
+        res = lddmm.register(fixed, moving, progress=not (a.no_progress or a.quiet), names=names, **extra, **params)
+    except ValueError as e:
+        return _fail("lddmm", e)
     for sc in res.timings["scales"]:
         verbose(f"  scale 1/{sc['scale']}: grid {'x'.join(map(str, sc['grid']))}, {sc['seconds']:.2f} s")
     verbose(f"  writing outputs to {os.path.abspath(a.out)}")

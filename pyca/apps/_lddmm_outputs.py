@@ -20,7 +20,8 @@ from .._files import atomic_open, write_parallel
 __all__ = ["write_outputs", "make_report", "output_names"]
 
 _DESCRIPTIONS = {"deformed": "pyca lddmm: moving o phiinv", "phiinv": "pyca H phiinv", "phi": "pyca H phi",
-                 "jacdet": "pyca lddmm: det D phiinv", "fixed": "", "moving": ""}
+                 "jacdet": "pyca lddmm: det D phiinv", "fixed": "", "moving": "",
+                 "phiinv_full": "pyca H moving voxel of fixed voxel", "labels": "pyca lddmm: moving labels (nearest)"}
 
 
 def output_names(compress=True):
@@ -45,7 +46,11 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     ext = ".nii.gz" if compress else ".nii"
     items = [("fixed", fixed), ("moving", moving)] if save_inputs else []
     items += [("deformed", res.deformed), ("phiinv", res.phiinv), ("phi", res.phi), ("jacdet", res.jacobian)]
+    items += [(n, o) for n, o in (("phiinv_full", res.full_map), ("labels", res.labels)) if o is not None]
     paths, jobs = [], []
+    if res.affine is not None:  # the linear stage, ITK text format, written like the others
+        paths.append(os.path.join(out_dir, "affine.txt"))
+        jobs.append(functools.partial(_write_affine, res.affine.matrix, paths[-1]))
     for name, obj in items:
         save = pio.save_field if isinstance(obj, ca.Field3D) else pio.save_image
         paths.append(os.path.join(out_dir, name + ext))
@@ -61,6 +66,13 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     with atomic_open(paths[-1]) as fh:
         json.dump(summary, fh, indent=2, default=float)
     return paths
+
+
+def _write_affine(matrix, path):
+    from .affine import itk_text
+
+    with atomic_open(path) as fh:
+        fh.write(itk_text(matrix))
 
 
 def make_report(res, fixed, path):

@@ -59,7 +59,7 @@ class _Level:
 
     fused = True
 
-    def __init__(self, grid, mem, T, I0, I1, p):
+    def __init__(self, grid, mem, T, I0, I1, p, metric=None):
         F = lambda: ca.Field3D(grid, mem)  # noqa: E731
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
@@ -79,9 +79,12 @@ class _Level:
         self.K.setLPow(int(p["lpow"]))
         self.K.setGrid(grid)
         self.ssd_gradient = _ext_ssd_gradient()
+        # The match term (pyca/apps/_metrics.py): None or metric.fused means the SSD paths below.
+        self.metric = None if metric is None or metric.fused else metric
+        self.resid = Im() if self.metric is not None else None
         # The fused path computes the sum-of-squared-differences match only: with another match term
         # (a metric hook) this must be False, and the general path below is the one that runs.
-        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep")
+        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None
         self._due = False  # gradients() was called; the fused path has not computed them yet
         for a in self.v + self.m:
             ca.SetMem(a, 0.0)
@@ -99,6 +102,8 @@ class _Level:
             ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
             h, hn = hn, h
             ca.ApplyH(self.J0[j + 1], self.I0, h)
+        if self.metric is not None:
+            return self.metric.energy(self.J0[self.T], self.I1), h
         ca.Sub(self.diff, self.J0[self.T], self.I1)
         return ca.Sum2(self.diff) / self.sigma2, h
 
@@ -115,21 +120,27 @@ class _Level:
         return h
 
     # b_j = |D phi_{t_j,1}| (J0_j - J1_j) grad J0_j into m_new[j] (without the 2 / sigma^2), all j,
-    # with the current v (J0 from the last forward()).
+    # with the current v (J0 from the last forward()). With a metric: b_j = |D phi_{t_j,1}|
+    # (r o phi_{t_j,1}) grad J0_j, r = (sigma^2 / 2) dE/dI at t = 1 (for the SSD, r o phi_{t_j,1} = J0_j - J1_j).
     def gradients(self):
         if self._fast:
             self._due = True
             return
         h, hn = self.h
+        if self.metric is not None:
+            self.metric.gradient(self.resid, self.J0[self.T], self.I1)
         ca.SetToIdentity(h)
         for j in range(self.T - 1, -1, -1):
             ca.ComposeHV(hn, h, self.v[j], self.dt)
             h, hn = hn, h
-            ca.ApplyH(self.J1, self.I1, h)
+            ca.ApplyH(self.J1, self.I1 if self.metric is None else self.resid, h)
             _jac_det(self.jac, h)
             ca.Gradient(self.grad, self.J0[j])
             b = self.m_new[j]
-            if self.ssd_gradient is not None:
+            if self.metric is not None:
+                ca.Mul_I(self.J1, self.jac)
+                ca.Mul(b, self.grad, self.J1)
+            elif self.ssd_gradient is not None:
                 self.ssd_gradient(b, self.J0[j], self.J1, self.grad)
                 ca.Mul_I(b, self.jac)
             else:

@@ -88,3 +88,142 @@ def builtin_pair(size=DEFAULT_SIZE, spacing=None, mem=None):
     if mem is not None and int(mem) != int(core.MEM_HOST):
         fixed, moving = fixed.clone(mem), moving.clone(mem)
     return fixed, moving
+
+
+# ------------------------------------------------------------------------------------------------
+# T1 brain pairs with known warps, from the MNI152 2009c template that nilearn's wheel ships
+# (T1 and grey/white-matter probability maps, 1 mm, 197 x 233 x 189).
+_MNI_FILES = {"t1": "mni_icbm152_t1_tal_nlin_sym_09a_converted.nii.gz",
+              "gm": "mni_icbm152_gm_tal_nlin_sym_09a_converted.nii.gz",
+              "wm": "mni_icbm152_wm_tal_nlin_sym_09a_converted.nii.gz"}
+
+
+def mni_dir():
+    """The folder of nilearn's template files ($PYCA_MNI_DIR when set), or None when nilearn is not
+    installed (found without importing nilearn)."""
+    import importlib.util
+    import os
+
+    env = os.environ.get("PYCA_MNI_DIR")
+    if env:
+        return env if all(os.path.exists(os.path.join(env, f)) for f in _MNI_FILES.values()) else None
+    spec = importlib.util.find_spec("nilearn")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = os.path.join(list(spec.submodule_search_locations)[0], "datasets", "data")
+    return d if all(os.path.exists(os.path.join(d, f)) for f in _MNI_FILES.values()) else None
+
+
+def _block_mean(a, f):
+    if f == 1:
+        return a
+    s = [n // f * f for n in a.shape]
+    a = a[: s[0], : s[1], : s[2]]
+    return a.reshape(s[0] // f, f, s[1] // f, f, s[2] // f, f).mean(axis=(1, 3, 5))
+
+
+def mni_template(resolution=2):
+    """(t1, labels, affine): the MNI152 2009c T1 (float32, values in [0, 1]), tissue labels (0
+    background/CSF, 1 grey matter, 2 white matter: the larger probability where it is >= 0.5) and
+    the 4 x 4 voxel-to-world (RAS) matrix, at `resolution` mm (1, or an integer: block means)."""
+    import os
+
+    import nibabel as nib
+
+    d = mni_dir()
+    if d is None:
+        raise ImportError("the MNI152 template comes with nilearn: pip install nilearn")
+    f = int(resolution)
+    img = nib.load(os.path.join(d, _MNI_FILES["t1"]))
+    t1 = _block_mean(np.asarray(img.dataobj, np.float32), f)
+    gm = _block_mean(np.asarray(nib.load(os.path.join(d, _MNI_FILES["gm"])).dataobj, np.float32), f)
+    wm = _block_mean(np.asarray(nib.load(os.path.join(d, _MNI_FILES["wm"])).dataobj, np.float32), f)
+    labels = np.where(np.maximum(gm, wm) >= 0.5, np.where(wm > gm, 2, 1), 0).astype(np.float32)
+    aff = img.affine.copy()
+    aff[:3, :3] *= f
+    aff[:3, 3] += aff[:3, :3] @ np.full(3, (f - 1) / (2.0 * f))  # block centres
+    return np.asfortranarray(t1), np.asfortranarray(labels), aff
+
+
+def random_svf_warp(shape, spacing, rng, amplitude=4.0, smooth=10.0, steps=6, coarse=4.0):
+    """A random diffeomorphic displacement (world units, shape + (3,)) on a grid: the exponential of
+    a smooth random stationary velocity field (Gaussian-smoothed noise of standard deviation
+    `smooth` world units, scaled so that its largest value is `amplitude`), by scaling and squaring
+    on a grid of `coarse` world units, then trilinearly interpolated (the field is smooth)."""
+    from scipy import ndimage
+
+    sp = np.asarray(spacing, float)
+    f = np.maximum(1, np.floor(coarse / sp)).astype(int)  # fine voxels per coarse voxel
+    cshape = tuple(int(np.ceil((n - 1) / k)) + 1 for n, k in zip(shape, f))
+    csp = sp * f
+    v = np.stack([ndimage.gaussian_filter(rng.standard_normal(cshape), smooth / csp) for _ in range(3)], -1)
+    v *= amplitude / max(np.abs(v).max(), 1e-12)
+    u = v / 2.0**steps  # world units
+    idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in cshape], indexing="ij"), -1)
+    for _ in range(steps):  # u <- u + u o (id + u)
+        pos = idx + u / csp
+        u = u + np.stack([ndimage.map_coordinates(u[..., c], [pos[..., d] for d in range(3)], order=1,
+                                                  mode="nearest") for c in range(3)], -1)
+    fine = np.meshgrid(*[np.arange(n, dtype=float) / k for n, k in zip(shape, f)], indexing="ij")
+    return np.stack([ndimage.map_coordinates(u[..., c], fine, order=1, mode="nearest") for c in range(3)], -1)
+
+
+def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_mm=6.0, intensity=(0.6, 0.15),
+               gamma=1.1, las=False, cache=True, n_landmarks=3000):
+    """A synthetic T1 pair with a known map. The fixed image is the MNI template; the moving image is
+    the template pulled through psi (moving(y) = template(psi(y)), y a moving-grid world point),
+    psi = rigid o exp(v): a random diffeomorphic warp (largest displacement `warp_mm`), then a
+    rotation (random axis, `rotation_deg`) about the centre and a translation of `translation_mm`;
+    its intensities changed to a * I^gamma + b (intensity = (a, b)). With las, the moving image is
+    stored left-right flipped with an affine whose first column is negated (the same anatomy in
+    LAS orientation). Returns a dict: fixed, moving (float32 arrays), fixed_labels, moving_labels
+    (uint8), fixed_affine, moving_affine (4 x 4 voxel -> world), landmarks (n_landmarks brain voxels
+    y of the moving grid, integer indices) and landmarks_fixed_world (psi(y): where each is in the
+    fixed image, world coordinates). Cached under $PYCA_CACHE (default ~/.cache/pyca) when cache."""
+    import os
+
+    key = f"brain_n{n_landmarks}_s{seed}_r{resolution}_w{warp_mm}_rot{rotation_deg}_t{translation_mm}_i{intensity[0]}-" \
+          f"{intensity[1]}_g{gamma}_las{int(las)}.npz"
+    cdir = os.environ.get("PYCA_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "pyca"))
+    path = os.path.join(cdir, key)
+    if cache and os.path.exists(path):
+        z = np.load(path)
+        return {k: (np.asfortranarray(z[k]) if z[k].ndim >= 3 else z[k]) for k in z.files}
+    from scipy import ndimage
+    from scipy.spatial.transform import Rotation
+
+    t1, lab, aff = mni_template(resolution)
+    rng = np.random.default_rng(seed)
+    shape, sp = t1.shape, np.sqrt((aff[:3, :3] ** 2).sum(0))
+    u = random_svf_warp(shape, sp, rng, amplitude=warp_mm)
+    idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in shape], indexing="ij"), -1)
+    world = idx @ aff[:3, :3].T + aff[:3, 3]
+    axis = rng.standard_normal(3)
+    R = Rotation.from_rotvec(np.deg2rad(rotation_deg) * axis / np.linalg.norm(axis)).as_matrix()
+    d = rng.standard_normal(3)
+    t = translation_mm * d / np.linalg.norm(d)
+    c = aff[:3, :3] @ ((np.array(shape) - 1) / 2.0) + aff[:3, 3]
+    psi = (world + u - c) @ R.T + c + t  # template world point of each moving voxel
+    vox = (psi - aff[:3, 3]) @ np.linalg.inv(aff[:3, :3]).T
+    coords = [vox[..., k] for k in range(3)]
+    moving = ndimage.map_coordinates(t1, coords, order=1, mode="constant", cval=0.0)
+    mlab = ndimage.map_coordinates(lab, coords, order=0, mode="constant", cval=0.0)
+    a, b = intensity
+    moving = a * np.clip(moving, 0, None) ** gamma + b
+    maff = aff.copy()
+    if las:
+        moving, mlab, psi = moving[::-1], mlab[::-1], psi[::-1]
+        maff[:, 0] = -aff[:, 0]
+        maff[:3, 3] = aff[:3, 3] + aff[:3, 0] * (shape[0] - 1)
+    ys = np.argwhere(mlab > 0)
+    ys = ys[rng.choice(len(ys), min(n_landmarks, len(ys)), replace=False)]
+    out = {"fixed": np.asfortranarray(t1), "moving": np.asfortranarray(moving, np.float32),
+           "fixed_labels": np.asfortranarray(lab, np.uint8), "moving_labels": np.asfortranarray(mlab, np.uint8),
+           "fixed_affine": aff, "moving_affine": maff, "landmarks": ys.astype(np.int32),
+           "landmarks_fixed_world": psi[ys[:, 0], ys[:, 1], ys[:, 2]].astype(np.float64)}
+    if cache:
+        os.makedirs(cdir, exist_ok=True)
+        tmp = path + f".tmp{os.getpid()}.npz"
+        np.savez_compressed(tmp, **out)
+        os.replace(tmp, path)
+    return out

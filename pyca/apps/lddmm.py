@@ -34,20 +34,27 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
+from . import affine
 from ._lddmm_outputs import make_report, write_outputs
 from ._lddmm_solver import _coarse_grid, _jac_det, _Level
+from ._metrics import DEFAULT_SIGMA, METRICS, make_metric
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
 
-# Defaults (docs/lddmm.md explains each). sigma applies to intensities scaled to [0, 1] when
-# normalize is on; alpha, gamma are per world unit (the fluid operator's spacing enters).
+# Defaults (docs/lddmm.md explains each, and the measurements that chose them). sigma applies to
+# intensities scaled to [0, 1] when normalize is on (None: the metric's default, _metrics.DEFAULT_SIGMA);
+# alpha, gamma are per world unit (the fluid operator's spacing enters); iterations are caps (tol stops).
 DEFAULTS = dict(
-    alpha=1.0, beta=0.0, gamma=0.04, lpow=2, sigma=0.05,
-    step="auto", max_step=0.5, time_steps=8,
-    scales=(4, 2, 1), iterations=(60, 40, 20),
-    normalize=True, device="auto",
+    alpha=1.0, beta=0.0, gamma=0.04, lpow=2, sigma=None, metric="ssd", radius=2,
+    step="auto", max_step=0.5, tol=1e-2, time_steps=8,
+    scales=(4, 2, 1), iterations=(100, 60, 30),
+    normalize=True, percentiles=(0.5, 99.5), affine="auto",
+    fixed_mask=None, moving_mask=None, moving_labels=None,
+    device="auto", names=None,
 )
+_STEP_GROW, _STEP_MAX = 1.25, 0.45  # step='auto': growth after an accepted step, and its cap (< 0.5)
+_AFFINE_SCALES, _AFFINE_ITERATIONS = (4, 2), (60, 30)
 
 _MIN_SIZE = 4  # smallest extent of a registered axis (z may be 1: a 2-D image)
 
@@ -113,6 +120,8 @@ def _int_in(v, lo, hi):
 
 def _check_params(p):
     for k in ("alpha", "sigma"):
+        if k == "sigma" and p[k] is None:  # the metric's default
+            continue
         if not (np.isfinite(p[k]) and p[k] > 0):
             raise ValueError(f"lddmm: {k} must be > 0, got {p[k]}")
     for k in ("beta", "gamma"):
@@ -127,6 +136,17 @@ def _check_params(p):
         raise ValueError(f"lddmm: step must be 'auto' or a number in (0, 0.5), got {p['step']!r}")
     if not (np.isfinite(p["max_step"]) and p["max_step"] > 0):
         raise ValueError(f"lddmm: max_step must be > 0 (voxels), got {p['max_step']}")
+    if not (np.isfinite(p["tol"]) and p["tol"] >= 0):
+        raise ValueError(f"lddmm: tol must be >= 0, got {p['tol']}")
+    if str(p["metric"]).lower() not in METRICS:
+        raise ValueError(f"lddmm: metric must be one of {', '.join(METRICS)}, not {p['metric']!r}")
+    if int(p["radius"]) != p["radius"] or p["radius"] < 1:
+        raise ValueError(f"lddmm: radius (the LNCC window radius, voxels) must be an integer >= 1, got {p['radius']}")
+    if p["affine"] not in ("auto",) + affine.KINDS:
+        raise ValueError(f"lddmm: affine must be 'auto', 'none', 'rigid' or 'affine', not {p['affine']!r}")
+    lo, hi = p["percentiles"]
+    if not 0 <= lo < hi <= 100:
+        raise ValueError(f"lddmm: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
 
 
 def _box(g):
@@ -135,35 +155,130 @@ def _box(g):
     return lo, hi
 
 
-def check_inputs(fixed, moving):
-    """Checks that the two images can be registered (before any work); returns a note on how the
-    moving image will be brought onto the fixed grid ('same grid' or 'resampled ...')."""
+def _label(role, names):
+    """'the moving image (m.nii.gz)' for messages: the file when one was given."""
+    what = {"fixed": "the fixed image", "moving": "the moving image", "fixed_mask": "the fixed mask",
+            "moving_mask": "the moving mask", "moving_labels": "the moving labels"}[role]
+    return f"{what} ({names[role]})" if names.get(role) else what
+
+
+def _check_finite(im, role, names):
+    lo, hi = ca.MinMax(im)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"lddmm: {_label(role, names)} holds NaN or infinite values")
+    return lo, hi
+
+
+def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, moving_labels=None):
+    """Checks that the images (and masks, labels) can be registered, before any work; returns a note
+    on how the moving image is brought onto the fixed grid. names: role -> file name, for messages."""
+    names = names or {}
     gf, gm = fixed.grid(), moving.grid()
-    for name, g in (("fixed", gf), ("moving", gm)):
+    for role, g in (("fixed", gf), ("moving", gm)):
         s = tuple(g.size())
         if (s[2] != 1 and min(s) < _MIN_SIZE) or min(s[:2]) < _MIN_SIZE:
-            raise ValueError(f"lddmm: the {name} image's grid {s} is too small to register (each axis needs at "
-                             f"least {_MIN_SIZE} voxels; z = 1 for a 2-D image)")
+            raise ValueError(f"lddmm: {_label(role, names)}'s grid {s} is too small to register (each axis needs "
+                             f"at least {_MIN_SIZE} voxels; z = 1 for a 2-D image)")
     if (gf.size().z == 1) != (gm.size().z == 1):
         raise ValueError(f"lddmm: cannot register a 2-D image with a 3-D one (fixed {tuple(gf.size())}, moving "
                          f"{tuple(gm.size())})")
-    for name, im in (("fixed", fixed), ("moving", moving)):
-        lo, hi = ca.MinMax(im)
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            raise ValueError(f"lddmm: the {name} image holds NaN or infinite values")
+    for role, im in (("fixed", fixed), ("moving", moving)):
+        lo, hi = _check_finite(im, role, names)
         if hi <= lo:
-            raise ValueError(f"lddmm: the {name} image is constant ({lo}): nothing to register")
-    same_size = tuple(gf.size()) == tuple(gm.size())
-    sf, sm = np.array(tuple(gf.spacing())), np.array(tuple(gm.spacing()))
-    if same_size and np.allclose(sf, sm, rtol=1e-4):
+            raise ValueError(f"lddmm: {_label(role, names)} is constant ({lo}): nothing to register")
+    for role, im, g in (("fixed_mask", fixed_mask, gf), ("moving_mask", moving_mask, gm),
+                        ("moving_labels", moving_labels, gm)):
+        if im is None:
+            continue
+        if tuple(im.grid().size()) != tuple(g.size()):
+            raise ValueError(f"lddmm: {_label(role, names)} has size {tuple(im.grid().size())}, its image "
+                             f"{tuple(g.size())}: give it on the image's grid")
+        lo, hi = _check_finite(im, role, names)
+        if role.endswith("mask") and not hi > 0:
+            raise ValueError(f"lddmm: {_label(role, names)} is empty (no voxel > 0)")
+        if role == "moving_labels":
+            a = im.numpy()
+            if not np.array_equal(a, np.round(a)):
+                raise ValueError(f"lddmm: {_label(role, names)} holds non-integer values: labels must be integers")
+    same = tuple(gf.size()) == tuple(gm.size()) and np.allclose(affine.vox2world(gf), affine.vox2world(gm),
+                                                                rtol=1e-4, atol=1e-4)
+    if same:
         return "same grid (voxel to voxel)"
-    (flo, fhi), (mlo, mhi) = _box(gf), _box(gm)
-    if gf.size().z == 1:
-        flo, fhi, mlo, mhi = flo[:2], fhi[:2], mlo[:2], mhi[:2]
-    if np.any(np.minimum(fhi, mhi) < np.maximum(flo, mlo)):
-        raise ValueError(f"lddmm: the images' grids do not overlap in world coordinates (fixed {gf}, moving {gm}); "
-                         "give images on the same grid or with overlapping origin/spacing")
     return f"moving resampled onto the fixed grid in world coordinates (moving grid {gm})"
+
+
+def _check_overlap(H, gm, names):
+    """After the linear stage: some fixed voxels must map inside the moving grid."""
+    s = np.array(tuple(gm.size()), float)
+    inside = 0.0
+    mem = H.memType()
+    c = ca.Image3D(H.grid(), mem)
+    acc = ca.Image3D(H.grid(), mem)
+    ca.SetMem(acc, 1.0)
+    for d in range(3 if gm.size().z > 1 else 2):
+        ca.Copy(c, H, d)
+        lo = ca.Image3D(H.grid(), mem)
+        ca.GTC(lo, c, -0.5)
+        ca.Mul_I(acc, lo)
+        ca.LTC(lo, c, float(s[d]) - 0.5)
+        ca.Mul_I(acc, lo)
+    inside = float(ca.Sum(acc))
+    if inside < 0.01 * H.grid().nVox():
+        raise ValueError(f"lddmm: the fields of view of {_label('fixed', names)} and {_label('moving', names)} do "
+                         f"not overlap after the linear stage ({inside / H.grid().nVox():.1%} of the fixed grid "
+                         "maps inside the moving image)")
+
+
+def _robust_range(im, p, mask=None):
+    a = im.numpy()
+    vals = a[mask.numpy() > 0] if mask is not None else a.ravel()
+    lo, hi = np.percentile(vals, p["percentiles"])
+    if not hi > lo:
+        lo, hi = float(vals.min()), float(vals.max())
+    if not hi > lo:
+        lo, hi = float(a.min()), float(a.max())
+    return float(lo), float(hi)
+
+
+def _normalised(im, mem, p, mask=None):
+    """A copy of im in `mem`, scaled so that its robust range (percentiles) is [0, 1], clamped."""
+    out = im.clone(mem)
+    if p["normalize"]:
+        lo, hi = _robust_range(im, p, mask)
+        ca.SubC_I(out, lo)
+        ca.MulC_I(out, 1.0 / (hi - lo))
+        ca.Clamp_I(out, 0.0, 1.0)
+    return out
+
+
+def _binary(im, mem):
+    if im is None:
+        return None
+    out = im.clone(mem)
+    ca.GTC_I(out, 0.0)
+    return out
+
+
+def _affine_kind(choice, I1, I0):
+    """'auto': affine when the grids or the centres of mass differ (by more than one voxel)."""
+    if choice != "auto":
+        return choice
+    gf, gm = I1.grid(), I0.grid()
+    if tuple(gf.size()) != tuple(gm.size()) or not np.allclose(affine.vox2world(gf), affine.vox2world(gm),
+                                                               rtol=1e-4, atol=1e-4):
+        return "affine"
+    d = np.linalg.norm(affine.center_of_mass(I1) - affine.center_of_mass(I0))
+    return "affine" if d > max(tuple(gf.spacing())) else "none"
+
+
+def _ssd_before(I1, Mn, aff, grid, mem):
+    """Sum of squared differences of the normalised images before any registration (moving on the
+    fixed grid through world coordinates)."""
+    moved = ca.Image3D(grid, mem)
+
+    ca.ApplyH(moved, Mn, affine.identity(grid, Mn.grid()).hfield(mem))
+    ca.Sub_I(moved, I1)
+    return ca.Sum2(moved)
 
 
 @dataclass
@@ -184,6 +299,11 @@ class LDDMMResult:
     mem: object
     params: dict
     notes: list = field(default_factory=list)
+    affine: object = None  # affine.AffineResult: the linear stage
+    full_map: object = None  # Field3D on the fixed grid: moving voxel coordinates (affine after phiinv)
+    labels: object = None  # Image3D: the moving labels through full_map (nearest neighbour), or None
+    linear_mismatch: float = float("nan")  # SSD (normalised) after the linear stage
+    final_match: float = float("nan")  # the metric's energy at the end
 
     @property
     def mismatch_reduction(self):
@@ -198,6 +318,9 @@ class LDDMMResult:
     def summary(self):
         """A JSON-serialisable dict (what summary.json holds)."""
         jmin, jmax = ca.MinMax(self.jacobian)
+        nonpos = ca.Image3D(self.jacobian.grid(), self.jacobian.memType())
+        ca.LTEC(nonpos, self.jacobian, 0.0)
+        frac = float(ca.Sum(nonpos)) / self.jacobian.grid().nVox()
         p = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()}
         return {
             "device": self.device,
@@ -210,22 +333,85 @@ class LDDMMResult:
             "final_energy": self.final_energy,
             "jacobian_min": float(jmin),
             "jacobian_max": float(jmax),
+            "jacobian_nonpositive_fraction": frac,
+            "linear_mismatch": self.linear_mismatch,
+            "final_match_energy": self.final_match,
+            "affine": self.affine.summary() if self.affine is not None else None,
             "timings": self.timings,
             "energies": self.energies,
             "notes": self.notes,
         }
 
 
+def _stop_rule(hist, tol, window=5):
+    """True when the last `window` accepted iterations together lowered the energy by less than
+    `window * tol` times what the scale has gained so far (hist[0] - hist[-1]). Measured against the
+    gain, not the energy itself: an energy with a large constant part (LNCC's flat background, the
+    regulariser carried from a coarser scale) would otherwise stop at once."""
+    return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * (hist[0] - hist[-1])
+
+
+def _optimise_scale(lev, f, n_it, p, energies, pbar):
+    """Gradient descent of one scale (docs/lddmm.md, 'Optimiser'); returns the scale's report."""
+    match, _ = lev.forward()
+    E = match + lev.reg_energy()
+    hist = [E]
+    auto = p["step"] == "auto"
+    eps = None if auto else float(p["step"])
+    fails, stop, it = 0, "iteration cap", -1
+    for it in range(n_it):
+        lev.gradients()
+        if eps is None:
+            dmax = lev.direction_max()
+            eps = min(0.25, float(p["max_step"]) / dmax) if dmax > 0 else 0.25
+        lev.update(eps)
+        m_new, _ = lev.forward()
+        r_new = lev.reg_energy()
+        E_new = m_new + r_new
+        accepted = bool(np.isfinite(E_new) and E_new <= E)
+        energies.append({"scale": f, "iteration": it, "energy": E_new, "match": m_new, "reg": r_new, "step": eps,
+                         "accepted": accepted})
+        if accepted:
+            E, match, fails = E_new, m_new, 0
+            hist.append(E)
+            if auto:  # the step grows again after a successful one
+                eps = min(eps * _STEP_GROW, _STEP_MAX)
+        else:  # back to the previous velocities, half the step
+            lev.undo()
+            lev.forward()
+            eps *= 0.5
+            fails += 1
+        if pbar is not None:
+            pbar.set_postfix_str(f"scale 1/{f} E={E:.4g} match={match:.4g} step={eps:.2g}", refresh=False)
+            pbar.update(1)
+        if accepted and _stop_rule(hist, float(p["tol"])):
+            stop = f"converged (the last 5 iterations gained < {5 * p['tol']:g} of the scale's gain)"
+        elif fails >= 8:
+            stop = "step too small (8 rejected steps in a row)"
+        else:
+            continue
+        if pbar is not None:
+            pbar.update(n_it - it - 1)
+        break
+    rel = (hist[-2] - hist[-1]) / abs(hist[-1]) if len(hist) > 1 and hist[-1] != 0 else 0.0
+    return {"scale": f, "iterations": it + 1, "max_iterations": n_it, "stop": stop, "energy_start": hist[0],
+            "energy_end": hist[-1], "last_relative_decrease": rel}
+
+
 def register(fixed, moving, *, progress=False, **params):
-    """Registers `moving` onto `fixed` with LDDMM; returns an LDDMMResult.
+    """Registers `moving` onto `fixed`: a linear stage (pyca.apps.affine), then LDDMM; returns an
+    LDDMMResult.
 
     fixed, moving: Image3D (any memory type), NumPy arrays or file paths. Neither is modified.
     Parameters (defaults in DEFAULTS, meanings in docs/lddmm.md): alpha, beta, gamma, lpow (the fluid
-    operator L), sigma (noise level of the image match, in normalised intensity when normalize),
-    step ('auto' or eps in (0, 0.5)), max_step (voxels: the largest velocity change of the first step
-    of each scale when step='auto'), time_steps (T), scales (downsampling factors, decreasing, ending
-    with 1), iterations (per scale, or one count for every scale), normalize (scale both images'
-    intensities jointly to [0, 1]), device ('auto' | 'cpu' | 'gpu').
+    operator L), metric ('ssd' | 'lncc'), radius (LNCC window radius, voxels), sigma (weight of the
+    match term; None: the metric's default), step ('auto' or eps in (0, 0.5)), max_step (voxels: the
+    largest velocity change of the first step of each scale when step='auto'), tol (stop a scale
+    when the energy falls by less than tol per iteration), time_steps (T), scales (downsampling
+    factors, decreasing, ending with 1), iterations (caps per scale, or one for every scale),
+    normalize (per-image robust scaling to [0, 1] at `percentiles`), affine ('auto' | 'none' |
+    'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid), moving_labels
+    (integer label image on the moving grid, warped by nearest neighbour), device ('auto' | 'cpu' | 'gpu').
     """
     unknown = set(params) - set(DEFAULTS)
     if unknown:
@@ -233,35 +419,51 @@ def register(fixed, moving, *, progress=False, **params):
     p = dict(DEFAULTS)
     p.update(params)
     t_start = time.perf_counter()
+    names = p.pop("names", None) or {}
     fixed, moving = _as_image(fixed, "fixed"), _as_image(moving, "moving")
+    extra = {k: (_as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask",
+                                                                           "moving_labels")}
+    if p["sigma"] is None:
+        p["sigma"] = DEFAULT_SIGMA.get(str(p["metric"]).lower(), 0.05)
     _check_params(p)
     scales, iters = _schedule(p["scales"], p["iterations"])
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = resolve_device(p["device"])
-    note = check_inputs(fixed, moving)
+    note = check_inputs(fixed, moving, names=names, **extra)
     T = int(p["time_steps"])
-
-    # Inputs in working memory, moving on the fixed grid; normalised copies for the registration.
     grid = fixed.grid()
-    I1 = fixed.clone(mem)
-    mv = moving.clone(mem) if moving.memType() != mem else moving
-    if note.startswith("same grid"):
-        I0_orig = mv.clone() if mv is moving else mv
-        I0_orig.setGrid(grid)
-    else:
-        I0_orig = ca.Image3D(grid, mem)
-        ca.ResampleWorld(I0_orig, mv, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_LINEAR)
-    I0 = I0_orig.clone()
-    if p["normalize"]:
-        (lo0, hi0), (lo1, hi1) = ca.MinMax(I0), ca.MinMax(I1)
-        lo, hi = min(lo0, lo1), max(hi0, hi1)
-        for im in (I0, I1):
-            ca.SubC_I(im, float(lo))
-            ca.MulC_I(im, float(1.0 / (hi - lo)))
+
+    # Normalised copies in working memory (each image by its own robust range), binary masks.
+    # A moving image of another size is brought onto a grid of the fixed size covering its own box
+    # (affine.on_size: ApplyH samples same-size images); full_map is given in its own voxels at the end.
+    size = tuple(grid.size())
+    I1 = _normalised(fixed, mem, p, extra["fixed_mask"])
+    Mn = affine.on_size(_normalised(moving, mem, p, extra["moving_mask"]), size)
+    fmask = _binary(extra["fixed_mask"], mem)
+    mmask = _binary(extra["moving_mask"], mem)
+    if mmask is not None:
+        mmask = affine.on_size(mmask, size, ca.INTERP_NN)
+    kind = _affine_kind(p["affine"], I1, Mn)
+    aff = affine.register(I1, Mn, kind, metric=p["metric"], radius=min(int(p["radius"]), 2), mask=fmask,
+                          scales=_AFFINE_SCALES, iterations=_AFFINE_ITERATIONS)
+    Haff = aff.hfield(mem)
+    _check_overlap(Haff, Mn.grid(), names)
+    I0 = ca.Image3D(grid, mem)
+    ca.ApplyH(I0, Mn, Haff)
+    mask = fmask
+    if mmask is not None:
+        mm = ca.Image3D(grid, mem)
+        ca.ApplyH(mm, mmask, Haff, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
+        if mask is not None:
+            ca.Mul_I(mm, mask)
+        mask = mm
+    if mask is not None and not ca.Sum(mask) > 0:
+        raise ValueError("lddmm: the masks do not overlap after the linear stage: nothing to register")
     tmp = ca.Image3D(grid, mem)
     ca.Sub(tmp, I0, I1)
-    initial_mismatch = ca.Sum2(tmp)
-    timings = {"setup_s": 0.0, "scales": []}
+    initial_mismatch = _ssd_before(I1, Mn, aff, grid, mem)
+    linear_mismatch = ca.Sum2(tmp)
+    timings = {"setup_s": 0.0, "affine_s": aff.seconds, "scales": []}
 
     energies = []
     pbar = None
@@ -269,57 +471,32 @@ def register(fixed, moving, *, progress=False, **params):
         from .._progress import progress_bar  # tqdm on a terminal, a few plain lines in a log file
 
         pbar = progress_bar(total=sum(iters), desc=f"lddmm [{device.split(' ')[0]}]")
-    timings["setup_s"] = time.perf_counter() - t_start
+    timings["setup_s"] = time.perf_counter() - t_start - aff.seconds
     prev = None
     try:
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
             g = _coarse_grid(grid, f)
             if f == 1:
-                J0, J1 = I0, I1
+                J0, J1, mk = I0, I1, mask
             else:
                 J0, J1 = ca.Image3D(g, mem), ca.Image3D(g, mem)
                 ca.ResampleAA(J0, I0)
                 ca.ResampleAA(J1, I1)
-            lev = _Level(g, mem, T, J0, J1, p)
+                mk = None
+                if mask is not None:
+                    mk = ca.Image3D(g, mem)
+                    ca.ResampleAA(mk, mask)
+                    ca.GTC_I(mk, 0.5)
+            metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"])
+            lev = _Level(g, mem, T, J0, J1, p, metric=metric)
             if prev is not None:
                 lev.take_velocities(prev)
             prev = None
-            match, _ = lev.forward()
-            reg = lev.reg_energy()
-            E = match + reg
-            eps = None if p["step"] == "auto" else float(p["step"])
-            fails = 0
-            for it in range(n_it):
-                lev.gradients()
-                if eps is None:
-                    dmax = lev.direction_max()
-                    eps = min(0.25, float(p["max_step"]) / dmax) if dmax > 0 else 0.25
-                lev.update(eps)
-                m_new, _ = lev.forward()
-                r_new = lev.reg_energy()
-                E_new = m_new + r_new
-                accepted = bool(np.isfinite(E_new) and E_new <= E)
-                rec = {"scale": f, "iteration": it, "energy": E_new, "match": m_new, "reg": r_new, "step": eps,
-                       "accepted": accepted}
-                energies.append(rec)
-                if accepted:
-                    E, match, reg, fails = E_new, m_new, r_new, 0
-                else:  # back to the previous velocities, half the step
-                    lev.undo()
-                    lev.forward()
-                    eps *= 0.5
-                    fails += 1
-                if pbar is not None:
-                    pbar.set_postfix_str(f"scale 1/{f} E={E:.4g} match={match:.4g} step={eps:.2g}", refresh=False)
-                    pbar.update(1)
-                if fails >= 8:  # the step no longer decreases the energy: this scale has converged
-                    if pbar is not None:
-                        pbar.update(n_it - it - 1)
-                    break
+            info = _optimise_scale(lev, f, n_it, p, energies, pbar)
             ca.synchronize()
-            timings["scales"].append({"scale": f, "grid": list(g.size()), "iterations": n_it,
-                                      "seconds": time.perf_counter() - t0})
+            info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
+            timings["scales"].append(info)
             prev = lev
     finally:
         if pbar is not None:
@@ -329,19 +506,36 @@ def register(fixed, moving, *, progress=False, **params):
     t0 = time.perf_counter()
     lev = prev
     final_match, h = lev.forward()
-    final_mismatch = final_match * lev.sigma2
     phiinv = h.clone()
+    ca.Sub(tmp, lev.J0[T], I1)
+    final_mismatch = ca.Sum2(tmp)
     phi = lev.forward_map().clone()
+    full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving (proxy) voxel, the whole map
+    mv = affine.on_size(moving.clone(mem) if moving.memType() != mem else moving, size)
     deformed = ca.Image3D(grid, mem)
-    ca.ApplyH(deformed, I0_orig, phiinv)
+    ca.ApplyH(deformed, mv, full)
+    moved = ca.Image3D(grid, mem)
+    ca.ApplyH(moved, mv, Haff)
+    labels = None
+    if extra["moving_labels"] is not None:
+        lab = extra["moving_labels"].clone(mem) if extra["moving_labels"].memType() != mem else extra["moving_labels"]
+        lab = affine.on_size(lab, size, ca.INTERP_NN)
+        labels = ca.Image3D(grid, mem)
+        ca.ApplyH(labels, lab, full, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
+    if mv.grid() != moving.grid():  # proxy voxels -> the moving image's own voxels
+        affine.affine_hfield(full, np.linalg.inv(affine.vox2world(moving.grid())) @ affine.vox2world(mv.grid()), full)
     jac = ca.Image3D(grid, mem)
     _jac_det(jac, phiinv)
     ca.synchronize()
     timings["outputs_s"] = time.perf_counter() - t0
-    timings["registration_s"] = sum(s["seconds"] for s in timings["scales"])
+    timings["registration_s"] = sum(s["seconds"] for s in timings["scales"]) + aff.seconds
     timings["total_s"] = time.perf_counter() - t_start
     p["device"] = str(p["device"])
-    return LDDMMResult(deformed=deformed, phiinv=phiinv, phi=phi, moving=I0_orig, jacobian=jac, velocity=list(lev.v),
+    for k in ("fixed_mask", "moving_mask", "moving_labels"):
+        p[k] = names.get(k, "given") if p[k] is not None else None
+    p["affine"] = f"{p['affine']} ({kind})" if p["affine"] == "auto" else p["affine"]
+    return LDDMMResult(deformed=deformed, phiinv=phiinv, phi=phi, moving=moved, jacobian=jac, velocity=list(lev.v),
                        energies=energies, initial_mismatch=float(initial_mismatch),
                        final_mismatch=float(final_mismatch), timings=timings, device=device, mem=mem, params=p,
-                       notes=[note])
+                       notes=[note], affine=aff, full_map=full, labels=labels,
+                       linear_mismatch=float(linear_mismatch), final_match=float(final_match))

@@ -176,7 +176,7 @@ def test_ctrl_c_during_the_registration(tmp_path):
     out = tmp_path / "out"
     # A small fixed step: every iteration is accepted, the registration runs until interrupted.
     p = _start(["lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "100000", "--step", "0.0001",
-                "--time-steps", "2", "--no-progress", "--out", str(out)])
+                "--time-steps", "2", "--tol", "0", "--no-progress", "--out", str(out)])
     started = []
 
     def ready():  # the first line is printed when the inputs are checked and the work starts

@@ -1,0 +1,98 @@
+"""The `similarity` family (docs/operations/similarity.md) against independent references.
+
+BoxSum against scipy.ndimage.correlate with a box of ones and zero padding (truncated windows);
+LNCC's value against a float64 NumPy evaluation of the documented formula, its gradient against
+central finite differences of its value, on both memory types (the device ones skip without a GPU).
+"""
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+import pyca as ca
+
+MEMS = [
+    pytest.param(ca.MEM_HOST, id="host"),
+    pytest.param(ca.MEM_DEVICE, id="device",
+                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
+]
+
+
+def image(arr, mem):
+    return ca.Image3D.from_array(np.asfortranarray(arr, np.float32), ca.GridInfo(arr.shape)).to(mem)
+
+
+def box_ref(a, r):
+    return ndi.correlate(np.asarray(a, np.float64), np.ones([2 * k + 1 for k in r]), mode="constant", cval=0.0)
+
+
+def lncc_ref(I, J, r, w=None, eps=1e-5):
+    I, J = I.astype(np.float64), J.astype(np.float64)
+    n = box_ref(np.ones_like(I), r)
+    mI, mJ = box_ref(I, r) / n, box_ref(J, r) / n
+    c = box_ref(I * J, r) / n - mI * mJ
+    vI = np.maximum(box_ref(I * I, r) / n - mI**2, 0)
+    vJ = np.maximum(box_ref(J * J, r) / n - mJ**2, 0)
+    cc = c**2 / (vI * vJ + eps)
+    return float(np.sum(cc if w is None else w * cc))
+
+
+def smooth_pair(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    I = ndi.gaussian_filter(rng.random(shape), 1.0)
+    J = 0.5 * I + 0.3 * ndi.gaussian_filter(rng.random(shape), 1.5) + 0.1
+    return I.astype(np.float32), J.astype(np.float32)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("shape, r", [((11, 9, 7), (2, 1, 3)), ((13, 10, 1), (3, 2, 0)), ((6, 5, 4), (0, 4, 1))])
+def test_boxsum_matches_zero_padded_correlation(mem, shape, r):
+    a = np.random.default_rng(1).random(shape).astype(np.float32)
+    out = image(np.zeros(shape), mem)
+    ca.BoxSum(out, image(a, mem), ca.Vec3Di(*r))
+    np.testing.assert_allclose(out.numpy(), box_ref(a, r), rtol=1e-5, atol=1e-5)
+    # in place
+    x = image(a, mem)
+    ca.BoxSum(x, x, ca.Vec3Di(*r))
+    np.testing.assert_allclose(x.numpy(), box_ref(a, r), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("masked", [False, True])
+def test_lncc_value_and_gradient(mem, masked):
+    shape, r = (9, 8, 7), (2, 2, 1)
+    I, J = smooth_pair(shape)
+    w = (np.random.default_rng(3).random(shape) > 0.3).astype(np.float32) if masked else None
+    g = image(np.zeros(shape), mem)
+    args = (image(I, mem), image(J, mem)) + ((image(w, mem),) if masked else ()) + (ca.Vec3Di(*r),)
+    S = ca.LNCC(g, *args)
+    assert S == pytest.approx(lncc_ref(I, J, r, w), rel=1e-4)
+    grad = g.numpy()
+    # Central differences of the float64 reference at a few voxels (interior, border, corner).
+    h = 1e-3
+    for idx in [(4, 4, 3), (0, 3, 2), (8, 7, 6), (1, 0, 0), (5, 2, 6)]:
+        Ip, Im = I.astype(np.float64), I.astype(np.float64)
+        Ip = Ip.copy()
+        Im = Im.copy()
+        Ip[idx] += h
+        Im[idx] -= h
+        fd = (lncc_ref(Ip, J, r, w) - lncc_ref(Im, J, r, w)) / (2 * h)
+        assert grad[idx] == pytest.approx(fd, rel=2e-3, abs=2e-3 * float(np.abs(grad).max())), idx
+
+
+def test_lncc_is_one_for_affine_intensity_change():
+    I, _ = smooth_pair((10, 10, 10))
+    g = image(np.zeros(I.shape), ca.MEM_HOST)
+    S = ca.LNCC(g, image(I, ca.MEM_HOST), image(3.0 - 2.5 * I, ca.MEM_HOST), ca.Vec3Di(2, 2, 2), 1e-12)
+    assert S / I.size == pytest.approx(1.0, abs=1e-3)
+    assert np.abs(g.numpy()).max() < 1e-2 * I.size ** 0  # a maximum: the gradient vanishes
+
+
+def test_bad_arguments():
+    a = image(np.random.default_rng(0).random((6, 6, 6)), ca.MEM_HOST)
+    b = a.clone()
+    with pytest.raises(ValueError, match="radius"):
+        ca.BoxSum(b, a, ca.Vec3Di(-1, 1, 1))
+    with pytest.raises(ValueError, match="grad"):
+        ca.LNCC(a, a, b, ca.Vec3Di(1, 1, 1))
+    with pytest.raises(ValueError, match="eps"):
+        ca.LNCC(ca.Image3D(a.grid(), ca.MEM_HOST), a, b, ca.Vec3Di(1, 1, 1), 0.0)

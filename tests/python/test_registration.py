@@ -1,0 +1,232 @@
+"""The registration stages of pyca.apps.lddmm added for scanner images (docs/lddmm.md): per-image
+robust intensity normalisation, the LNCC metric, the linear (rigid / affine) stage and its ITK file,
+masks, label transport, the optimiser's report, and bad inputs refused before any work. Small
+phantoms (pyca.apps.data.builtin_pair at 32 x 32 x 24); the MNI brain pair only when nilearn is
+installed."""
+import json
+
+import numpy as np
+import pytest
+
+import pyca as ca
+from pyca import cli
+from pyca.apps import affine, data, lddmm
+
+FAST = dict(scales=(2, 1), iterations=(30, 10), time_steps=4, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return data.builtin_pair(size=(32, 32, 24), spacing=(2.0, 2.0, 8.0 / 3.0))
+
+
+def one_minus_corr(a, b):
+    return 1.0 - np.corrcoef(np.ravel(a), np.ravel(b))[0, 1]
+
+
+def moved_by(im, T):
+    """im resampled through the world transform T (4 x 4), on its own grid."""
+    H = affine.AffineResult(T, "affine", im.grid(), im.grid()).hfield(ca.MEM_HOST)
+    out = ca.Image3D(im.grid(), ca.MEM_HOST)
+    ca.ApplyH(out, im, H)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Intensities
+@pytest.mark.parametrize("metric", ["ssd", "lncc"])
+def test_affine_intensity_change_makes_images_more_alike(pair, metric):
+    # The issue's phantom: moving = 0.4 I + 25 (other scanner). 1 - correlation must fall.
+    fixed, moving = pair
+    m2 = ca.Image3D.from_array(0.4 * moving.numpy() + 25.0, moving.grid())
+    res = lddmm.register(fixed, m2, metric=metric, **FAST)
+    before = one_minus_corr(fixed.numpy(), m2.numpy())
+    after = one_minus_corr(fixed.numpy(), res.deformed.numpy())
+    assert after < 0.35 * before, (before, after)
+    assert ca.MinMax(res.jacobian)[0] > 0
+    # The deformed image keeps the moving image's own intensities.
+    assert res.deformed.numpy().min() >= 25.0 - 1e-3
+
+
+def test_normalisation_is_per_image_percentiles(pair):
+    fixed, moving = pair
+    a = moving.numpy()
+    lo, hi = np.percentile(a, [0.5, 99.5])
+    out = lddmm._normalised(ca.Image3D.from_array(3 * a + 7, moving.grid()), ca.MEM_HOST, lddmm.DEFAULTS)
+    np.testing.assert_allclose(out.numpy(), np.clip((a - lo) / (hi - lo), 0, 1), atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------
+# LNCC metric
+def test_lncc_registration(pair):
+    res = lddmm.register(*pair, metric="lncc", **FAST)
+    assert res.mismatch_reduction > 0.6
+    assert ca.MinMax(res.jacobian)[0] > 0
+    acc = [e["energy"] for e in res.energies if e["accepted"] and e["scale"] == 1]
+    assert acc and all(b <= a for a, b in zip(acc, acc[1:]))
+
+
+def test_lncc_metric_energy_matches_its_gradient(pair):
+    # The metric's image gradient r = (sigma^2 / 2) dE/dI against central differences of E.
+    from pyca.apps._metrics import make_metric
+
+    fixed, moving = pair
+    I = fixed.clone()
+    ca.GaussianBlur(I, I, ca.Vec3Df(2.0, 2.0, 2.0))
+    m = make_metric("lncc", fixed.grid(), ca.MEM_HOST, 0.5, None, 2)
+    r = ca.Image3D(fixed.grid(), ca.MEM_HOST)
+    m.gradient(r, I, moving)
+    for idx in [(16, 16, 12), (10, 20, 5)]:
+        h = 1e-2
+        a = I.numpy()
+        vals = []
+        for s in (h, -h):
+            b = a.copy()
+            b[idx] += s
+            vals.append(m.energy(ca.Image3D.from_array(b, fixed.grid()), moving))
+        fd = (vals[0] - vals[1]) / (2 * h)
+        assert r.numpy()[idx] * 2 / 0.25 == pytest.approx(fd, rel=2e-2, abs=1e-3)
+
+
+# ------------------------------------------------------------------------------------------------
+# Linear stage
+def test_affine_recovers_a_known_transform(pair):
+    fixed = pair[1]  # the bent phantom: no symmetry axis
+    c, s = np.cos(0.12), np.sin(0.12)
+    T = np.eye(4)
+    T[:3, :3] = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ np.diag([1.05, 0.97, 1.0])
+    T[:3, 3] = [3.0, -2.0, 1.5]
+    moving = moved_by(fixed, T)  # moving(x) = fixed(T x): the answer is T^-1
+    res = affine.register(fixed, moving, "affine", scales=(2, 1), iterations=(50, 20))
+    np.testing.assert_allclose(res.matrix, np.linalg.inv(T), atol=0.04)
+    rig = affine.register(fixed, moving, "rigid", scales=(2, 1), iterations=(50, 20))
+    A = rig.matrix[:3, :3]
+    np.testing.assert_allclose(A @ A.T, np.eye(3), atol=1e-6)
+    assert np.degrees(np.arccos(np.clip(A[0, 0], -1, 1))) == pytest.approx(np.degrees(0.12), abs=1.5)
+
+
+def test_itk_file_convention(tmp_path):
+    T = np.eye(4)
+    T[:3, :3] = [[1.1, 0.1, 0.0], [0.0, 0.9, 0.2], [0.05, 0.0, 1.0]]
+    T[:3, 3] = [1.0, 2.0, 3.0]
+    affine.write_itk(T, tmp_path / "a.txt")
+    text = (tmp_path / "a.txt").read_text()
+    assert "AffineTransform_double_3_3" in text
+    p = [float(x) for x in text.split("Parameters:")[1].split("\n")[0].split()]
+    # LPS = diag(-1, -1, 1) RAS: A' = F A F, t' = F t
+    F = np.diag([-1.0, -1.0, 1.0])
+    np.testing.assert_allclose(np.reshape(p[:9], (3, 3)), F @ T[:3, :3] @ F)
+    np.testing.assert_allclose(p[9:], F @ T[:3, 3])
+    np.testing.assert_allclose(affine.read_itk(tmp_path / "a.txt"), T, atol=1e-9)
+    sitk = pytest.importorskip("SimpleITK")
+    tr = sitk.ReadTransform(str(tmp_path / "a.txt"))
+    x = np.array([10.0, -20.0, 5.0])
+    y = np.array(tr.TransformPoint(tuple(F @ x)))
+    np.testing.assert_allclose(F @ y, T[:3, :3] @ x + T[:3, 3], atol=1e-6)
+
+
+def test_lddmm_starts_from_the_linear_result(pair):
+    fixed = pair[0]
+    T = np.eye(4)
+    T[:3, 3] = [6.0, -4.0, 0.0]
+    moving = moved_by(fixed, T)
+    res = lddmm.register(fixed, moving, **FAST)  # affine='auto': the centres of mass differ
+    assert res.affine.kind == "affine" and "auto (affine)" == res.params["affine"]
+    np.testing.assert_allclose(res.affine.matrix[:3, 3], -T[:3, 3], atol=0.5)
+    assert res.linear_mismatch < 0.2 * res.initial_mismatch
+    assert res.final_mismatch <= res.linear_mismatch
+    # full_map = affine after phiinv: deformed is the moving image through it.
+    ref = ca.Image3D(fixed.grid(), ca.MEM_HOST)
+    ca.ApplyH(ref, moving, res.full_map)
+    np.testing.assert_allclose(res.deformed.numpy(), ref.numpy(), atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Masks, labels, summary
+def test_labels_masks_and_summary(pair, tmp_path):
+    fixed, moving = pair
+    fl, ml = np.rint(3 * fixed.numpy()), np.rint(3 * moving.numpy())
+    labels = ca.Image3D.from_array(ml.astype(np.float32), moving.grid())
+    mask = ca.Image3D.from_array((fixed.numpy() > 0.05).astype(np.float32), fixed.grid())
+    res = lddmm.register(fixed, moving, moving_labels=labels, fixed_mask=mask, **FAST)
+    out = res.labels.numpy()
+    assert set(np.unique(out)) <= set(np.unique(ml))  # nearest neighbour: no new values
+
+    def dice(a, b):
+        return 2 * np.sum((a > 0) & (b > 0)) / (np.sum(a > 0) + np.sum(b > 0))
+    assert dice(out, fl) > dice(ml, fl) + 0.05
+    paths = lddmm.write_outputs(res, fixed, moving, tmp_path, report=False)
+    names = {p.split("/")[-1] for p in paths}
+    assert {"labels.nii.gz", "affine.txt", "phiinv_full.nii.gz"} <= names
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["jacobian_nonpositive_fraction"] == 0.0
+    assert s["jacobian_min"] > 0 and s["jacobian_max"] > 1
+    for sc in s["timings"]["scales"]:
+        assert sc["stop"] and sc["iterations"] <= sc["max_iterations"]
+    steps = [e["step"] for e in s["energies"] if e["scale"] == 1]
+    assert max(steps) > steps[0]  # the step grew after accepted steps
+
+
+def test_convergence_stops_before_the_cap(pair):
+    res = lddmm.register(*pair, scales=(1,), iterations=400, time_steps=4, tol=2e-2, affine="none", device="cpu")
+    sc = res.timings["scales"][0]
+    assert sc["stop"].startswith(("converged", "step too small")) and sc["iterations"] < 400
+    acc = [res.timings["scales"][0]["energy_start"]] + [e["energy"] for e in res.energies if e["accepted"]]
+    if sc["stop"].startswith("converged"):
+        assert (acc[-6] - acc[-1]) < 5 * 2e-2 * (acc[0] - acc[-1])
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad inputs: one line naming the file, nothing written
+def test_cli_bad_inputs_name_the_file(tmp_path, capsys, pair):
+    fixed, moving = pair
+    f, m = tmp_path / "f.nii.gz", tmp_path / "m.nii.gz"
+    ca.io.save_image(fixed, f)
+    ca.io.save_image(moving, m)
+    a = moving.numpy().copy()
+    a[3, 3, 3] = np.nan
+    ca.io.save_image(ca.Image3D.from_array(a, moving.grid()), tmp_path / "nan.nii.gz")
+    ca.io.save_image(ca.Image3D.from_array(np.zeros_like(a), moving.grid()), tmp_path / "empty.nii.gz")
+    ca.io.save_image(ca.Image3D.from_array(moving.numpy() * 2.5, moving.grid()), tmp_path / "frac.nii.gz")
+    far = ca.Image3D.from_array(moving.numpy(), ca.GridInfo((32, 32, 24), (2.0, 2.0, 8 / 3), (900.0, 0.0, 0.0)))
+    ca.io.save_image(far, tmp_path / "far.nii.gz")
+    out = tmp_path / "out"
+    base = ["lddmm", "--out", str(out), "--no-progress", "--device", "cpu", "--fixed", str(f)]
+    cases = [
+        (["--moving", str(tmp_path / "nan.nii.gz")], "nan.nii.gz"),
+        (["--moving", str(m), "--fixed-mask", str(tmp_path / "empty.nii.gz")], "empty.nii.gz"),
+        (["--moving", str(m), "--moving-labels", str(tmp_path / "frac.nii.gz")], "non-integer"),
+        (["--moving", str(tmp_path / "far.nii.gz"), "--affine", "none"], "do not overlap"),
+        (["--moving", str(m), "--metric", "mi"], None),
+    ]
+    for args, match in cases:
+        if match is None:
+            with pytest.raises(SystemExit):
+                cli.main(base + args)
+            capsys.readouterr()
+        else:
+            rc = cli.main(base + args)
+            err = capsys.readouterr().err
+            assert rc == 2 and match in err and err.startswith("pyca lddmm: error:"), (args, err)
+            assert err.count("\n") == 1
+        assert not out.exists(), args
+
+
+# ------------------------------------------------------------------------------------------------
+# MNI brain pairs (nilearn's template)
+@pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn (ships the MNI152 template)")
+def test_brain_pair_known_map(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYCA_CACHE", str(tmp_path))
+    d = data.brain_pair(seed=1, resolution=4)
+    assert d["fixed"].shape == d["moving"].shape
+    # moving(y) = a template(psi(y))^gamma + b at the landmarks y (psi(y): their fixed world points).
+    from scipy import ndimage
+
+    W = d["fixed_affine"]
+    vox = (d["landmarks_fixed_world"] - W[:3, 3]) @ np.linalg.inv(W[:3, :3]).T
+    t = ndimage.map_coordinates(d["fixed"], vox.T, order=1, mode="constant")
+    y = d["landmarks"]
+    np.testing.assert_allclose(d["moving"][y[:, 0], y[:, 1], y[:, 2]], 0.6 * t ** 1.1 + 0.15, rtol=1e-4, atol=1e-3)
+    assert set(np.unique(d["moving_labels"])) <= {0.0, 1.0, 2.0}
+    d2 = data.brain_pair(seed=1, resolution=4)  # from the cache
+    np.testing.assert_array_equal(d2["moving"], d["moving"])
