@@ -124,9 +124,11 @@ def _check_params(p):
 
 
 def _box(g):
-    lo = np.array(tuple(g.origin()), float)
-    hi = lo + (np.array(tuple(g.size()), float) - 1) * np.array(tuple(g.spacing()), float)
-    return lo, hi
+    """The world bounding box (lo, hi) of a grid's voxel centres, its direction included."""
+    n = np.array(tuple(g.size()), float) - 1
+    corners = np.array([[i, j, k, 1.0] for i in (0, n[0]) for j in (0, n[1]) for k in (0, n[2])])
+    w = corners @ g.affine()[:3].T
+    return w.min(axis=0), w.max(axis=0)
 
 
 def check_inputs(fixed, moving):
@@ -149,7 +151,7 @@ def check_inputs(fixed, moving):
             raise ValueError(f"lddmm: the {name} image is constant ({lo}): nothing to register")
     same_size = tuple(gf.size()) == tuple(gm.size())
     sf, sm = np.array(tuple(gf.spacing())), np.array(tuple(gm.spacing()))
-    if same_size and np.allclose(sf, sm, rtol=1e-4):
+    if same_size and np.allclose(sf, sm, rtol=1e-4) and np.allclose(gf.direction(), gm.direction(), atol=1e-6):
         return "same grid (voxel to voxel)"
     (flo, fhi), (mlo, mhi) = _box(gf), _box(gm)
     if gf.size().z == 1:
