@@ -31,20 +31,30 @@ GridInfo::GridInfo(const Vec3Di& size, const Vec3Df& spacing, const Vec3Df& orig
   setDirection(direction);
 }
 
-void GridInfo::setDirection(const Mat3d& d) {
-  std::ostringstream os;
-  os << "GridInfo: direction must be a finite 3x3 matrix with orthonormal columns (a rotation, possibly "
-        "with flips), got (("
-     << d[0] << ", " << d[1] << ", " << d[2] << "), (" << d[3] << ", " << d[4] << ", " << d[5] << "), ("
-     << d[6] << ", " << d[7] << ", " << d[8] << "))";
+namespace {
+// Finite entries and orthonormal columns within tol (|D^T D - I| entrywise).
+bool isOrthonormal(const Mat3d& d, double tol) {
   for (double v : d) {
-    if (!std::isfinite(v)) throw ValueError(os.str());
+    if (!std::isfinite(v)) return false;
   }
   for (int a = 0; a < 3; ++a) {
     for (int b = 0; b < 3; ++b) {
       const double dot = d[a] * d[b] + d[3 + a] * d[3 + b] + d[6 + a] * d[6 + b];
-      if (std::fabs(dot - (a == b ? 1.0 : 0.0)) > kDirectionTolerance) throw ValueError(os.str());
+      if (std::fabs(dot - (a == b ? 1.0 : 0.0)) > tol) return false;
     }
+  }
+  return true;
+}
+}  // namespace
+
+void GridInfo::setDirection(const Mat3d& d) {
+  if (!isOrthonormal(d, kDirectionTolerance)) {
+    std::ostringstream os;
+    os << "GridInfo: direction must be a finite 3x3 matrix with orthonormal columns (a rotation, possibly "
+          "with flips), got (("
+       << d[0] << ", " << d[1] << ", " << d[2] << "), (" << d[3] << ", " << d[4] << ", " << d[5] << "), ("
+       << d[6] << ", " << d[7] << ", " << d[8] << "))";
+    throw ValueError(os.str());
   }
   direction_ = d;
 }
