@@ -6,6 +6,7 @@ method of pyca.Vec3Df, pyca.GridInfo, pyca.Image3D, ... . This module must not i
 import time (pyca.core imports it)."""
 from __future__ import annotations
 
+import enum
 import numbers
 
 import numpy as np
@@ -15,6 +16,56 @@ def _core():
     from . import core
 
     return core
+
+
+# ------------------------------------------------------------------------------------------------
+# Enumerations: IntEnum members that print their names (PyCA scripts pass and compare ints).
+class PycaEnum(enum.IntEnum):
+    """An IntEnum whose str() and f-string form is the member's name (``MEM_HOST``); it compares,
+    hashes and converts like its int value, so PyCA code that passes or compares ints keeps working."""
+
+    def __str__(self):
+        return self.name
+
+    def __format__(self, spec):
+        return self.name if not spec else int.__format__(int(self), spec)
+
+    def __repr__(self):
+        return f"{type(self).__name__}.{self.name}"
+
+
+# Each C++ enum (core/include/pyca/enums.h, mem_type.h) and the prefix its constants share.
+ENUM_PREFIXES = {
+    "MemoryType": "MEM_",
+    "BackgroundStrategy": "BACKGROUND_STRATEGY_",
+    "InterpT": "INTERP_",
+    "DimT": "DIM_",
+    "DiffT": "DIFF_",
+    "BoundaryCondT": "BC_",
+}
+
+
+def make_enums(ns):
+    """Turns the SWIG integer constants of module namespace `ns` (pyca.core) into members of one
+    IntEnum per C++ enum, and tells the C side which member to return for each value."""
+    members = {}
+    for cls_name, prefix in ENUM_PREFIXES.items():
+        pairs = sorted(((k, v) for k, v in ns.items() if k.startswith(prefix) and type(v) is int), key=lambda kv: kv[1])
+        cls = PycaEnum(cls_name, pairs, module="pyca.core", qualname=cls_name)
+        cls.__doc__ = f"PyCA's {cls_name} (an IntEnum: members compare equal to their int values)."
+        ns[cls_name] = cls
+        ns.update(cls.__members__)
+        table = [None] * (max(v for _, v in pairs) + 1)
+        for m in cls:
+            table[int(m)] = m
+        members[cls_name] = tuple(table)
+    ns["_set_enum_members"](members)
+
+
+def finish_enums(ns):
+    """Constants of enum type that SWIG defines after the enumerations (C++ constexpr values)."""
+    if "DEFAULT_INTERP_METHOD" in ns:
+        ns["DEFAULT_INTERP_METHOD"] = ns["InterpT"](ns["DEFAULT_INTERP_METHOD"])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -237,15 +288,26 @@ def array_args(kind, *args, grid=None, mem=None):
     if len(args) == 2:
         mem = args[1]
     if isinstance(grid, numbers.Integral) and mem is None:  # PyCA's Image3D(mem)
-        return (int(grid),)
+        return (_mem_arg(kind, grid, 1),)
     if grid is None:
-        return () if mem is None else (int(mem),)
+        return () if mem is None else (_mem_arg(kind, mem, 2),)
     if not isinstance(grid, core.GridInfo):
         if _components(grid) is not None:  # a size: Image3D((17, 23, 31))
             grid = core.GridInfo(grid)
         else:
-            raise TypeError(f"{kind}: grid must be a pyca.GridInfo (or a size), not {type(grid).__name__}")
-    return (grid, core.MEM_HOST if mem is None else int(mem))
+            raise TypeError(f"{kind}: argument 1 ('grid') must be a pyca.GridInfo or a size (3 integers), "
+                            f"not {type(grid).__name__}")
+    return (grid, core.MEM_HOST if mem is None else _mem_arg(kind, mem, 2))
+
+
+def _mem_arg(kind, mem, pos):
+    """A MemoryType argument: a member (pyca.MEM_HOST, ...) or its int value; strings are refused."""
+    core = _core()
+    if isinstance(mem, numbers.Integral) and not isinstance(mem, bool) and int(mem) in set(core.MemoryType):
+        return core.MemoryType(int(mem))
+    names = ", ".join(f"pyca.{m.name}" for m in core.MemoryType if m)
+    shown = f"{type(mem).__name__} {mem!r}" if isinstance(mem, (str, numbers.Number)) else type(mem).__name__
+    raise TypeError(f"{kind}: argument {pos} ('mem') must be a MemoryType ({names}), not {shown}")
 
 
 _DEVICE_HINT = (
@@ -319,6 +381,17 @@ class _ArrayMixin:
         s = tuple(self.size())
         return s if self._ncomp == 1 else s + (3,)
 
+    # NumPy indexing of host objects: im[x, y, z] is a NumPy scalar, slices are views sharing this
+    # object's memory wherever NumPy's basic indexing gives views (fancy indexing copies). A field's
+    # component axis is the last one: f[x, y, z] is the vector (vx, vy, vz), f[..., 0] the x plane.
+    def __getitem__(self, key):
+        self._require_host(f"{type(self).__name__}[...]")
+        return np.asarray(memoryview(self))[key]
+
+    def __setitem__(self, key, value):
+        self._require_host(f"{type(self).__name__}[...] =")
+        np.asarray(memoryview(self))[key] = value
+
     @property
     def mem_type(self):
         return self.memType()
@@ -388,7 +461,7 @@ class _ArrayMixin:
         return _core().dlpack_device(self)
 
     @classmethod
-    def from_array(cls, a, grid=None):
+    def from_array(cls, a, grid=None, *, spacing=None, origin=None):
         """Wrap `a` as a pyca object (shares memory when it can, copies otherwise).
 
         Accepts NumPy arrays and anything with the buffer protocol (host), objects with
@@ -400,10 +473,19 @@ class _ArrayMixin:
         (x fastest: strides (4, 4*sx, 4*sx*sy[, 4*sx*sy*sz])). Host data of another dtype or order is
         copied into a new host array (a NumPy conversion). Device data must already be float32 in
         that layout (TypeError / ValueError otherwise: convert it with the library that owns it).
-        `grid` (a GridInfo) sets spacing and origin; its size must match the array.
+        `grid` (a GridInfo) sets spacing and origin; its size must match the array. Or, without a
+        GridInfo, `spacing` and `origin` (a number or 3 numbers, world units) do.
         """
         from . import _arrays
 
+        if spacing is not None or origin is not None:
+            if grid is not None:
+                raise TypeError(f"{cls.__name__}.from_array: give either grid or spacing/origin, not both")
+            shape = np.shape(a) if not hasattr(a, "__cuda_array_interface__") else a.__cuda_array_interface__["shape"]
+            sz = tuple(shape[:-1] if cls._ncomp == 3 else shape)
+            sz = sz + (1,) if len(sz) == 2 else sz
+            if len(sz) == 3:  # else from_array reports the shape
+                grid = _core().GridInfo(sz, 1.0 if spacing is None else spacing, 0.0 if origin is None else origin)
         return _arrays.from_array(cls, a, grid)
 
     def fromlist(self, nested):
@@ -427,9 +509,10 @@ class _ArrayMixin:
 
 
 def _memname(m):
-    core = _core()
-    return {core.MEM_HOST: "MEM_HOST", core.MEM_HOST_PINNED: "MEM_HOST_PINNED", core.MEM_DEVICE: "MEM_DEVICE"}.get(
-        m, str(m))
+    try:
+        return _core().MemoryType(int(m)).name
+    except ValueError:
+        return str(m)
 
 
 class ImageMixin(_ArrayMixin):

@@ -3,6 +3,14 @@
 
 %feature("autodoc", "3");
 
+// NumPy scalars wherever Python numbers are accepted (issue 19): with SWIG's cast mode a float
+// argument takes any object with __float__ or __index__ (np.float32(2), np.int64(3)) and an integer
+// or enum argument any object with __index__ (or a float of integral value); strings, arrays and
+// other objects are still refused. Overloads keep SWIG's declared order (no cast ranking).
+%begin %{
+#define SWIG_PYTHON_CAST_MODE
+%}
+
 %{
 #include <Python.h>
 
@@ -14,6 +22,47 @@
 // Python classes of pyca's own exceptions (created in the module's init).
 static PyObject* pyca_CudaError = nullptr;
 static PyObject* pyca_MemoryTypeError = nullptr;
+%}
+
+// A call that no overload accepts raises one TypeError line saying what was given and what is
+// accepted, naming the argument when only one is wrong. SWIG's overload dispatchers report through
+// SWIG_Python_RaiseOrModifyTypeError (with argc/argv in scope); the text is formatted by
+// pyca._signatures.overload_error, with SWIG's own message as the fallback.
+%header %{
+static void pyca_overload_error(const char* message, Py_ssize_t argc, PyObject** argv) {
+  PyObject* previous = nullptr;
+  if (PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return;  // not a type mismatch: keep that error
+    PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+    PyErr_Fetch(&type, &value, &tb);
+    previous = value ? PyObject_Str(value) : nullptr;
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+  }
+  PyObject* text = nullptr;
+  PyObject* args = PyTuple_New(argc > 0 ? argc : 0);
+  PyObject* mod = args ? PyImport_ImportModule("pyca._signatures") : nullptr;
+  if (mod) {
+    for (Py_ssize_t i = 0; i < argc; ++i) {
+      Py_INCREF(argv[i]);
+      PyTuple_SET_ITEM(args, i, argv[i]);
+    }
+    text = PyObject_CallMethod(mod, "overload_error", "sOO", message, args, previous ? previous : Py_None);
+  }
+  Py_XDECREF(mod);
+  Py_XDECREF(args);
+  Py_XDECREF(previous);
+  if (text && PyUnicode_Check(text)) {
+    PyErr_SetObject(PyExc_TypeError, text);
+  } else {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_TypeError, message);
+  }
+  Py_XDECREF(text);
+}
+#define SWIG_Python_RaiseOrModifyTypeError(message) pyca_overload_error(message, argc, argv)
 %}
 
 // One place maps every C++ exception to its Python exception, for every wrapped call.
@@ -103,3 +152,12 @@ MemoryTypeError = _core.MemoryTypeError
 #if defined(PYCA_HAVE_CUDA_MODULE_I)
 %include "cuda_module.i"
 #endif
+
+// Keyword arguments and signatures for the operations and the overloaded methods (pyca/_signatures.py).
+%pythoncode %{
+_mixins.finish_enums(globals())
+from . import _signatures as _pyca_signatures
+_pyca_signatures.install_methods(globals())
+_pyca_signatures.install_ops(globals())
+del _pyca_signatures
+%}

@@ -97,9 +97,46 @@ arithmetic with each other and with numbers, indexing, len(), iteration and toli
 %template(Vec3Df) pyca::detail::Vec3<float>;
 %template(Vec3Di) pyca::detail::Vec3<int>;
 
-// ---- MemoryType and PyCA's enumerations (module-level constants, as in PyCA)
+// ---- MemoryType and PyCA's enumerations: module-level constants as in PyCA, and IntEnum members
+// (pyca/_mixins.py make_enums): `print(ca.MEM_HOST)` says MEM_HOST, comparisons with and passing of
+// ints keep working. Functions returning an enum return its member (pyca_enum_out).
+%{
+static PyObject* pyca_enum_members = nullptr;  // enum name -> tuple of members indexed by value
+
+static PyObject* pyca_enum_out(const char* name, long v) {
+  PyObject* t = pyca_enum_members ? PyDict_GetItemString(pyca_enum_members, name) : nullptr;
+  if (t && PyTuple_Check(t) && v >= 0 && v < PyTuple_GET_SIZE(t) && PyTuple_GET_ITEM(t, v) != Py_None) {
+    PyObject* m = PyTuple_GET_ITEM(t, v);
+    Py_INCREF(m);
+    return m;
+  }
+  return PyLong_FromLong(v);
+}
+%}
+%inline %{
+void _set_enum_members(PyObject* members) {
+  if (!PyDict_Check(members)) throw pyca::TypeError("_set_enum_members: expected a dict");
+  Py_INCREF(members);
+  Py_XDECREF(pyca_enum_members);
+  pyca_enum_members = members;
+}
+%}
+%define PYCA_ENUM_OUT(E)
+%typemap(out) pyca::E {
+  $result = pyca_enum_out(#E, static_cast<long>($1));
+}
+%enddef
+PYCA_ENUM_OUT(MemoryType)
+PYCA_ENUM_OUT(BackgroundStrategy)
+PYCA_ENUM_OUT(InterpT)
+PYCA_ENUM_OUT(DimT)
+PYCA_ENUM_OUT(DiffT)
+PYCA_ENUM_OUT(BoundaryCondT)
 %include "pyca/mem_type.h"
 %include "pyca/enums.h"
+%pythoncode %{
+_mixins.make_enums(globals())
+%}
 
 // ---- GridInfo
 %feature("docstring") pyca::GridInfo "GridInfo(size, spacing=(1, 1, 1), origin=(0, 0, 0), direction=None): the

@@ -9,6 +9,7 @@ Writes under --out:
   include/pyca/ops.h            includes every family header
   swig/ops.i                    SWIG docstrings + %include of the headers
   python/_opspec.py             the registry data of the built-in operations (pyca._opspec)
+  python/core.pyi               type stubs of pyca.core: types, enumerations, every operation (stubs.py)
   src/...                       whatever a family generator (opgen/family_<family>.py) writes
 Files are rewritten only when their content changes, so builds stay incremental.
 """
@@ -20,7 +21,7 @@ import pprint
 import sys
 from pathlib import Path
 
-from . import spec
+from . import spec, stubs
 
 HEADER_NOTE = "Generated from {src} by tools/opgen/gen.py. Do not edit: change the description."
 
@@ -102,7 +103,7 @@ def registry_module(fams: list[spec.Family]) -> str:
                             "ret": ov.ret,
                             "signature": python_signature(ov),
                             "args": [
-                                {"name": a.name, "type": a.type, "const": a.const, "ref": a.ref, "default": a.default}
+                                {"name": a.name, "py_name": a.py_name, "type": a.type, "const": a.const, "ref": a.ref, "default": a.default}
                                 for a in ov.args
                             ],
                         }
@@ -156,6 +157,9 @@ def generate(ops_dir: Path, out: Path) -> list[Path]:
     written.append(write_if_changed(out / "include/pyca/ops.h", "\n".join(umbrella) + "\n"))
     written.append(write_if_changed(out / "swig/ops.i", swig_interface(fams)))
     written.append(write_if_changed(out / "python/_opspec.py", registry_module(fams)))
+    include = Path(ops_dir).resolve().parent / "core/include/pyca"
+    written.append(write_if_changed(out / "python/core.pyi",
+                                    stubs.core_stub(fams, include, HEADER_NOTE.format(src="ops/*.yaml"))))
     # Sources a family generator no longer writes must not linger in the build.
     keep = {p.resolve() for p in written}
     for stale in (out / "src").glob("*") if (out / "src").exists() else []:

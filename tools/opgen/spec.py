@@ -21,6 +21,7 @@ the docs table, the parity tests) is generated from these files.
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import re
 from pathlib import Path
 
@@ -54,6 +55,11 @@ class Arg:
     @property
     def is_array(self) -> bool:
         return self.type in ARRAY_TYPES
+
+    @property
+    def py_name(self) -> str:
+        """The keyword name in Python: a Python keyword gets a trailing underscore (`in` -> `in_`)."""
+        return self.name + "_" if keyword.iskeyword(self.name) else self.name
 
     @property
     def is_output(self) -> bool:

@@ -1,0 +1,50 @@
+"""The documentation site's API reference (tools/opgen/apidocs.py, built by scripts/docs.sh): every
+operation is listed with its overloads and a link to its family's semantics page, and the classes
+and modules are documented from their docstrings. The MkDocs build itself (warnings as errors) is
+scripts/docs.sh, which .ci/run runs."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyca import registry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference")
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from opgen import apidocs
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    apidocs.write(ROOT / "ops", out)
+    return out
+
+
+def test_every_operation_listed_with_semantics_page(reference):
+    pages = {p.name: p.read_text() for p in reference.glob("*.md")}
+    index = pages["index.md"]
+    for op in registry.ops(builtin=True):
+        page = pages[f"operations-{op.family}.md"]
+        assert re.search(rf"^## {re.escape(op.name)}$", page, re.M), op.name
+        section = page.split(f"## {op.name}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"Semantics: [{op.family}](../operations/{op.family}.md)" in section, op.name
+        assert f"{op.name}(" in section  # the overloads, with their keyword names
+        assert f"(operations-{op.family}.md#{op.name.lower()})" in index, op.name
+        assert (ROOT / "docs" / "operations" / f"{op.family}.md").is_file()
+
+
+def test_classes_and_modules_from_docstrings(reference):
+    types = (reference / "types.md").read_text()
+    for name in ("## Image3D", "## Field3D", "## GridInfo", "## GaussianFilter", "`MEM_HOST` (1)"):
+        assert name in types
+    assert "from_array(a, grid=None, *, spacing=None, origin=None)" in types
+    assert "- `filter(out: Field3D, in_: Field3D)`" in types  # each overload of a method
+    assert "## pyca.io" in (reference / "python.md").read_text()
+
