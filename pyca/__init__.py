@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import _openmp  # noqa: F401,I001 - before the core loads the OpenMP runtime (see the module)
 from . import core as _core_module
 from .core import *  # noqa: F401,F403 - types, enums and operations, as in PyCA
 from .core import CudaError, MemoryTypeError  # noqa: F401
@@ -38,3 +39,8 @@ def best_memory_type():
 from . import common, cuda, dispatch, ext, io, registry  # noqa: E402,F401
 from ._paths import get_include, get_libraries, get_library_dirs  # noqa: E402,F401
 from .managed import ManagedField3D, ManagedImage3D, MemoryManager, ThreadMemoryManager  # noqa: E402,F401
+
+# Where pip put cuFFT/NVRTC (pyca3d[cuda]), for libpyca to load them at their first use (not now).
+from . import _cuda_libs  # noqa: E402
+
+_cuda_libs.publish()

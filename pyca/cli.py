@@ -1,12 +1,17 @@
-"""The ``pyca`` command.
+"""The ``pyca`` command (also ``python -m pyca``).
 
-    pyca lddmm [--fixed F --moving M] [--out DIR] [--device auto|cpu|gpu] [options]
+    pyca [--version] [-v | -q] COMMAND ...
+    pyca lddmm [--fixed F --moving M] [--out DIR [--overwrite]] [--device auto|cpu|gpu] [options]
     pyca demo  [--device auto|cpu|gpu] [--size N]
     pyca info
 
 ``pyca lddmm`` with no input registers a built-in pair of 3-D images (pyca.apps.data) and writes the
 deformed image, the deformation fields, the Jacobian determinant (NIfTI), a PNG report and a JSON
 summary into the output folder. See docs/lddmm.md.
+
+Errors are one line on stderr (``pyca COMMAND: error: ...``) and exit code 2 for a bad command line or
+input (found before any work), 1 for a failure while working; Ctrl-C ends with one line and exit
+code 130. No output file ever appears half-written under its final name (pyca/_files.py).
 """
 from __future__ import annotations
 
@@ -15,10 +20,72 @@ import os
 import sys
 import time
 
+from ._files import check_out_dir, clear_previous
+
 _EPILOG_LDDMM = """\
 outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
 (H-fields, voxel coordinates), jacdet.nii.gz (det D phiinv), report.png, summary.json; with the
-built-in data also fixed.nii.gz and moving.nii.gz. Algorithm and parameters: docs/lddmm.md."""
+built-in data also fixed.nii.gz and moving.nii.gz (.nii with --no-compress). Each file appears only
+when complete; summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad
+command line or input (nothing done), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/lddmm.md."""
+
+
+# Bounds of the command line's numbers, checked while parsing (before any work): what a run of
+# this program can do in reasonable time and memory, not the library's own limits.
+_MAX_AXIS = 4096  # voxels per axis of the built-in pair
+_MAX_VOXELS = 1 << 28  # voxels of the built-in pair (a Field3D of them is 3 GiB)
+_BOUNDS = {"lpow": (1, 16), "time_steps": (1, 1000), "iterations": (0, 100_000)}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `pyca lddmm: error: ... (see pyca lddmm --help)`, exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version():
+    try:
+        from . import __version__ as v  # dist keeps it in one place
+    except ImportError:
+        from importlib.metadata import version
+
+        v = version("pyca")
+    return v
+
+
+def _bounded(name, lo, hi):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {v}")
+        return v
+
+    parse.__name__ = name
+    return parse
+
+
+def _size(text):
+    s = _ints(text)
+    if len(s) != 3:
+        raise argparse.ArgumentTypeError(f"expected 3 integers x,y,z, got {text!r}")
+    if min(s[:2]) < 4 or not (s[2] == 1 or s[2] >= 4) or max(s) > _MAX_AXIS:
+        raise argparse.ArgumentTypeError(f"each of x, y must be in [4, {_MAX_AXIS}] and z in [4, {_MAX_AXIS}] or 1 "
+                                         f"(a 2-D pair), got {text!r}")
+    if s[0] * s[1] * s[2] > _MAX_VOXELS:
+        raise argparse.ArgumentTypeError(f"at most {_MAX_VOXELS} voxels (2^28), got {s[0] * s[1] * s[2]} ({text})")
+    return s
+
+
+def _iterations(text):
+    vals = _ints(text)
+    lo, hi = _BOUNDS["iterations"]
+    if any(not lo <= v <= hi for v in vals):
+        raise argparse.ArgumentTypeError(f"each count must be in [{lo}, {hi}], got {text!r}")
+    return vals
 
 
 def _ints(text):
@@ -43,9 +110,18 @@ def _step(text):
 def _parser():
     from .apps.lddmm import DEFAULTS as D
 
-    ap = argparse.ArgumentParser(prog="pyca",
-                                 description="pyca: 3-D imaging for computational anatomy, on CPU and GPU.")
-    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    def common(p, top):
+        # -v/-q are accepted before and after the command (`pyca -v lddmm`, `pyca lddmm -v`).
+        dflt = {} if top else {"default": argparse.SUPPRESS}
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("-v", "--verbose", action="count", help="say more (-vv: a traceback with an error)",
+                       **({"default": 0} if top else dflt))
+        g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors", **dflt)
+
+    ap = _Parser(prog="pyca", description="pyca: 3-D imaging for computational anatomy, on CPU and GPU.")
+    ap.add_argument("--version", action="version", version=f"pyca {_version()}")
+    common(ap, True)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     lp = sub.add_parser("lddmm", help="register two 3-D images with LDDMM (built-in data by default)",
                         description="Register --moving onto --fixed with LDDMM (Beg et al.), on the GPU when "
@@ -53,14 +129,17 @@ def _parser():
                         epilog=_EPILOG_LDDMM, formatter_class=argparse.RawDescriptionHelpFormatter)
     lp.add_argument("--fixed", help="fixed (target) image: .nii, .nii.gz (.mha, .mhd, .nrrd with SimpleITK)")
     lp.add_argument("--moving", help="moving (template) image, deformed onto the fixed one")
-    lp.add_argument("--out", default="pyca-lddmm-out", help="output folder (default: %(default)s)")
+    lp.add_argument("--out", default="pyca-lddmm-out", help="output folder (default: %(default)s); an existing, "
+                    "non-empty one is refused unless --overwrite")
+    lp.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out (its "
+                    "files are removed before the new ones are written; other files are kept)")
     lp.add_argument("--device", default=D["device"], choices=["auto", "cpu", "gpu"],
                     help="where to run (default: %(default)s: the GPU when one can be used)")
     g = lp.add_argument_group("regularisation: L = (-alpha Laplacian - beta grad div + gamma)^lpow")
     g.add_argument("--alpha", type=float, default=D["alpha"], help="default %(default)s")
     g.add_argument("--beta", type=float, default=D["beta"], help="default %(default)s")
     g.add_argument("--gamma", type=float, default=D["gamma"], help="default %(default)s")
-    g.add_argument("--lpow", type=int, default=D["lpow"], help="default %(default)s")
+    g.add_argument("--lpow", type=_bounded("lpow", *_BOUNDS["lpow"]), default=D["lpow"], help="default %(default)s")
     g = lp.add_argument_group("optimisation")
     g.add_argument("--sigma", type=float, default=D["sigma"],
                    help="sigma of the image match term (normalised intensities; default %(default)s)")
@@ -69,24 +148,28 @@ def _parser():
     g.add_argument("--max-step", type=float, default=D["max_step"],
                    help="with --step auto: largest velocity change of a scale's first step, in voxels "
                    "(default %(default)s)")
-    g.add_argument("--iterations", type=_ints, default=list(D["iterations"]),
+    g.add_argument("--iterations", type=_iterations, default=list(D["iterations"]),
                    help="iterations per scale, e.g. 60,40,20 (default %(default)s)")
     g.add_argument("--scales", type=_ints, default=list(D["scales"]),
                    help="downsampling factors, coarse to fine, ending with 1 (default %(default)s)")
-    g.add_argument("--time-steps", type=int, default=D["time_steps"], help="time steps T (default %(default)s)")
+    g.add_argument("--time-steps", type=_bounded("time_steps", *_BOUNDS["time_steps"]), default=D["time_steps"],
+                   help="time steps T (default %(default)s)")
     g.add_argument("--no-normalize", action="store_true", help="do not scale intensities to [0, 1]")
     g = lp.add_argument_group("built-in data (without --fixed/--moving)")
-    g.add_argument("--size", type=_ints, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
+    g.add_argument("--size", type=_size, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
     g = lp.add_argument_group("output")
     g.add_argument("--no-report", action="store_true", help="skip report.png")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
-    g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz (faster; 15%% larger)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar (a few plain lines when stderr is "
+                   "not a terminal)")
+    common(lp, False)
 
     dp = sub.add_parser("demo", help="build an image on the best device, run a few operations, say what happened")
     dp.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"], help="default %(default)s")
-    dp.add_argument("--size", type=int, default=64, help="grid size per axis (default %(default)s)")
-
-    sub.add_parser("info", help="version, CUDA availability and the GPU pyca uses")
+    dp.add_argument("--size", type=_bounded("size", 4, 1024), default=64, help="grid size per axis (default "
+                    "%(default)s)")
+    common(dp, False)
+    common(sub.add_parser("info", help="version, CUDA availability and the GPU pyca uses"), False)
     return ap
 
 
@@ -100,14 +183,20 @@ def _input_errors():
     from . import core
     from .io import ImageFileError
 
-    return (ValueError, TypeError, FileNotFoundError, ImageFileError, core.CudaError)
+    return (ValueError, TypeError, OverflowError, OSError, ImageFileError, core.CudaError)
+
+
+def _say(a):
+    return (lambda *x: None) if a.quiet else (lambda *x: print(*x, flush=True))
 
 
 def cmd_lddmm(a):
     import pyca as ca
     from .apps import data, lddmm
+    from .apps._lddmm_outputs import output_names
 
-    say = (lambda *x: None) if a.quiet else (lambda *x: print(*x, flush=True))
+    say = _say(a)
+    verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say
     if (a.fixed is None) != (a.moving is None):
         return _fail("lddmm", "give both --fixed and --moving, or neither (built-in data)")
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
@@ -115,10 +204,12 @@ def cmd_lddmm(a):
                   scales=a.scales, time_steps=a.time_steps, normalize=not a.no_normalize, device=a.device)
     # Everything that can be wrong with the inputs is found here, before any work.
     try:
+        check_out_dir(a.out, a.overwrite)
+        lddmm._check_params({**lddmm.DEFAULTS, **params})
+        lddmm._schedule(params["scales"], params["iterations"])
+        _, device = lddmm.resolve_device(a.device)
         if a.fixed is None:
             size = tuple(a.size) if a.size else data.DEFAULT_SIZE
-            if len(size) != 3:
-                raise ValueError(f"--size needs 3 integers x,y,z, got {a.size}")
             fixed, moving = data.builtin_pair(size=size)
             sp = ", ".join(f"{s:.4g}" for s in fixed.grid().spacing())
             source = f"built-in pair ({'x'.join(map(str, size))} voxels, spacing ({sp}))"
@@ -126,23 +217,25 @@ def cmd_lddmm(a):
             fixed = ca.io.load_image(a.fixed)
             moving = ca.io.load_image(a.moving)
             source = f"fixed {a.fixed}, moving {a.moving}"
-        lddmm._check_params({**lddmm.DEFAULTS, **params})
-        lddmm._schedule(params["scales"], params["iterations"])
-        _, device = lddmm.resolve_device(a.device)
         note = lddmm.check_inputs(fixed, moving)
-        out_parent = os.path.dirname(os.path.abspath(a.out))
-        if not os.path.isdir(out_parent):
-            raise FileNotFoundError(f"the parent folder of --out ({out_parent}) does not exist")
-        if os.path.exists(a.out) and not os.path.isdir(a.out):
-            raise ValueError(f"--out {a.out!r} exists and is not a folder")
     except _input_errors() as e:
         return _fail("lddmm", e)
     say(f"pyca lddmm: {source}")
     say(f"  device: {device}; {note}")
     say(f"  alpha={a.alpha} beta={a.beta} gamma={a.gamma} lpow={a.lpow} sigma={a.sigma} step={a.step} "
         f"T={a.time_steps} scales={a.scales} iterations={a.iterations}")
+    if device.startswith("cpu"):
+        verbose(f"  CPU threads: at most {os.environ.get('OMP_NUM_THREADS') or os.cpu_count()} (one per 32768 voxels; "
+                f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '-')})")
     res = lddmm.register(fixed, moving, progress=not (a.no_progress or a.quiet), **params)
-    paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, save_inputs=a.fixed is None)
+    for sc in res.timings["scales"]:
+        verbose(f"  scale 1/{sc['scale']}: grid {'x'.join(map(str, sc['grid']))}, {sc['seconds']:.2f} s")
+    verbose(f"  writing outputs to {os.path.abspath(a.out)}")
+    kept = clear_previous(a.out, output_names())  # only now: an interrupted run leaves the old outputs whole
+    if kept:
+        verbose(f"  kept in --out (not pyca's outputs): {', '.join(kept)}")
+    paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, save_inputs=a.fixed is None,
+                                compress=not a.no_compress)
     s = res.summary()
     say(f"  mismatch (sum of squared differences): {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g} "
         f"(-{100 * res.mismatch_reduction:.1f}%)")
@@ -161,8 +254,6 @@ def cmd_demo(a):
 
     try:
         mem, device = lddmm.resolve_device(a.device)
-        if a.size < 4:
-            raise ValueError(f"--size must be >= 4, got {a.size}")
     except _input_errors() as e:
         return _fail("demo", e)
     n = a.size
@@ -234,12 +325,33 @@ def cmd_info(_a):
 
 
 def main(argv=None):
-    ap = _parser()
-    a = ap.parse_args(argv)
-    if a.command is None:
-        ap.print_help()
-        return 0
-    return {"lddmm": cmd_lddmm, "demo": cmd_demo, "info": cmd_info}[a.command](a)
+    """The console script: returns the exit code (0, 1 failure while working, 2 bad command line or
+    input, 130 interrupted)."""
+    cmd = "pyca"
+    a = None
+    try:
+        ap = _parser()
+        a = ap.parse_args(argv)
+        if a.command is None:
+            ap.print_help()
+            return 0
+        cmd = f"pyca {a.command}"
+        return {"lddmm": cmd_lddmm, "demo": cmd_demo, "info": cmd_info}[a.command](a)
+    except KeyboardInterrupt:
+        # Files being written are discarded (pyca/_files.py): none is left half-written.
+        print(f"{cmd}: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except MemoryError as e:
+        print(f"{cmd}: error: out of memory{': ' + str(e) if str(e) else ''}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as e:  # noqa: BLE001 - a CLI error is one line, not a traceback
+        if a is not None and getattr(a, "verbose", 0) >= 2:
+            import traceback
+
+            traceback.print_exc()
+        msg = " ".join(str(e).split()) or "(no message)"
+        print(f"{cmd}: error: {type(e).__name__}: {msg} (-vv shows the traceback)", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":

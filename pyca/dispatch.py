@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import re
 import typing
 
@@ -110,6 +111,23 @@ def _parse_signature(sig: str) -> list[tuple[str, str]]:
     return out
 
 
+def _launch_dims(op, d, what):
+    """A launch keyword (grid=, block=) as 3 positive ints; TypeError/ValueError naming it otherwise."""
+    if d is None:
+        return None
+    items = (d,) if isinstance(d, numbers.Integral) else d
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = None
+    if (items is None or isinstance(d, (str, bytes)) or not 1 <= len(items) <= 3
+            or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in items)):
+        raise TypeError(f"{op}: launch keyword {what}= must be an int or 1 to 3 ints, not {d!r}")
+    if any(int(v) < 1 for v in items):
+        raise ValueError(f"{op}: launch keyword {what}= must be >= 1 in every dimension, not {d!r}")
+    return tuple(int(v) for v in items) + (1,) * (3 - len(items))
+
+
 class DispatchedOp:
     """An operation made by :func:`pyca_dispatch`: call it like the CPU function."""
 
@@ -119,8 +137,11 @@ class DispatchedOp:
         self.cpu = cpu
         self.gpu = kernel
         self.name = name or getattr(cpu, "__name__", "operation")
-        self._block = tuple(block) if block is not None else None
+        self._block = _launch_dims(self.name, block, "block")
         globalns = getattr(cpu, "__globals__", {})
+        if signature is not None and not isinstance(signature, (str, inspect.Signature)):
+            raise TypeError(f"{self.name}: signature= must be a str such as 'out: Image3D, s: float' or an "
+                            f"inspect.Signature, not {type(signature).__name__}")
         if signature is not None:
             pairs = _parse_signature(signature) if isinstance(signature, str) else [
                 (p.name, p.annotation) for p in signature.parameters.values()]
@@ -172,6 +193,10 @@ class DispatchedOp:
         else:
             out_index = -1
         self._plan = _core()._DispatchPlan(self.name, self.param_names, self.codes, out_index, bool(check_sizes))
+        # The C function behind self._plan.call and the plan's SWIG object: calling them directly
+        # skips the proxy's Python frame and its attribute lookup (the checks are the same).
+        self._ccall = _core()._core._DispatchPlan_call
+        self._this = self._plan.this
         functools.update_wrapper(self, cpu, assigned=("__module__", "__name__", "__qualname__", "__doc__"),
                                  updated=())
         self.__wrapped__ = cpu
@@ -203,20 +228,40 @@ class DispatchedOp:
         bound.apply_defaults()
         return tuple(bound.arguments[n] for n in self.param_names)
 
-    def __call__(self, *args, stream=None, grid=None, block=None, shared_mem=0, **kwargs):
+    def __call__(self, *args, **kwargs):
+        # Fast path (positional arguments, no launch keywords): one crossing into C++ (the plan's
+        # call, taken unbound from the extension module: no proxy frame), which checks every
+        # argument and launches. Everything else goes through _call_general.
+        if kwargs or len(args) != self._n:
+            return self._call_general(args, kwargs)
+        r = self._ccall(self._this, args, None, None, self._block, 0)
+        if r == 1:
+            return None
+        if r == 0:
+            return self.cpu(*args)
+        return self._first_device_call(args, None, None, self._block, 0)
+
+    def _call_general(self, args, kwargs):
+        stream = kwargs.pop("stream", None)
+        grid = kwargs.pop("grid", None)
+        block = kwargs.pop("block", None)
+        shared_mem = kwargs.pop("shared_mem", 0)
         if kwargs or len(args) != self._n:
             args = self._bind(args, kwargs)
         if stream is not None and type(stream) is not int:
             stream = _cuda.stream_handle(stream)
         if grid is not None:
-            grid = _cuda._dims(grid, "grid")
-        block = self._block if block is None else _cuda._dims(block, "block")
-        r = self._plan.call(args, stream, grid, block, shared_mem)
+            grid = _launch_dims(self.name, grid, "grid")
+        block = self._block if block is None else _launch_dims(self.name, block, "block")
+        r = self._ccall(self._this, args, stream, grid, block, shared_mem)
         if r == 0:
             return self.cpu(*args)
         if r == 1:
             return None
-        # Device arguments, no kernel loaded yet.
+        return self._first_device_call(args, stream, grid, block, shared_mem)
+
+    def _first_device_call(self, args, stream, grid, block, shared_mem):
+        """Device arguments, no kernel loaded yet: load it (or say why there is none) and launch."""
         if self.gpu is None:
             raise NotImplementedError(
                 f"{self.name}: only a CPU version exists (no CUDA kernel), and its arguments are in device memory "
@@ -225,7 +270,7 @@ class DispatchedOp:
                 f"obj.toType(pyca.MEM_DEVICE)."
             )
         self._plan.set_kernel(self.gpu.handle)
-        self._plan.call(args, stream, grid, block, shared_mem)
+        self._ccall(self._this, args, stream, grid, block, shared_mem)
         return None
 
     @property

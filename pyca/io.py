@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from . import core
+from ._files import atomic_path
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
            "write_array", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
@@ -123,6 +124,7 @@ def _read_nifti(path, what, check_shape=None):
         check_shape(path, what, shape)  # before the voxels are read
     zooms = [float(z) for z in list(img.header.get_zooms())[:3]]
     _check_grid(path, what, zooms + [1.0] * (3 - len(zooms)), [0.0] * 3)
+    _check_raw_pixdim(img, path, what, min(3, len(shape)))
     sp, org, direction = split_affine(img.affine, path, what)
     try:
         data = np.asarray(img.dataobj)
@@ -131,6 +133,25 @@ def _read_nifti(path, what, check_shape=None):
     if data.dtype.fields is not None or np.iscomplexobj(data):
         raise ImageFileError(f"{what} {path!r}: expected real scalar voxels, got dtype {data.dtype}")
     return data, sp, org, direction
+
+
+def _check_raw_pixdim(img, path, what, ndim):
+    """nibabel replaces a voxel size of 0 in pixdim by 1 when it reads a header; pyca refuses such a
+    file (a guessed spacing is a wrong answer), so the stored values are read again, unchecked."""
+    import nibabel as nib
+
+    fm = img.file_map.get("header") or img.file_map.get("image")
+    hdr_cls = type(img.header)
+    if fm is None or fm.filename is None or "pixdim" not in hdr_cls.template_dtype.names:
+        return
+    try:
+        with nib.openers.ImageOpener(fm.filename) as f:
+            raw = hdr_cls.from_fileobj(f, check=False)["pixdim"][1:1 + ndim]
+    except Exception:  # noqa: BLE001 - nibabel read it once already; nothing more to learn here
+        return
+    if not all(np.isfinite(raw)) or any(abs(float(v)) == 0 for v in raw):
+        raise ImageFileError(f"{what} {path!r}: voxel spacing must be positive and finite, got pixdim[1:{1 + ndim}] = "
+                             f"{tuple(float(v) for v in raw)}")
 
 
 def _read_itk(path, what):
@@ -276,6 +297,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{what}: folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{what}: {path!r} is a folder; give a file name (e.g. {os.path.join(path, 'image.nii.gz')!r})")
     sp = np.array([float(s) for s in spacing], dtype=np.float64)
     org = np.array([float(o) for o in origin], dtype=np.float64)
     d = np.eye(3) if direction is None else np.asarray(direction, dtype=np.float64)
@@ -295,7 +318,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
         img.SetSpacing([float(x) for x in sp])
         img.SetOrigin([float(x) for x in LPS_TO_RAS @ org])
         img.SetDirection([float(x) for x in (LPS_TO_RAS @ d).ravel()])
-        sitk.WriteImage(img, path)
+        with atomic_path(path) as tmp:  # written whole or not at all (pyca/_files.py)
+            sitk.WriteImage(img, tmp)
         return
     import nibabel as nib
 
@@ -311,7 +335,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
         hdr.set_intent("vector", (), name=description[:15] or "pyca field")
     elif description:
         hdr["descrip"] = description[:79].encode()
-    nib.save(img, path)
+    with atomic_path(path) as tmp:
+        nib.save(img, tmp)
 
 
 def save_image(im, path, description=""):

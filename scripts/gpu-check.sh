@@ -5,9 +5,17 @@
 #   scripts/gpu-check.sh            # tests + benchmarks
 #   scripts/gpu-check.sh --no-bench # tests only
 #   scripts/gpu-check.sh --no-tests # build + benchmarks only
+#   scripts/gpu-check.sh --memcheck # build + the GPU parity tests under compute-sanitizer memcheck only
+#   PYCA_MEMCHECK=1 scripts/gpu-check.sh ...   # adds the memcheck stage to any of the above
+#
+# The memcheck stage runs tests/python/test_parity.py (every operation on odd 3-D and 2-D grids)
+# under `compute-sanitizer --tool memcheck` (out-of-bounds and misaligned device accesses, leaks of
+# device allocations are not reported: pyca's pool keeps memory on purpose), bounded by
+# PYCA_MEMCHECK_TIMEOUT seconds (default 480; PYCA_MEMCHECK_K='expr' runs the cases pytest -k selects);
+# its log is $OUT/memcheck.log.
 #
 # Offline machines (no package registry): wheels of missing Python packages (swig, nibabel) in .whl/
-# and Debian packages of missing libraries (libfftw3-*, libdlpack-dev, libgtest-dev) in .debs/ are
+# and Debian packages of missing libraries (libfftw3-*, libgtest-dev) in .debs/ are
 # unpacked into /tmp first. Logs go to $OUT (default /tmp/pyca-gpu-check).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,25 +26,12 @@ bench=1
 tests=1
 [ "${1:-}" = "--no-bench" ] && bench=0
 [ "${1:-}" = "--no-tests" ] && tests=0
+memcheck=${PYCA_MEMCHECK:-0}
+if [ "${1:-}" = "--memcheck" ]; then memcheck=1; tests=0; bench=0; fi
 export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 
 nvidia-smi -L || { echo "no NVIDIA GPU visible"; exit 2; }
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
-fi
-if ls .debs/*.deb >/dev/null 2>&1; then
-  deps=/tmp/pyca-deps
-  for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
-  arch=$(ls "$deps/usr/lib" | grep -m1 linux-gnu)
-  # CMake packages (dlpack, GTest) from the unpacked folder, after the system's own
-  export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:+$CMAKE_PREFIX_PATH:}$deps/usr
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$deps/usr/lib/$arch
-  command -v pkg-config >/dev/null || export PATH=$PATH:$deps/usr/bin
-  if ! pkg-config --exists fftw3f 2>/dev/null; then
-    export PKG_CONFIG_PATH=$deps/usr/lib/$arch/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
-  fi
-fi
+. scripts/offline-deps.sh || exit 2
 
 status=0
 echo "== build (CUDA on)"
@@ -65,6 +60,29 @@ grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
 pytest_line=$(tail -1 "$OUT/pytest.log")
 fi
 
+memcheck_line="not run"
+if [ "$memcheck" = 1 ]; then
+  echo "== compute-sanitizer memcheck (GPU parity tests)"
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  if [ -z "$cs" ]; then
+    echo "compute-sanitizer not found"; memcheck_line="compute-sanitizer not found"; status=1
+  else
+    # The pool allocator's free-at-exit and CUDA's own allocations are not errors of pyca.
+    (cd "$(mktemp -d)" && timeout "${PYCA_MEMCHECK_TIMEOUT:-480}" "$cs" --tool memcheck --error-exitcode 99 \
+       --leak-check no --report-api-errors no python3 -m pytest "$root/tests/python/test_parity.py" \
+       -c "$root/pyproject.toml" --rootdir "$root" -q -p no:cacheprovider ${PYCA_MEMCHECK_K:+-k "$PYCA_MEMCHECK_K"} \
+       >"$OUT/memcheck.log" 2>&1)
+    rc=$?
+    grep -E "ERROR SUMMARY|Invalid|out of bounds|misaligned" "$OUT/memcheck.log" | head -20
+    case $rc in
+      0) memcheck_line="clean ($(tail -1 "$OUT/memcheck.log"))" ;;
+      124) memcheck_line="timed out after ${PYCA_MEMCHECK_TIMEOUT:-480} s"; status=1 ;;
+      99) memcheck_line="memcheck reported errors (see memcheck.log)"; status=1 ;;
+      *) memcheck_line="failed (exit $rc; see memcheck.log)"; status=1 ;;
+    esac
+  fi
+fi
+
 if [ $bench = 1 ]; then
   echo "== benchmarks (GPU)"
   python3 benchmarks/run_all.py --gpu >"$OUT/bench.txt" 2>&1 || status=1
@@ -75,4 +93,5 @@ echo
 echo "SUMMARY on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1):"
 echo "  ctest:  $ctest_line"
 echo "  pytest: $pytest_line"
+echo "  memcheck: $memcheck_line"
 exit $status

@@ -3,7 +3,7 @@
 //  - DLPack export (__dlpack__) and import, and wrapping of foreign pointers (from_array);
 //  - the C API capsule for Cython/C++ extensions (swig/pyca_capi.h).
 %{
-#include <dlpack/dlpack.h>
+#include "pyca/detail/dlpack.h"  // the DLPack ABI, declared by pyca (no system package)
 
 #include <memory>
 

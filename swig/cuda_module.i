@@ -102,7 +102,7 @@ union Slot {
   Vec3Df V;
   Vec3Di v;
   void* p;
-  Slot() : L(0) {}
+  Slot() {}  // pack() sets each slot it hands to the kernel; the others stay unused (not zeroed: 4 KB a call)
 };
 
 constexpr std::size_t kMaxParams = 64;

@@ -1,6 +1,8 @@
 // Vec3Df, Vec3Di, GridInfo, MemoryType, the enums, Image3D and Field3D.
 %{
+#include <climits>
 #include <cmath>
+#include <type_traits>
 
 // Reads a pyca Vec3 proxy or any sequence of three numbers into `out`.
 template <class T>
@@ -33,10 +35,48 @@ static bool pyca_py_to_vec3(PyObject* o, pyca::detail::Vec3<T>* out, swig_type_i
       return false;
     }
     if (std::is_integral<T>::value && d != std::floor(d)) return false;  // no silent truncation
+    // Out of T's range: not convertible (the cast would be undefined); the typemap says so.
+    if (std::is_integral<T>::value && !(d >= double(INT_MIN) && d <= double(INT_MAX))) return false;
     v[i] = static_cast<T>(d);
   }
   out->set(v[0], v[1], v[2]);
   return true;
+}
+
+// The error of a Vec3 argument that did not convert: OverflowError for integers beyond a 32-bit int
+// (a size of 2**31), TypeError otherwise.
+// True when `o` is a sequence of 3 Python ints, one of them beyond a 32-bit int.
+static bool pyca_vec3i_overflow(PyObject* o) {
+  if (!PySequence_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o) || PySequence_Size(o) != 3) {
+    PyErr_Clear();
+    return false;
+  }
+  bool ints = true, overflow = false;
+  for (int i = 0; i < 3; ++i) {
+    PyObject* item = PySequence_GetItem(o, i);
+    if (item && PyLong_Check(item)) {
+      int over = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(item, &over);
+      overflow = overflow || over || v > INT_MAX || v < INT_MIN;
+    } else {
+      ints = false;
+    }
+    Py_XDECREF(item);
+  }
+  PyErr_Clear();
+  return ints && overflow;
+}
+
+template <class T>
+static void pyca_vec3_error(PyObject* o, const char* fn, int argnum, const char* arg, const char* name) {
+  if (std::is_integral<T>::value && pyca_vec3i_overflow(o)) {
+    PyErr_Format(PyExc_OverflowError, "in '%s', argument %d ('%s') = %R is out of the range of a %s "
+                 "(32-bit ints, at most 2147483647)", fn, argnum, arg, o, name);
+    return;
+  }
+  PyErr_Clear();
+  PyErr_Format(PyExc_TypeError, "in '%s', argument %d ('%s') must be a %s or a sequence of 3 %s, not %s", fn, argnum,
+               arg, name, std::is_integral<T>::value ? "ints" : "floats", Py_TYPE(o)->tp_name);
 }
 %}
 
@@ -45,8 +85,7 @@ static bool pyca_py_to_vec3(PyObject* o, pyca::detail::Vec3<T>* out, swig_type_i
 %typemap(in) const pyca::detail::Vec3<T>& (pyca::detail::Vec3<T> temp) {
   if (!pyca_py_to_vec3<T>($input, &temp, $descriptor(pyca::detail::Vec3<float>*),
                           $descriptor(pyca::detail::Vec3<int>*))) {
-    PyErr_Format(PyExc_TypeError, "in '$symname', argument $argnum ('$1_name') must be a NAME or a sequence of 3 %s, not %s",
-                 #T "s", Py_TYPE($input)->tp_name);
+    pyca_vec3_error<T>($input, "$symname", $argnum, "$1_name", "NAME");
     SWIG_fail;
   }
   $1 = &temp;
@@ -54,15 +93,17 @@ static bool pyca_py_to_vec3(PyObject* o, pyca::detail::Vec3<T>* out, swig_type_i
 %typemap(in) pyca::detail::Vec3<T> {
   if (!pyca_py_to_vec3<T>($input, &$1, $descriptor(pyca::detail::Vec3<float>*),
                           $descriptor(pyca::detail::Vec3<int>*))) {
-    PyErr_Format(PyExc_TypeError, "in '$symname', argument $argnum ('$1_name') must be a NAME or a sequence of 3 %s, not %s",
-                 #T "s", Py_TYPE($input)->tp_name);
+    pyca_vec3_error<T>($input, "$symname", $argnum, "$1_name", "NAME");
     SWIG_fail;
   }
 }
+// Integers beyond a 32-bit int still select the Vec3Di overload, whose conversion then raises
+// OverflowError naming the argument (not a list of prototypes).
 %typemap(typecheck, precedence=SWIG_TYPECHECK_POINTER) const pyca::detail::Vec3<T>&, pyca::detail::Vec3<T> {
   pyca::detail::Vec3<T> tmp;
-  $1 = pyca_py_to_vec3<T>($input, &tmp, $descriptor(pyca::detail::Vec3<float>*),
-                          $descriptor(pyca::detail::Vec3<int>*)) ? 1 : 0;
+  $1 = (pyca_py_to_vec3<T>($input, &tmp, $descriptor(pyca::detail::Vec3<float>*),
+                           $descriptor(pyca::detail::Vec3<int>*)) ||
+        (std::is_integral<T>::value && pyca_vec3i_overflow($input))) ? 1 : 0;
 }
 // Returned references become independent copies (a GridInfo taken from an image outlives it).
 %typemap(out) const pyca::detail::Vec3<T>& {
@@ -92,10 +133,31 @@ from . import _mixins
 %feature("python:abc", "_mixins.Vec3Mixin") pyca::detail::Vec3<int>;
 %feature("docstring") pyca::detail::Vec3 "A 3-vector (x, y, z). Vec3Df holds floats, Vec3Di ints; both take
 arithmetic with each other and with numbers, indexing, len(), iteration and tolist().";
+// A Python int beyond a 32-bit int (e.g. a size of 2**31) is an OverflowError naming the value,
+// not an overload mismatch (rel, issue 19).
+%typemap(typecheck, precedence=SWIG_TYPECHECK_INTEGER) int x_, int y_, int z_ {
+  $1 = (PyLong_Check($input) || SWIG_IsOK(SWIG_AsVal_int($input, NULL))) ? 1 : 0;
+}
+%typemap(in) int x_, int y_, int z_ {
+  if (PyLong_Check($input)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow($input, &overflow);
+    if (overflow || v > INT_MAX || v < INT_MIN) {
+      PyErr_Format(PyExc_OverflowError, "Vec3Di: %R (argument '%s') is out of the range of a Vec3Di component "
+                   "(a 32-bit int, at most 2147483647)", $input, "$1_name");
+      SWIG_fail;
+    }
+  }
+  int ecode = SWIG_AsVal_int($input, &$1);
+  if (!SWIG_IsOK(ecode)) {
+    SWIG_exception_fail(SWIG_ArgError(ecode), "in method '$symname', argument $argnum of type 'int'");
+  }
+}
 %include "pyca/config.h"
 %include "pyca/vec3.h"
 %template(Vec3Df) pyca::detail::Vec3<float>;
 %template(Vec3Di) pyca::detail::Vec3<int>;
+%clear int x_, int y_, int z_;
 
 // ---- MemoryType and PyCA's enumerations: module-level constants as in PyCA, and IntEnum members
 // (pyca/_mixins.py make_enums): `print(ca.MEM_HOST)` says MEM_HOST, comparisons with and passing of

@@ -2,18 +2,31 @@
 
 #include <sstream>
 
+#include "pyca/detail/sizes.h"
 #include "pyca/errors.h"
 
 namespace pyca {
 
 namespace {
+void checkMem(const char* what, MemoryType mem) {
+  if (mem != MEM_HOST && mem != MEM_HOST_PINNED && mem != MEM_DEVICE) {
+    throw ValueError(std::string(what) +
+                     ": argument 'mem' must be MEM_HOST, MEM_HOST_PINNED or MEM_DEVICE, not " +
+                     std::to_string(int(mem)));
+  }
+}
+
+const char* kindOf(int ncomp) { return ncomp == 1 ? "Image3D" : "Field3D"; }
+
 std::shared_ptr<Buffer> allocFor(int ncomp, const GridInfo& g, MemoryType mem) {
-  return Buffer::allocate(mem, g.nVox() * std::size_t(ncomp) * sizeof(float));
+  checkMem(kindOf(ncomp), mem);
+  const std::size_t floats =
+      detail::checkedMul(g.nVox(), std::size_t(ncomp), "allocating an array", "floats");
+  return Buffer::allocate(mem, detail::checkedMul(floats, sizeof(float), "allocating an array", "bytes"));
 }
 }  // namespace
 
 Array3D::Array3D(int ncomp, MemoryType mem) : grid_(), mem_(mem), ncomp_(ncomp) {
-  if (mem == MEM_UNINITIALIZED) throw ValueError("cannot create an array in MEM_UNINITIALIZED memory");
   // PyCA's Image3D(mem): a one-voxel array until setGrid gives it a real grid.
   buf_ = allocFor(ncomp, grid_, mem);
 }
@@ -48,7 +61,7 @@ void Array3D::setGrid(const GridInfo& g) {
 
 void Array3D::toType(MemoryType mem) {
   if (mem == mem_) return;
-  if (mem == MEM_UNINITIALIZED) throw ValueError("toType: cannot move data to MEM_UNINITIALIZED");
+  checkMem("toType", mem);
   auto nb = Buffer::allocate(mem, buf_->bytes());
   copyMemory(nb->data(), mem, buf_->data(), mem_, buf_->bytes());
   buf_ = std::move(nb);

@@ -5,12 +5,19 @@
 #include <new>
 #include <string>
 
+#include "pyca/detail/sizes.h"
 #include "pyca/errors.h"
 #include "pyca/runtime.h"
 
 namespace pyca {
 
 std::shared_ptr<Buffer> Buffer::allocate(MemoryType mem, std::size_t bytes) {
+  if (bytes > kMaxAllocBytes) {
+    // Checked before any arithmetic on `bytes` (the rounding below), so nothing can wrap around.
+    throw ValueError("cannot allocate " + std::to_string(bytes) + " bytes of " + memTypeName(mem) +
+                     " memory: more than the largest allocation pyca supports (" +
+                     std::to_string(kMaxAllocBytes) + " bytes)");
+  }
   std::shared_ptr<Buffer> b(new Buffer());
   b->bytes_ = bytes;
   b->mem_ = mem;

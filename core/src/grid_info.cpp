@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "pyca/detail/sizes.h"
 #include "pyca/errors.h"
 #include "pyca/mem_type.h"
 
@@ -21,9 +22,10 @@ const char* memTypeName(MemoryType m) {
   }
 }
 
-GridInfo::GridInfo(const Vec3Di& size, const Vec3Df& spacing, const Vec3Df& origin) : origin_(origin) {
+GridInfo::GridInfo(const Vec3Di& size, const Vec3Df& spacing, const Vec3Df& origin) {
   setSize(size);
   setSpacing(spacing);
+  setOrigin(origin);
 }
 
 GridInfo::GridInfo(const Vec3Di& size, const Vec3Df& spacing, const Vec3Df& origin, const Mat3d& direction)
@@ -90,17 +92,28 @@ void GridInfo::setSize(const Vec3Di& s) {
     os << "GridInfo: size must be >= 1 in every dimension, got (" << s.x << ", " << s.y << ", " << s.z << ")";
     throw ValueError(os.str());
   }
+  detail::checkedVoxels(s.x, s.y, s.z, "GridInfo", "size");
   size_ = s;
 }
 
 void GridInfo::setSpacing(const Vec3Df& s) {
-  if (!(s.x > 0.f && s.y > 0.f && s.z > 0.f)) {
+  if (!(s.x > 0.f && s.y > 0.f && s.z > 0.f && std::isfinite(s.x) && std::isfinite(s.y) &&
+        std::isfinite(s.z))) {
     std::ostringstream os;
-    os << "GridInfo: spacing must be > 0 in every dimension, got (" << s.x << ", " << s.y << ", " << s.z
-       << ")";
+    os << "GridInfo: spacing must be finite and > 0 in every dimension, got (" << s.x << ", " << s.y << ", "
+       << s.z << ")";
     throw ValueError(os.str());
   }
   spacing_ = s;
+}
+
+void GridInfo::setOrigin(const Vec3Df& o) {
+  if (!(std::isfinite(o.x) && std::isfinite(o.y) && std::isfinite(o.z))) {
+    std::ostringstream os;
+    os << "GridInfo: origin must be finite, got (" << o.x << ", " << o.y << ", " << o.z << ")";
+    throw ValueError(os.str());
+  }
+  origin_ = o;
 }
 
 std::string GridInfo::str() const {

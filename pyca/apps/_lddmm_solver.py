@@ -48,7 +48,17 @@ def _ext_ssd_gradient():
 
 
 class _Level:
-    """All arrays of one scale, allocated once; the iterations allocate nothing."""
+    """All arrays of one scale, allocated once; the iterations allocate nothing.
+
+    Two paths compute the same iteration. The fused path (the sum-of-squared-differences match)
+    runs one LDDMMTransportStep per forward time step and, per backward time step, ComposeHV, one
+    LDDMMGradStep (match gradient and momentum update in one pass) and the kernel K: gradients()
+    then only marks the gradients as due, and update(eps) computes them together with the update
+    (direction_max() computes them alone when the step size is not known yet). The general path
+    runs the chain of single operations (any match term). `fused = False` (on the class or an
+    instance) selects the general path, for comparisons (tests, benchmarks)."""
+
+    fused = True
 
     def __init__(self, grid, mem, T, I0, I1, p):
         F = lambda: ca.Field3D(grid, mem)  # noqa: E731
@@ -70,6 +80,10 @@ class _Level:
         self.K.setLPow(int(p["lpow"]))
         self.K.setGrid(grid)
         self.ssd_gradient = _ext_ssd_gradient()
+        # The fused path computes the sum-of-squared-differences match only: with another match term
+        # (a metric hook) this must be False, and the general path below is the one that runs.
+        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep")
+        self._due = False  # gradients() was called; the fused path has not computed them yet
         for a in self.v + self.m:
             ca.SetMem(a, 0.0)
 
@@ -79,6 +93,10 @@ class _Level:
         ca.SetToIdentity(h)
         ca.Copy(self.J0[0], self.I0)
         for j in range(self.T):
+            if self._fast:  # both lines below in one pass
+                ca.LDDMMTransportStep(hn, self.J0[j + 1], h, self.v[j], self.I0, -self.dt)
+                h, hn = hn, h
+                continue
             ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
             h, hn = hn, h
             ca.ApplyH(self.J0[j + 1], self.I0, h)
@@ -100,6 +118,9 @@ class _Level:
     # b_j = |D phi_{t_j,1}| (J0_j - J1_j) grad J0_j into m_new[j] (without the 2 / sigma^2), all j,
     # with the current v (J0 from the last forward()).
     def gradients(self):
+        if self._fast:
+            self._due = True
+            return
         h, hn = self.h
         ca.SetToIdentity(h)
         for j in range(self.T - 1, -1, -1):
@@ -120,6 +141,8 @@ class _Level:
     # Largest component of the update direction K (2 / sigma^2) b_j - 2 v_j over j, in voxels (of
     # the finest spacing) per unit of eps.
     def direction_max(self):
+        if self._due:
+            self._fused_sweep(None)
         c = 2.0 / self.sigma2
         sp = min(x for x, n in zip(tuple(self.grid.spacing()), tuple(self.grid.size())) if n > 1)
         worst = 0.0
@@ -132,10 +155,29 @@ class _Level:
     # m <- (1 - 2 eps) m + eps (2 / sigma^2) b; v = K m. The previous m stays in m_new.
     def update(self, eps):
         c = 2.0 / self.sigma2
+        if self._due:
+            self._fused_sweep(eps)
+            self.m, self.m_new = self.m_new, self.m
+            return
         for j in range(self.T):
             ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
             self.K.applyInverseOperator(self.v[j], self.m_new[j])
         self.m, self.m_new = self.m_new, self.m
+
+    # The fused backward sweep with the current v (J0 from the last forward()): with eps None,
+    # m_new[j] = b_j (what gradients() computes); else m_new[j] = (1 - 2 eps) m_j + eps (2 / sigma^2)
+    # b_j and v_j = K m_new[j], v_j being overwritten once the flow no longer needs it.
+    def _fused_sweep(self, eps):
+        self._due = False
+        a, s = (0.0, 1.0) if eps is None else (1.0 - 2.0 * eps, eps * (2.0 / self.sigma2))
+        h, hn = self.h
+        ca.SetToIdentity(h)
+        for j in range(self.T - 1, -1, -1):
+            ca.ComposeHV(hn, h, self.v[j], self.dt)
+            h, hn = hn, h
+            ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s)
+            if eps is not None:
+                self.K.applyInverseOperator(self.v[j], self.m_new[j])
 
     def undo(self):
         self.m, self.m_new = self.m_new, self.m

@@ -25,6 +25,7 @@ docs/lddmm.md.
 """
 from __future__ import annotations
 
+import numbers
 import os
 import time
 from dataclasses import dataclass, field
@@ -106,6 +107,10 @@ def _schedule(scales, iterations):
     return scales, [int(i) for i in its]
 
 
+def _int_in(v, lo, hi):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) and v == int(v) and lo <= v <= hi
+
+
 def _check_params(p):
     for k in ("alpha", "sigma"):
         if not (np.isfinite(p[k]) and p[k] > 0):
@@ -113,10 +118,11 @@ def _check_params(p):
     for k in ("beta", "gamma"):
         if not (np.isfinite(p[k]) and p[k] >= 0):
             raise ValueError(f"lddmm: {k} must be >= 0, got {p[k]}")
-    if int(p["lpow"]) != p["lpow"] or p["lpow"] < 1:
-        raise ValueError(f"lddmm: lpow must be an integer >= 1, got {p['lpow']}")
-    if int(p["time_steps"]) != p["time_steps"] or p["time_steps"] < 1:
-        raise ValueError(f"lddmm: time_steps must be an integer >= 1, got {p['time_steps']}")
+    # Upper bounds too (rel, issue 19): each is work per voxel, refused at once rather than run for hours.
+    if not _int_in(p["lpow"], 1, 64):
+        raise ValueError(f"lddmm: lpow must be an integer in [1, 64], got {p['lpow']}")
+    if not _int_in(p["time_steps"], 1, 10000):
+        raise ValueError(f"lddmm: time_steps must be an integer in [1, 10000], got {p['time_steps']}")
     if p["step"] != "auto" and not (isinstance(p["step"], (int, float)) and 0 < p["step"] < 0.5):
         raise ValueError(f"lddmm: step must be 'auto' or a number in (0, 0.5), got {p['step']!r}")
     if not (np.isfinite(p["max_step"]) and p["max_step"] > 0):
@@ -262,9 +268,9 @@ def register(fixed, moving, *, progress=False, **params):
     energies = []
     pbar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .._progress import progress_bar  # tqdm on a terminal, a few plain lines in a log file
 
-        pbar = tqdm(total=sum(iters), desc=f"lddmm [{device.split(' ')[0]}]", unit="it", dynamic_ncols=True)
+        pbar = progress_bar(total=sum(iters), desc=f"lddmm [{device.split(' ')[0]}]")
     timings["setup_s"] = time.perf_counter() - t_start
     prev = None
     try:

@@ -1,5 +1,6 @@
 """Cython integration: the installed .pxd files, pyca.get_include() & co., and the example package
-examples/cython_extension built in a temporary folder against the installed pyca.
+examples/cython_extension built in a temporary folder against the installed pyca, by the recipes of
+docs/cython.md followed literally (pip wheel --no-build-isolation; CMake).
 
 Results are checked against NumPy; bad inputs (wrong type, device memory, mismatched sizes) must
 raise clear Python exceptions and leave the inputs unchanged.
@@ -12,6 +13,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -51,25 +54,71 @@ def _pyca_env():
     return env
 
 
+def _elf_dynamic(path):
+    """readelf -d of a file (None without readelf)."""
+    if shutil.which("readelf") is None:
+        return None
+    return subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+
+
 @pytest.fixture(scope="module")
-def ex(tmp_path_factory):
-    """The example package, built against the installed pyca in a temporary folder."""
+def example_wheel(tmp_path_factory):
+    """examples/cython_extension built as docs/cython.md says (pip, --no-build-isolation, against the
+    installed pyca), in a temporary folder: the wheel file."""
     if not EXAMPLE.is_dir():
         pytest.skip("examples/cython_extension is not in this checkout")
     if shutil.which(os.environ.get("CXX", "c++")) is None and shutil.which("g++") is None:
         pytest.skip("no C++ compiler")
+    if importlib.util.find_spec("pip") is None:
+        pytest.skip("the recipe needs pip in this environment")
     src = tmp_path_factory.mktemp("cython_ext") / "cython_extension"
     shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.so", "*.cpp", "__pycache__"))
-    r = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=src, env=_pyca_env(),
-                       capture_output=True, text=True, timeout=900)
+    dist = tmp_path_factory.mktemp("cython_ext_dist")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+                        "-w", str(dist), "."], cwd=src, env=_pyca_env(), capture_output=True, text=True,
+                       timeout=900)
     if r.returncode != 0:
-        pytest.fail(f"building examples/cython_extension failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}")
-    sys.path.insert(0, str(src))
+        pytest.fail(f"pip wheel --no-build-isolation examples/cython_extension failed:\n{r.stdout[-4000:]}\n"
+                    f"{r.stderr[-8000:]}")
+    (whl,) = dist.glob("*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def ex(example_wheel, tmp_path_factory):
+    """The example package, from its wheel unpacked into a temporary folder."""
+    site = tmp_path_factory.mktemp("cython_ext_site")
+    with zipfile.ZipFile(example_wheel) as z:
+        z.extractall(site)
+    sys.path.insert(0, str(site))
     try:
         import pyca_example
     finally:
-        sys.path.remove(str(src))
+        sys.path.remove(str(site))
     return pyca_example
+
+
+def test_example_wheel_metadata_and_no_runpath(example_wheel):
+    # The recipe's wheel is named from its [project] table (not UNKNOWN) and pins the pyca3d it was
+    # built against.
+    assert example_wheel.name.startswith("pyca_example-0.1.0-"), example_wheel.name
+    with zipfile.ZipFile(example_wheel) as z:
+        meta = z.read("pyca_example-0.1.0.dist-info/METADATA").decode()
+        names = z.namelist()
+    assert "Name: pyca-example" in meta
+    assert f"Requires-Dist: pyca3d=={ca.__version__}" in meta
+    (so,) = [n for n in names if n.startswith("pyca_example/_ops") and n.endswith(".so")]
+    dyn = _elf_dynamic_from_zip(example_wheel, so)
+    if dyn is None:
+        pytest.skip("needs readelf")
+    assert "libpyca.so" in dyn
+    # No RUNPATH/RPATH: nothing points into the builder's environment.
+    assert "RUNPATH" not in dyn and "RPATH" not in dyn, dyn
+
+
+def _elf_dynamic_from_zip(whl, member):
+    with tempfile.TemporaryDirectory() as d, zipfile.ZipFile(whl) as z:
+        return _elf_dynamic(z.extract(member, d))
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +134,8 @@ def ex_cmake(tmp_path_factory):
         if r.returncode != 0:
             pytest.fail(f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}")
     (so,) = (build / "pyca_example").glob("_ops*.so")
+    dyn = _elf_dynamic(so)
+    assert dyn is None or ("RUNPATH" not in dyn and "RPATH" not in dyn), dyn
     spec = importlib.util.spec_from_file_location("pyca_example_cmake._ops", so)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -170,12 +170,8 @@ def test_cpu_only_device_call_raises_not_implemented(rng):
 
 
 def test_cpu_only_device_message_without_gpu(monkeypatch, rng):
-    # The message itself, with the plan answering "device arguments, no kernel" (2).
-    class Plan:
-        def call(self, *a):
-            return 2
-
-    monkeypatch.setattr(cpu_only, "_plan", Plan())
+    # The message itself, with the plan's call answering "device arguments, no kernel" (2).
+    monkeypatch.setattr(cpu_only, "_ccall", lambda *a: 2)
     with pytest.raises(NotImplementedError, match=r"cpu_only: only a CPU version exists.*toType\(pyca.MEM_HOST\)"):
         cpu_only(None, None)
 

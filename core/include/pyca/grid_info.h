@@ -18,7 +18,8 @@ inline constexpr Mat3d kIdentityDirection = {1, 0, 0, 0, 1, 0, 0, 0, 1};
 class GridInfo {
  public:
   GridInfo() : size_(1, 1, 1), spacing_(1.f, 1.f, 1.f), origin_(0.f, 0.f, 0.f) {}
-  // Throws ValueError for a size with a component < 1 or a spacing with a component <= 0.
+  // Throws ValueError for a size with a component < 1 or more than kMaxVoxels voxels
+  // (pyca/detail/sizes.h), a spacing with a component <= 0 or not finite, or an origin not finite.
   explicit GridInfo(const Vec3Di& size, const Vec3Df& spacing = Vec3Df(1.f, 1.f, 1.f),
                     const Vec3Df& origin = Vec3Df(0.f, 0.f, 0.f));
   // ... and a direction matrix (see setDirection).
@@ -32,7 +33,7 @@ class GridInfo {
   const Mat3d& direction() const { return direction_; }
   void setSize(const Vec3Di& s);
   void setSpacing(const Vec3Df& s);
-  void setOrigin(const Vec3Df& o) { origin_ = o; }
+  void setOrigin(const Vec3Df& o);
   // Throws ValueError unless every entry is finite and the columns are orthonormal within
   // kDirectionTolerance (|D^T D - I| entrywise).
   void setDirection(const Mat3d& d);

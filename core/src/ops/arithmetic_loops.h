@@ -12,6 +12,7 @@
 #include "ops/arithmetic_cuda.h"
 #include "pyca/array3d.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/math/arithmetic.h"
 #include "pyca/vec3.h"
@@ -23,7 +24,7 @@ using cuda_impl::MapOperand;
 using cuda_impl::MapTarget;
 
 // Below this many floats per plane the CPU loop runs on one thread (thread start-up would dominate).
-constexpr std::ptrdiff_t kParallelMin = 1 << 15;
+using detail::kParallelMin;
 
 // ---- targets and operands --------------------------------------------------------------------------
 

@@ -21,16 +21,6 @@ namespace {
 using deformation_impl::GatherJob;
 using deformation_impl::SplatJob;
 
-// Runs `call` on the backend that holds the data.
-#define PYCA_DEFORM_RUN(dev, op, call)     \
-  do {                                     \
-    if (dev) {                             \
-      PYCA_CUDA_CALL(op, cuda_impl::call); \
-    } else {                               \
-      cpu_impl::call;                      \
-    }                                      \
-  } while (0)
-
 const char* bgName(BackgroundStrategy bg) {
   switch (bg) {
     case BACKGROUND_STRATEGY_PARTIAL_ID:
@@ -136,7 +126,7 @@ void applyH(const char* op, A& out, const A& src, const Field3D& h, BackgroundSt
   checkInterp(op, interp);
   GatherJob j = gatherJob(out, src, bg, interp, bgVal);
   j.pos = posH(h);
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 
 template <class A>
@@ -148,7 +138,7 @@ void applyV(const char* op, A& out, const A& src, const Field3D& v, float signed
   checkInterp(op, interp);
   GatherJob j = gatherJob(out, src, bg, interp, bgVal);
   j.pos = posV(v, signedDelta, out.spacing());
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 
 void convertHV(const char* op, Field3D& out, const Field3D& in, bool toV, const char* outName,
@@ -159,7 +149,7 @@ void convertHV(const char* op, Field3D& out, const Field3D& in, bool toV, const 
   setPlanes(o, out);
   setPlanes(i, in);
   const Vec3Df sp = out.spacing();
-  PYCA_DEFORM_RUN(dev, op, convertHV(o, i, out.size(), sp, toV, op));
+  PYCA_BACKEND_RUN(dev, op, convertHV(o, i, out.size(), sp, toV, op));
 }
 
 // out(x) = g(x) +- delta * v(g(x)) / spacing
@@ -173,7 +163,7 @@ void composeVH(const char* op, Field3D& out, const Field3D& v, const Field3D& g,
   const Vec3Df& sp = out.spacing();
   j.post.mul = Vec3Df(signedDelta / sp.x, signedDelta / sp.y, signedDelta / sp.z);
   j.post.addPos = true;
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 
 // out(x) = g(x +- delta * v(x) / spacing)
@@ -184,7 +174,7 @@ void composeHV(const char* op, Field3D& out, const Field3D& g, const Field3D& v,
   checkBg(op, bg, math::kFieldBgs, "an H-field");
   GatherJob j = gatherJob(out, g, bg, INTERP_LINEAR);
   j.pos = posV(v, signedDelta, out.spacing());
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 
 template <class A>
@@ -220,7 +210,7 @@ void composeTranslation(A& out, const A& src, const Vec3Df& t, BackgroundStrateg
   GatherJob j = gatherJob(out, src, bg, INTERP_LINEAR);
   j.pos.mode = math::POS_AFFINE;  // p = x + t (voxel units)
   j.pos.offset = t;
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 
 using detail::vecStr;
@@ -246,8 +236,8 @@ void subVol(const char* op, A& out, const A& src, const Vec3Di& start, const cha
   const float* s[3];
   setPlanes(d, out);
   setPlanes(s, src);
-  PYCA_DEFORM_RUN(dev, op,
-                  copyBox(ncOf(out), d, out.size(), Vec3Di(0, 0, 0), s, src.size(), start, out.size(), op));
+  PYCA_BACKEND_RUN(dev, op,
+                   copyBox(ncOf(out), d, out.size(), Vec3Di(0, 0, 0), s, src.size(), start, out.size(), op));
 }
 
 template <class A>
@@ -259,8 +249,8 @@ void setSubVol(const char* op, A& out, const A& sub, const Vec3Di& start) {
   const float* s[3];
   setPlanes(d, out);
   setPlanes(s, sub);
-  PYCA_DEFORM_RUN(dev, op,
-                  copyBox(ncOf(out), d, out.size(), start, s, sub.size(), Vec3Di(0, 0, 0), sub.size(), op));
+  PYCA_BACKEND_RUN(dev, op,
+                   copyBox(ncOf(out), d, out.size(), start, s, sub.size(), Vec3Di(0, 0, 0), sub.size(), op));
 }
 
 // Resample (index space) from src onto out; `rescale` divides field components by r.
@@ -276,7 +266,7 @@ void resampleRun(const char* op, bool dev, A& out, const A& src, BackgroundStrat
   if (rescale) {
     for (int a = 0; a < 3; ++a) j.post.mul[a] = 1.f / j.pos.scale[a];
   }
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 
 template <class A>
@@ -292,7 +282,11 @@ void resample(const char* op, A& out, const A& src, BackgroundStrategy bg, Inter
 // The normalised Gaussian of sigma = r / 2 voxels, radius ceil(3 sigma).
 std::vector<float> aaKernel(float r, int& radius) {
   const double sigma = 0.5 * double(r);
-  radius = int(std::ceil(3.0 * sigma));
+  // r <= the source's size on the axis, so this fits an int (checked: the cast would be undefined).
+  const double rad = std::ceil(3.0 * sigma);
+  if (!(rad < double(1 << 30)))
+    throw ValueError("anti-aliasing kernel radius " + std::to_string(rad) + " is too large");
+  radius = int(rad);
   std::vector<double> w(std::size_t(2 * radius + 1));
   double sum = 0.0;
   for (int k = -radius; k <= radius; ++k)
@@ -325,7 +319,7 @@ void resampleAA(const char* op, A& out, const A& src, BackgroundStrategy bg, Int
     const float* s[3];
     setPlanes(d, dst);
     setPlanes(s, *cur);
-    PYCA_DEFORM_RUN(dev, op, convolveAxis(ncOf(out), d, s, src.size(), a, w.data(), radius, op));
+    PYCA_BACKEND_RUN(dev, op, convolveAxis(ncOf(out), d, s, src.size(), a, w.data(), radius, op));
     cur = &dst;
     nextTmp ^= 1;
   }
@@ -353,7 +347,7 @@ void splatWorld(const char* op, Image3D& out, const Image3D& im, Image3D* w, Bac
   j.inSize = im.size();
   j.pos = math::worldMapping(im.grid(), out.grid());
   j.bg = bg;
-  PYCA_DEFORM_RUN(dev, op, splat(j, op));
+  PYCA_BACKEND_RUN(dev, op, splat(j, op));
 }
 
 }  // namespace
@@ -365,7 +359,7 @@ void SetToIdentity(Field3D& h) {
   const bool dev = detail::onDevice("SetToIdentity", {{"h", &h}});
   float* p[3];
   setPlanes(p, h);
-  PYCA_DEFORM_RUN(dev, "SetToIdentity", setToIdentity(p, h.size(), "SetToIdentity"));
+  PYCA_BACKEND_RUN(dev, "SetToIdentity", setToIdentity(p, h.size(), "SetToIdentity"));
 }
 
 void HtoV(Field3D& v, const Field3D& h) { convertHV("HtoV", v, h, true, "v", "h"); }
@@ -410,7 +404,7 @@ void ComposeHH(Field3D& out, const Field3D& f, const Field3D& g, BackgroundStrat
   checkBg(op, bg, math::kFieldBgs, "an H-field");
   GatherJob j = gatherJob(out, f, bg, INTERP_LINEAR);
   j.pos = posH(g);
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 void ComposeVH(Field3D& out, const Field3D& v, const Field3D& g, float delta, BackgroundStrategy bg) {
   composeVH("ComposeVH", out, v, g, delta, bg);
@@ -442,7 +436,7 @@ void FixedPointInverse(Field3D& ginv, const Field3D& g, unsigned int numIter) {
   const float* gp[3];
   setPlanes(o, ginv);
   setPlanes(gp, g);
-  PYCA_DEFORM_RUN(dev, op, fixedPointInverse(o, gp, ginv.size(), numIter, op));
+  PYCA_BACKEND_RUN(dev, op, fixedPointInverse(o, gp, ginv.size(), numIter, op));
 }
 
 void UpdateInverse(Field3D& ginv0t1, Field3D& scratchV, const Field3D& ginv0t, const Field3D& w,
@@ -462,7 +456,7 @@ void UpdateInverse(Field3D& ginv0t1, Field3D& scratchV, const Field3D& ginv0t, c
   setPlanes(g0, ginv0t);
   setPlanes(wp, w);
   const Vec3Df sp = ginv0t1.spacing();
-  PYCA_DEFORM_RUN(dev, op, updateInverse(o, sc, g0, wp, ginv0t1.size(), sp, numIter, op));
+  PYCA_BACKEND_RUN(dev, op, updateInverse(o, sc, g0, wp, ginv0t1.size(), sp, numIter, op));
 }
 
 void ReprojectToUnitVec(Field3D& f) {
@@ -470,7 +464,7 @@ void ReprojectToUnitVec(Field3D& f) {
   const bool dev = detail::onDevice(op, {{"f", &f}});
   float* p[3];
   setPlanes(p, f);
-  PYCA_DEFORM_RUN(dev, op, reprojectToUnitVec(p, f.size(), op));
+  PYCA_BACKEND_RUN(dev, op, reprojectToUnitVec(p, f.size(), op));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,7 +491,7 @@ void Ad(Field3D& out, const Field3D& g, const Field3D& v, BackgroundStrategy bg)
   setPlanes(o, out);
   setPlanes(gp, g);
   setPlanes(vp, v);
-  PYCA_DEFORM_RUN(dev, op, ad(o, gp, vp, out.size(), out.spacing(), bg, op));
+  PYCA_BACKEND_RUN(dev, op, ad(o, gp, vp, out.size(), out.spacing(), bg, op));
 }
 
 void CoAd(Field3D& out, const Field3D& g, const Field3D& m, BackgroundStrategy bg) {
@@ -511,7 +505,7 @@ void CoAd(Field3D& out, const Field3D& g, const Field3D& m, BackgroundStrategy b
   setPlanes(o, out);
   setPlanes(gp, g);
   setPlanes(mp, m);
-  PYCA_DEFORM_RUN(dev, op, coad(o, gp, mp, out.size(), out.spacing(), bg, op));
+  PYCA_BACKEND_RUN(dev, op, coad(o, gp, mp, out.size(), out.spacing(), bg, op));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -538,7 +532,7 @@ void ResampleWorld(Image3D& out, const Image3D& im, BackgroundStrategy bg, Inter
   checkInterp(op, interp);
   GatherJob j = gatherJob(out, im, bg, interp);
   j.pos = math::worldMapping(out.grid(), im.grid());
-  PYCA_DEFORM_RUN(dev, op, gather(j, op));
+  PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 
 void SplatWorld(Image3D& out, const Image3D& im, BackgroundStrategy bg) {

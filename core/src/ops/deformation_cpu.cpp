@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "ops/deformation_cuda.h"
+#include "pyca/detail/omp_guard.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/math/deformation.h"
 #include "pyca/math/interp.h"
@@ -32,7 +34,7 @@ void gatherLoop(const GatherJob& j) {
   const MutPlanes<NC> out = mutPlanes<NC>(j.out);
   const Planes<NC> src = planes<NC>(j.src);
   const Vec3Di n = j.outSize;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(n)))
   for (int z = 0; z < n.z; ++z) {
     for (int y = 0; y < n.y; ++y) {
       std::size_t id = math::linearIndex(0, y, z, n);
@@ -90,7 +92,8 @@ void splatEngine(float* const out[NC], float* weights, const Vec3Di& outSize, co
   };
 
   int nChunks = int(std::min<long>(kMaxChunks, std::max<long>(1, nRows)));
-  if (nVoxOf(inSize) < 32768) nChunks = 1;  // small problems: one chunk, straight into out
+  if (nVoxOf(inSize) < std::size_t(detail::kParallelMin))
+    nChunks = 1;  // small problems: one chunk, straight into out
 
   std::vector<Chunk> chunks;
   if (nChunks > 1) {
@@ -99,7 +102,7 @@ void splatEngine(float* const out[NC], float* weights, const Vec3Di& outSize, co
       chunks[k].r0 = nRows * k / nChunks;
       chunks[k].r1 = nRows * (k + 1) / nChunks;
     }
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(detail::threadsFor(nVoxOf(inSize)))
     for (int k = 0; k < nChunks; ++k) {
       Chunk& ch = chunks[std::size_t(k)];
       for (long r = ch.r0; r < ch.r1; ++r) {
@@ -154,13 +157,20 @@ void splatEngine(float* const out[NC], float* weights, const Vec3Di& outSize, co
     return;
   }
 
-#pragma omp parallel for schedule(dynamic, 1)
+  // The chunk buffers are allocated inside the region: an allocation failure is carried out of it.
+  detail::OmpGuard guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(detail::threadsFor(nVoxOf(inSize)))
   for (int k = 0; k < nChunks; ++k) {
     Chunk& ch = chunks[std::size_t(k)];
-    if (ch.hi < ch.lo) continue;
+    if (ch.hi < ch.lo || guard.failed()) continue;
     const std::size_t base = std::size_t(ch.lo) * planeSize;
     const std::size_t len = std::size_t(ch.hi - ch.lo + 1) * planeSize;
-    ch.buf.assign(len * std::size_t(nPlanesOut), 0.f);
+    bool ok = false;
+    guard.run([&] {
+      ch.buf.assign(len * std::size_t(nPlanesOut), 0.f);
+      ok = true;
+    });
+    if (!ok) continue;
     float* b = ch.buf.data();
     const bool w = weights != nullptr;
     runRows(ch.r0, ch.r1, [&](std::size_t o, float wt, const float* v) {
@@ -170,8 +180,9 @@ void splatEngine(float* const out[NC], float* weights, const Vec3Di& outSize, co
       if (w) b[std::size_t(NC) * len + i] += wt;
     });
   }
+  guard.rethrow();
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(nOut))
   for (int P = 0; P < nPlanes; ++P) {
     for (int c = 0; c < nPlanesOut; ++c) {
       float* dst = (c < NC ? out[c] : weights) + std::size_t(P) * planeSize;
@@ -188,7 +199,7 @@ void splatEngine(float* const out[NC], float* weights, const Vec3Di& outSize, co
 
 template <int NC>
 void normalizeBy(float* const out[NC], const float* weights, std::size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
   for (long i = 0; i < long(n); ++i) {
     const float w = weights[i];
     for (int c = 0; c < NC; ++c) out[c][i] = w > deformation_impl::kSplatWeightEps ? out[c][i] / w : 0.f;
@@ -281,7 +292,7 @@ void coad(float* const out[3], const float* const g[3], const float* const m[3],
           const Vec3Df& sp, BackgroundStrategy bg, const char*) {
   const Planes<3> gp = planes<3>(g), mp = planes<3>(m);
   if (!math::withBg<math::kLinearBgs>(bg, [&](auto B) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(size)))
         for (int z = 0; z < size.z; ++z) {
           for (int y = 0; y < size.y; ++y) {
             std::size_t id = math::linearIndex(0, y, z, size);
@@ -304,7 +315,7 @@ void coad(float* const out[3], const float* const g[3], const float* const m[3],
 }
 
 void setToIdentity(float* const h[3], const Vec3Di& n, const char*) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(n)))
   for (int z = 0; z < n.z; ++z) {
     for (int y = 0; y < n.y; ++y) {
       std::size_t id = math::linearIndex(0, y, z, n);
@@ -319,7 +330,7 @@ void setToIdentity(float* const h[3], const Vec3Di& n, const char*) {
 
 void convertHV(float* const out[3], const float* const in[3], const Vec3Di& n, const Vec3Df& sp, bool toV,
                const char*) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(n)))
   for (int z = 0; z < n.z; ++z) {
     for (int y = 0; y < n.y; ++y) {
       std::size_t id = math::linearIndex(0, y, z, n);
@@ -338,7 +349,7 @@ void copyBox(int nc, float* const dst[3], const Vec3Di& dstSize, const Vec3Di& d
              const float* const src[3], const Vec3Di& srcSize, const Vec3Di& srcStart, const Vec3Di& extent,
              const char*) {
   for (int c = 0; c < nc; ++c) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(extent)))
     for (int z = 0; z < extent.z; ++z) {
       for (int y = 0; y < extent.y; ++y) {
         const float* s = src[c] + math::linearIndex(srcStart.x, srcStart.y + y, srcStart.z + z, srcSize);
@@ -357,7 +368,7 @@ void convolveAxis(int nc, float* const out[3], const float* const in[3], const V
   for (int c = 0; c < nc; ++c) {
     const float* src = in[c];
     float* dst = out[c];
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(n)))
     for (int z = 0; z < n.z; ++z) {
       for (int y = 0; y < n.y; ++y) {
         std::size_t id = math::linearIndex(0, y, z, n);
@@ -377,7 +388,7 @@ void convolveAxis(int nc, float* const out[3], const float* const in[3], const V
 }
 
 void reprojectToUnitVec(float* const f[3], const Vec3Di& n, const char*) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(nVoxOf(n)))
   for (long i = 0; i < long(nVoxOf(n)); ++i) {
     const Vec3Df r = math::reprojectToUnitVec(Vec3Df(f[0][i], f[1][i], f[2][i]));
     f[0][i] = r.x;
@@ -389,7 +400,7 @@ void reprojectToUnitVec(float* const f[3], const Vec3Di& n, const char*) {
 void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& n, unsigned numIter,
                        const char*) {
   const Planes<3> gp = planes<3>(g);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(n)))
   for (int z = 0; z < n.z; ++z) {
     for (int y = 0; y < n.y; ++y) {
       std::size_t id = math::linearIndex(0, y, z, n);
@@ -408,7 +419,7 @@ void updateInverse(float* const ginv1[3], float* const scratch[3], const float* 
                    const float* const w[3], const Vec3Di& n, const Vec3Df& sp, unsigned numIter,
                    const char*) {
   const Planes<3> g0 = planes<3>(ginv0), wp = planes<3>(w);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nVoxOf(n)))
   for (int z = 0; z < n.z; ++z) {
     for (int y = 0; y < n.y; ++y) {
       std::size_t id = math::linearIndex(0, y, z, n);

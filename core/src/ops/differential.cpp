@@ -299,7 +299,7 @@ void JacDetH(Image3D& out, const Field3D& Xg, const Field3D& Yg, const Field3D& 
     return;
   }
   float* o = out.data();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
     o[i] = math::jacDetHFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i], p.z[0][i],
                                   p.z[1][i], p.z[2][i], is2D);
@@ -316,7 +316,7 @@ void JacDetV(Image3D& out, const Field3D& Xg, const Field3D& Yg, const Field3D& 
     return;
   }
   float* o = out.data();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
     o[i] = math::jacDetVFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i], p.z[0][i],
                                   p.z[1][i], p.z[2][i]);
@@ -333,7 +333,7 @@ void JacDetVInv(Image3D& out, const Field3D& Xg, const Field3D& Yg, const Field3
     return;
   }
   float* o = out.data();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
     o[i] = math::jacDetVInvFromGrads(p.x[0][i], p.x[1][i], p.x[2][i], p.y[0][i], p.y[1][i], p.y[2][i],
                                      p.z[0][i], p.z[1][i], p.z[2][i]);

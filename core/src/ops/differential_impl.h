@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pyca/array3d.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/enums.h"
 #include "pyca/errors.h"
 #include "pyca/math/differential.h"
@@ -44,7 +45,8 @@ inline void checkBc(const char* op, BoundaryCondT bc) { checkDiffBc(op, DIFF_CEN
 template <class F>
 void forEachVoxel(const math::Grid3& g, F&& f) {
   const int nx = g.nx, ny = g.ny, nz = g.nz;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) \
+    num_threads(detail::threadsFor(std::size_t(nx) * ny * nz))
   for (int z = 0; z < nz; ++z) {
     for (int y = 0; y < ny; ++y) {
       std::size_t i = (std::size_t(z) * ny + y) * std::size_t(nx);

@@ -6,14 +6,17 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "ops/filters_cuda.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
 #include "pyca/ops/filters.h"
@@ -68,18 +71,24 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
   const int nx = s.x, ny = s.y, nz = s.z;
   const std::size_t nxy = std::size_t(nx) * ny, n = nxy * std::size_t(nz);
   const bool doX = r[0] > 0 && nx > 1, doY = r[1] > 0 && ny > 1, doZ = r[2] > 0 && nz > 1;
-  const int nthreads = omp_get_max_threads();
+  const int nthreads = detail::threadsFor(n);  // the scratch below is sized for these threads
+  const std::size_t padLen = std::size_t(nx) + 2 * std::size_t(std::max(r[0], 0));
 
   if (!doX && !doY) {
     if (out != in) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nthreads)
       for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) out[i] = in[i];
     }
   } else if (nz >= 2 * nthreads) {
-    // x and y passes slice by slice, in cache.
-#pragma omp parallel
+    // x and y passes slice by slice, in cache. Scratch of every thread is allocated before the
+    // parallel region, so that no exception (bad_alloc) can be thrown inside it.
+    const std::size_t nS = doY ? nxy : 0;
+    std::vector<float> S(nS * std::size_t(nthreads)), pad(padLen * std::size_t(nthreads));
+#pragma omp parallel num_threads(nthreads)
     {
-      std::vector<float> S(doY ? nxy : 0), pad(std::size_t(nx) + 2 * std::size_t(std::max(r[0], 0)));
+      const int t = omp_get_thread_num();
+      float* St = S.data() + nS * std::size_t(t);
+      float* padt = pad.data() + padLen * std::size_t(t);
 #pragma omp for schedule(static)
       for (int z = 0; z < nz; ++z) {
         const float* src = in + std::size_t(z) * nxy;
@@ -87,41 +96,40 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
         if (doY) {
           for (int y = 0; y < ny; ++y) {
             if (doX) {
-              convRow(&S[std::size_t(y) * nx], src + std::size_t(y) * nx, nx, w[0], r[0], pad.data());
+              convRow(St + std::size_t(y) * nx, src + std::size_t(y) * nx, nx, w[0], r[0], padt);
             } else {
-              std::memcpy(&S[std::size_t(y) * nx], src + std::size_t(y) * nx,
+              std::memcpy(St + std::size_t(y) * nx, src + std::size_t(y) * nx,
                           sizeof(float) * std::size_t(nx));
             }
           }
-          for (int y = 0; y < ny; ++y) convAcross(dst + std::size_t(y) * nx, S.data(), ny, y, nx, w[1], r[1]);
+          for (int y = 0; y < ny; ++y) convAcross(dst + std::size_t(y) * nx, St, ny, y, nx, w[1], r[1]);
         } else {
-          for (int y = 0; y < ny; ++y) {
-            convRow(dst + std::size_t(y) * nx, src + std::size_t(y) * nx, nx, w[0], r[0], pad.data());
-          }
+          for (int y = 0; y < ny; ++y)
+            convRow(dst + std::size_t(y) * nx, src + std::size_t(y) * nx, nx, w[0], r[0], padt);
         }
       }
     }
   } else {
     // Thin volumes (2-D images): rows in parallel through a whole-volume temporary.
-    std::vector<float> T(doY ? n : 0);
+    std::vector<float> T(doY ? n : 0), pad(padLen * std::size_t(nthreads));
     float* xo = doY ? T.data() : out;
-    const int rows = ny * nz;
-#pragma omp parallel
+    const std::ptrdiff_t rows = std::ptrdiff_t(ny) * nz;
+#pragma omp parallel num_threads(nthreads)
     {
-      std::vector<float> pad(std::size_t(nx) + 2 * std::size_t(std::max(r[0], 0)));
+      float* padt = pad.data() + padLen * std::size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
-      for (int row = 0; row < rows; ++row) {
+      for (std::ptrdiff_t row = 0; row < rows; ++row) {
         const std::size_t o = std::size_t(row) * nx;
         if (doX) {
-          convRow(xo + o, in + o, nx, w[0], r[0], pad.data());
+          convRow(xo + o, in + o, nx, w[0], r[0], padt);
         } else {
           std::memcpy(xo + o, in + o, sizeof(float) * std::size_t(nx));
         }
       }
       if (doY) {
 #pragma omp for schedule(static)
-        for (int row = 0; row < rows; ++row) {
-          const int z = row / ny, y = row - z * ny;
+        for (std::ptrdiff_t row = 0; row < rows; ++row) {
+          const int z = int(row / ny), y = int(row - std::ptrdiff_t(z) * ny);
           convAcross(out + std::size_t(row) * nx, T.data() + std::size_t(z) * nxy, ny, y, nx, w[1], r[1]);
         }
       }
@@ -130,33 +138,47 @@ void gaussianCpu(float* out, const float* in, const Vec3Di& s, const float* cons
 
   if (doZ) {
     // z pass in place: each y-plane of columns is copied out, then written back.
-#pragma omp parallel
+    const std::size_t nG = std::size_t(nz) * nx;
+    std::vector<float> G(nG * std::size_t(nthreads));
+#pragma omp parallel num_threads(nthreads)
     {
-      std::vector<float> G(std::size_t(nz) * nx);
+      float* Gt = G.data() + nG * std::size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int y = 0; y < ny; ++y) {
         for (int z = 0; z < nz; ++z) {
-          std::memcpy(&G[std::size_t(z) * nx], out + std::size_t(z) * nxy + std::size_t(y) * nx,
+          std::memcpy(Gt + std::size_t(z) * nx, out + std::size_t(z) * nxy + std::size_t(y) * nx,
                       sizeof(float) * std::size_t(nx));
         }
         for (int z = 0; z < nz; ++z) {
-          convAcross(out + std::size_t(z) * nxy + std::size_t(y) * nx, G.data(), nz, z, nx, w[2], r[2]);
+          convAcross(out + std::size_t(z) * nxy + std::size_t(y) * nx, Gt, nz, z, nx, w[2], r[2]);
         }
       }
     }
   }
 }
 
-// Half kernels of the three axes (sigma and radius in voxels).
+// Largest Gaussian radius (voxels) pyca computes weights for: the weights cost O(radius), so a
+// larger one (given, or 4 sigma from a huge sigma or a tiny spacing) is refused before any work.
+constexpr int kMaxGaussianRadius = 1 << 20;
+
+// Half kernels of the three axes (sigma and radius in voxels) for a grid of `size`. Taps beyond
+// n - 1 on an axis of n voxels read the border values for every output voxel (clamped border),
+// as tap n - 1 does, so their weights are added to tap n - 1: the same result, and work bounded by
+// the image size instead of the radius.
 struct Kernels {
   std::vector<float> w[3];
   int r[3];
-  Kernels(const Vec3Df& sigmaVox, const Vec3Di& radius) {
+  Kernels(const Vec3Df& sigmaVox, const Vec3Di& radius, const Vec3Di& size) {
     for (int d = 0; d < 3; ++d) {
       const float s = sigmaVox[d];
-      r[d] = s > 0.f ? radius[d] : 0;
-      w[d].resize(std::size_t(r[d]) + 1);
-      math::gaussianHalfKernel(s, r[d], w[d].data());
+      const int full = s > 0.f ? radius[d] : 0;
+      std::vector<float> h(std::size_t(full) + 1);
+      math::gaussianHalfKernel(s, full, h.data());
+      r[d] = std::min(full, std::max(size[d] - 1, 0));
+      w[d].assign(h.begin(), h.begin() + r[d] + 1);
+      double tail = w[d][std::size_t(r[d])];
+      for (int j = r[d] + 1; j <= full; ++j) tail += h[std::size_t(j)];
+      w[d][std::size_t(r[d])] = float(tail);
     }
   }
   void ptrs(const float* p[3]) const {
@@ -182,13 +204,28 @@ void checkSigma(const char* op, const Vec3Df& sigma) {
 }
 
 void checkRadius(const char* op, const Vec3Di& r) {
-  if (r.x < 0 || r.y < 0 || r.z < 0) {
-    throw ValueError(std::string(op) + ": argument 'kRadius' must be >= 0 on every axis, not " + vecStr(r));
+  if (r.x < 0 || r.y < 0 || r.z < 0 || r.maxElm() > kMaxGaussianRadius) {
+    throw ValueError(std::string(op) + ": argument 'kRadius' must be >= 0 and <= " +
+                     std::to_string(kMaxGaussianRadius) + " on every axis, not " + vecStr(r));
   }
 }
 
-Vec3Df toVoxels(const Vec3Df& sigmaWorld, const Vec3Df& spacing) {
-  return Vec3Df(sigmaWorld.x / spacing.x, sigmaWorld.y / spacing.y, sigmaWorld.z / spacing.z);
+// sigma (world units) in voxels of `spacing`; ValueError naming sigma when the automatic radius
+// (4 sigma, scipy's truncate) of an axis would exceed kMaxGaussianRadius.
+Vec3Df toVoxels(const char* op, const Vec3Df& sigmaWorld, const Vec3Df& spacing, bool automatic) {
+  Vec3Df sv;
+  for (int d = 0; d < 3; ++d) {
+    const double v = double(sigmaWorld[d]) / double(spacing[d]);
+    if (!std::isfinite(float(v)) || (automatic && 4.0 * v + 0.5 >= double(kMaxGaussianRadius))) {
+      std::ostringstream os;
+      os << op << ": argument 'sigma' of " << sigmaWorld[d] << " world units along axis " << d << " is " << v
+         << " voxels at spacing " << spacing[d] << "; its kernel radius would exceed " << kMaxGaussianRadius
+         << " voxels (give a smaller sigma, or a kRadius)";
+      throw ValueError(os.str());
+    }
+    sv[d] = float(v);
+  }
+  return sv;
 }
 
 Vec3Di autoRadius(const Vec3Df& sigmaVox) {
@@ -202,8 +239,8 @@ void gaussianBlur(A& out, const A& in, const Vec3Df& sigma, const Vec3Di* kRadiu
   const bool dev = detail::prepare(op, {{"out", &out}, {"in", &in}});
   checkSigma(op, sigma);
   if (kRadius) checkRadius(op, *kRadius);
-  const Vec3Df sv = toVoxels(sigma, in.spacing());
-  const Kernels k(sv, kRadius ? *kRadius : autoRadius(sv));
+  const Vec3Df sv = toVoxels(op, sigma, in.spacing(), kRadius == nullptr);
+  const Kernels k(sv, kRadius ? *kRadius : autoRadius(sv), in.size());
   const float* w[3];
   k.ptrs(w);
   const int nc = in.nComponents();
@@ -238,6 +275,10 @@ void Convolve(Image3D& out, const Image3D& im, const Image3D& kernel) {
   detail::checkNoAlias(op, {"out", &out}, {"im", &im});
   detail::checkNoAlias(op, {"out", &out}, {"kernel", &kernel});
   const Vec3Di ks = kernel.size();
+  if (kernel.nVox() > std::size_t(INT_MAX)) {  // the GPU kernel counts taps in an int
+    throw ValueError(std::string(op) + ": argument 'kernel' of size " + vecStr(ks) +
+                     " has more than 2^31 taps");
+  }
   if (ks.x % 2 == 0 || ks.y % 2 == 0 || ks.z % 2 == 0) {
     throw ValueError(std::string(op) + ": argument 'kernel' must have odd sizes, not " + vecStr(ks));
   }
@@ -250,7 +291,7 @@ void Convolve(Image3D& out, const Image3D& im, const Image3D& kernel) {
   const float *p = im.data(), *K = kernel.data();
   const int cx = ks.x / 2, cy = ks.y / 2, cz = ks.z / 2;
   const std::size_t nxy = std::size_t(s.x) * s.y;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(detail::threadsFor(nxy * std::size_t(s.z)))
   for (int z = 0; z < s.z; ++z) {
     for (int y = 0; y < s.y; ++y) {
       float* orow = o + std::size_t(z) * nxy + std::size_t(y) * s.x;
@@ -293,7 +334,7 @@ void GaussianFilter::updateParams(const Vec3Di& size, const Vec3Df& sigma, const
   size_ = size;
   sigma_ = sigma;
   kRadius_ = kRadius;
-  const Kernels k(sigma, kRadius);
+  const Kernels k(sigma, kRadius, size);
   for (int d = 0; d < 3; ++d) w_[d] = k.w[d];
 }
 

@@ -4,7 +4,6 @@
 // cuda/src/ops/filters_fft.cu. The symbol of the operator is in pyca/math/filters.h; the
 // semantics in docs/operations/filters.md.
 #include <fftw3.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +19,7 @@
 
 #include "ops/filters_cuda.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/filters.h"
 #include "pyca/math/filters.h"
@@ -105,7 +105,7 @@ std::shared_ptr<FftwPlans> getPlans(const Vec3Di& size) {
   static auto* mutex = new std::mutex;
   static auto* cache = new std::map<Key, std::shared_ptr<FftwPlans>>;
   static auto* order = new std::deque<Key>;
-  const int nthreads = omp_get_max_threads();
+  const int nthreads = detail::threadsFor(std::size_t(size.x) * std::size_t(size.y) * std::size_t(size.z));
   const Key key{size.x, size.y, size.z, nthreads};
   std::lock_guard<std::mutex> lk(*mutex);
   auto it = cache->find(key);
@@ -152,7 +152,8 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
   }
   const float scale = float(1.0 / double(P.nReal));
   fftwf_complex *X = P.cplx[0], *Y = P.cplx[1], *Z = P.cplx[2];
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) \
+    num_threads(detail::threadsFor(std::size_t(s.z) * s.y * nxh))
   for (int kz = 0; kz < s.z; ++kz) {
     for (int ky = 0; ky < s.y; ++ky) {
       std::size_t i = (std::size_t(kz) * s.y + ky) * nxh;
@@ -180,12 +181,19 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
   }
 }
 
+constexpr int kMaxLPow = 64;
+
 void checkParams(const char* op, float alpha, float beta, float gamma, int lpow) {
   if (!std::isfinite(alpha) || !std::isfinite(beta) || !std::isfinite(gamma)) {
     throw ValueError(std::string(op) + ": alpha, beta and gamma must be finite");
   }
-  if (lpow < 0)
-    throw ValueError(std::string(op) + ": argument 'lpow' must be >= 0, not " + std::to_string(lpow));
+  // Each frequency costs lpow products (a loop, not a power, for the matrix case): bounded, so that a
+  // huge lpow is refused at once rather than running for hours. L^64 of any useful operator
+  // overflows float anyway.
+  if (lpow < 0 || lpow > kMaxLPow) {
+    throw ValueError(std::string(op) + ": argument 'lpow' must be >= 0 and <= " + std::to_string(kMaxLPow) +
+                     ", not " + std::to_string(lpow));
+  }
 }
 
 // Shared by the function and the class: checks done, runs on the arguments' side.

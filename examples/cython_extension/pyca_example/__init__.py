@@ -8,6 +8,8 @@
     lo, hi = ex.minmax(im)                # pyca's MinMax from nogil code
     ex.grid_values(im)                    # the grid as plain C values (a dict in Python)
 """
+import pyca  # noqa: F401  (first: it loads libpyca, which _ops links without a RUNPATH)
+
 from ._ops import blend, clamp_inplace, divergence, grid_values, magnitude, minmax
 
 __all__ = ["blend", "clamp_inplace", "divergence", "grid_values", "magnitude", "minmax"]

@@ -20,6 +20,11 @@ struct Arg {
 // Checks that every argument has memory and that all live on the same side (host and pinned
 // are one side); returns true when they are on the device. Throws MemoryTypeError / ValueError.
 bool onDevice(const char* op, std::initializer_list<Arg> args);
+// Largest y size of a device array: the kernels launch 8 rows per block along y, at most 65535 blocks.
+constexpr int kMaxDeviceY = 65535 * 8;
+// ValueError naming `op` and argument `name` when a device array of size `s` is beyond the CUDA
+// kernels' launch extents (y <= kMaxDeviceY, x * y < 2^31); onDevice() runs it on device arguments.
+void checkDeviceExtent(const char* op, const char* name, const Vec3Di& s);
 // Checks that all arguments have the size of the first one (ValueError otherwise).
 void checkSameSize(const char* op, std::initializer_list<Arg> args);
 // onDevice + checkSameSize: the usual preamble of a voxel-wise operation.
@@ -42,3 +47,14 @@ void require(bool cond, const char* op, const char* what);
 #else
 #define PYCA_CUDA_CALL(op, call) throw ::pyca::CudaError(std::string(op) + ": pyca was built without CUDA")
 #endif
+
+// Runs `call`, a function that both backends define with the same arguments, on the CUDA backend
+// (cuda_impl) when `dev`, else on the CPU loops (cpu_impl).
+#define PYCA_BACKEND_RUN(dev, op, call)    \
+  do {                                     \
+    if (dev) {                             \
+      PYCA_CUDA_CALL(op, cuda_impl::call); \
+    } else {                               \
+      cpu_impl::call;                      \
+    }                                      \
+  } while (0)

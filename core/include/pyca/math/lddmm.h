@@ -1,0 +1,82 @@
+// Per-voxel math of the fused LDDMM time steps (ops/lddmm.yaml, docs/operations/lddmm.md), shared
+// by the CPU loops (core/src/ops/lddmm.cpp) and the CUDA kernels (cuda/src/ops/lddmm.cu). Each
+// function is the chain of single operations it replaces, written with the same per-voxel helpers
+// (interpolate, jacDetH, gradient) so that the fused and the unfused solver compute the same numbers.
+#pragma once
+
+#include <cstddef>
+
+#include "pyca/config.h"
+#include "pyca/enums.h"
+#include "pyca/math/deformation.h"
+#include "pyca/math/differential.h"
+#include "pyca/math/interp.h"
+#include "pyca/vec3.h"
+
+namespace pyca {
+namespace math {
+
+// hOut(x) = h(x + scale * v(x)) (trilinear, PARTIAL_ID; scale = delta / spacing): ComposeHV's voxel.
+template <class Index = std::size_t>
+PYCA_HD Vec3Df composeHVAt(const Planes<3>& h, const Planes<3>& v, const Vec3Di& n, const Vec3Df& scale,
+                           int x, int y, int z, std::size_t id) {
+  const Vec3Df p(float(x) + scale.x * loadRO(v.p[0] + id), float(y) + scale.y * loadRO(v.p[1] + id),
+                 float(z) + scale.z * loadRO(v.p[2] + id));
+  float r[3];
+  interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3, Index>(r, h, n, p);
+  return Vec3Df(r[0], r[1], r[2]);
+}
+
+// im(p) (trilinear, CLAMP): ApplyH's voxel with its defaults.
+template <class Index = std::size_t>
+PYCA_HD float sampleClamp(const float* im, const Vec3Di& n, const Vec3Df& p) {
+  float r;
+  const Planes<1> src{{im}};
+  interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP, 1, Index>(&r, src, n, p);
+  return r;
+}
+
+// One voxel of LDDMMTransportStep: hOut = ComposeHV(h, v, delta) and J = ApplyH(im, hOut) there.
+template <class Index = std::size_t>
+PYCA_HD void transportVoxel(const MutPlanes<3>& hOut, float* J, const Planes<3>& h, const Planes<3>& v,
+                            const float* im, const Vec3Di& n, const Vec3Df& scale, int x, int y, int z,
+                            std::size_t id) {
+  const Vec3Df q = composeHVAt<Index>(h, v, n, scale, x, y, z, id);
+  hOut.p[0][id] = q.x;
+  hOut.p[1][id] = q.y;
+  hOut.p[2][id] = q.z;
+  J[id] = sampleClamp<Index>(im, n, q);
+}
+
+// The match gradient of the sum of squared differences at one voxel, in the order of the unfused
+// solver: b = ((J0 - I1(h)) grad J0) |D h| with grad J0 = Gradient(J0) (central, BC_CLAMP, per
+// world unit) and |D h| = JacDetH(h) (central, BC_APPROX) * vol (vol: the voxel volume, so the
+// identity gives 1). Then mOut = m * a + b * s (MulC_Add_MulC), or b * s when a == 0 (m unread).
+struct GradStepParams {
+  Grid3 g;
+  float vol = 1.f;
+  float a = 0.f;
+  float s = 1.f;
+};
+
+template <class Index = std::size_t>
+PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, const Planes<3>& h,
+                              const float* J0, const float* I1, const GradStepParams& P, int x, int y, int z,
+                              std::size_t id) {
+  const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
+  const Vec3Df hp(loadRO(h.p[0] + id), loadRO(h.p[1] + id), loadRO(h.p[2] + id));
+  const float j1 = sampleClamp<Index>(I1, n, hp);
+  const float jac =
+      jacDetH(h.p[0] + id, h.p[1] + id, h.p[2] + id, P.g, x, y, z, DIFF_CENTRAL, BC_APPROX) * P.vol;
+  float gr[3];
+  gradient(J0 + id, P.g, x, y, z, DIFF_CENTRAL, BC_CLAMP, gr[0], gr[1], gr[2]);
+  const float d = J0[id] - j1;
+  PYCA_UNROLL
+  for (int c = 0; c < 3; ++c) {
+    const float b = (d * gr[c]) * jac;
+    mOut.p[c][id] = P.a == 0.f ? b * P.s : m.p[c][id] * P.a + b * P.s;
+  }
+}
+
+}  // namespace math
+}  // namespace pyca

@@ -1,0 +1,105 @@
+// The lddmm family (ops/lddmm.yaml): argument checks, then the CPU loops below or the CUDA kernels
+// (cuda/src/ops/lddmm.cu). The per-voxel math is in pyca/math/lddmm.h. Semantics:
+// docs/operations/lddmm.md.
+#include "pyca/math/lddmm.h"
+
+#include <cstddef>
+#include <string>
+
+#include "ops/lddmm_cuda.h"
+#include "pyca/array3d.h"
+#include "pyca/detail/checks.h"
+#include "pyca/errors.h"
+#include "pyca/ops/lddmm.h"
+
+namespace pyca {
+
+// ---------------------------------------------------------------------------------------------
+// CPU loops (OpenMP over rows of x)
+namespace cpu_impl {
+
+namespace {
+template <class F>
+void voxelRows(const Vec3Di& n, F&& f) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int z = 0; z < n.z; ++z) {
+    for (int y = 0; y < n.y; ++y) {
+      std::size_t id = math::linearIndex(0, y, z, n);
+      for (int x = 0; x < n.x; ++x, ++id) f(x, y, z, id);
+    }
+  }
+}
+}  // namespace
+
+void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],
+                   const float* im, const Vec3Di& n, const Vec3Df& scale, const char*) {
+  const math::MutPlanes<3> o = math::mutPlanes<3>(hOut);
+  const math::Planes<3> hp = math::planes<3>(h), vp = math::planes<3>(v);
+  voxelRows(n, [&](int x, int y, int z, std::size_t id) {
+    math::transportVoxel(o, J, hp, vp, im, n, scale, x, y, z, id);
+  });
+}
+
+void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0,
+                 const float* I1, const math::GradStepParams& P, const char*) {
+  const math::MutPlanes<3> o = math::mutPlanes<3>(mOut);
+  const math::Planes<3> mp = math::planes<3>(m), hp = math::planes<3>(h);
+  const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
+  voxelRows(n, [&](int x, int y, int z, std::size_t id) {
+    math::ssdGradStepVoxel(o, mp, hp, J0, I1, P, x, y, z, id);
+  });
+}
+
+}  // namespace cpu_impl
+
+// ---------------------------------------------------------------------------------------------
+// Public operations
+namespace {
+
+// The voxel volume (sx * sy * sz; sx * sy on a 2-D grid): JacDetH times it is 1 for the identity.
+float voxelVolume(const Array3D& a) {
+  const Vec3Df& sp = a.spacing();
+  return float(double(sp.x) * double(sp.y) * (a.size().z == 1 ? 1.0 : double(sp.z)));
+}
+
+}  // namespace
+
+void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im,
+                        float delta) {
+  const char* op = "LDDMMTransportStep";
+  const bool dev = detail::prepare(op, {{"hOut", &hOut}, {"J", &J}, {"h", &h}, {"v", &v}, {"im", &im}});
+  detail::checkNoAlias(op, {"hOut", &hOut}, {"h", &h});
+  detail::checkNoAlias(op, {"hOut", &hOut}, {"im", &im});
+  detail::checkNoAlias(op, {"J", &J}, {"h", &h});
+  detail::checkNoAlias(op, {"J", &J}, {"v", &v});
+  detail::checkNoAlias(op, {"J", &J}, {"im", &im});
+  detail::checkNoAlias(op, {"J", &J}, {"hOut", &hOut});
+  const Vec3Df sp = hOut.spacing();
+  const Vec3Df scale(delta / sp.x, delta / sp.y, delta / sp.z);
+  float* o[3] = {hOut.x(), hOut.y(), hOut.z()};
+  const float* hp[3] = {h.x(), h.y(), h.z()};
+  const float* vp[3] = {v.x(), v.y(), v.z()};
+  PYCA_BACKEND_RUN(dev, op, transportStep(o, J.data(), hp, vp, im.data(), hOut.size(), scale, op));
+}
+
+void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
+                   float a, float s) {
+  const char* op = "LDDMMGradStep";
+  const bool dev = detail::prepare(op, {{"mOut", &mOut}, {"m", &m}, {"h", &h}, {"J0", &J0}, {"I1", &I1}});
+  detail::checkNoAlias(op, {"mOut", &mOut}, {"h", &h});
+  detail::checkNoAlias(op, {"mOut", &mOut}, {"J0", &J0});
+  detail::checkNoAlias(op, {"mOut", &mOut}, {"I1", &I1});
+  math::GradStepParams P;
+  const Vec3Di& n = h.size();
+  const Vec3Df& sp = h.spacing();
+  P.g = math::Grid3{n.x, n.y, n.z, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z};
+  P.vol = voxelVolume(h);
+  P.a = a;
+  P.s = s;
+  float* o[3] = {mOut.x(), mOut.y(), mOut.z()};
+  const float* mp[3] = {m.x(), m.y(), m.z()};
+  const float* hp[3] = {h.x(), h.y(), h.z()};
+  PYCA_BACKEND_RUN(dev, op, ssdGradStep(o, mp, hp, J0.data(), I1.data(), P, op));
+}
+
+}  // namespace pyca

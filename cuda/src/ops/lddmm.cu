@@ -1,0 +1,94 @@
+// CUDA backend of the lddmm family (ops/lddmm.yaml): one kernel per fused step, the per-voxel math
+// in pyca/math/lddmm.h (shared with the CPU loops of core/src/ops/lddmm.cpp). Everything is
+// enqueued on pyca::currentStream(); nothing synchronises. Launch shape as the gathers of
+// deformation.cu: 32 x 8 threads over x and y, each thread walking kZPerThread slices along z.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/cuda_common.cuh"
+#include "ops/lddmm_cuda.h"
+#include "pyca/math/lddmm.h"
+#include "pyca/runtime.h"
+
+namespace pyca {
+namespace cuda_impl {
+
+namespace {
+
+constexpr int kBlockX = 32, kBlockY = 8, kZPerThread = 4;
+
+struct Launch {
+  dim3 grid, block;
+};
+Launch launchFor(const Vec3Di& n) {
+  Launch l;
+  l.block = dim3(kBlockX, kBlockY, 1);
+  l.grid = dim3(unsigned((n.x + kBlockX - 1) / kBlockX), unsigned((n.y + kBlockY - 1) / kBlockY),
+                unsigned(std::min((n.z + kZPerThread - 1) / kZPerThread, 65535)));
+  return l;
+}
+
+#define PYCA_LDDMM_VOXEL_LOOP(n)                            \
+  const int x = int(blockIdx.x * blockDim.x + threadIdx.x); \
+  const int y = int(blockIdx.y * blockDim.y + threadIdx.y); \
+  if (x >= (n).x || y >= (n).y) return;                     \
+  for (int z = int(blockIdx.z); z < (n).z; z += int(gridDim.z))
+
+template <class Index>
+__global__ void transportKernel(math::MutPlanes<3> hOut, float* __restrict__ J, math::Planes<3> h,
+                                math::Planes<3> v, const float* __restrict__ im, Vec3Di n, Vec3Df scale) {
+  PYCA_LDDMM_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    math::transportVoxel<Index>(hOut, J, h, v, im, n, scale, x, y, z, id);
+  }
+}
+
+template <class Index>
+__global__ void ssdGradStepKernel(math::MutPlanes<3> mOut, math::Planes<3> m, math::Planes<3> h,
+                                  const float* __restrict__ J0, const float* __restrict__ I1,
+                                  math::GradStepParams P) {
+  const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
+  PYCA_LDDMM_VOXEL_LOOP(n) {
+    const std::size_t id = math::linearIndex(x, y, z, n);
+    math::ssdGradStepVoxel<Index>(mOut, m, h, J0, I1, P, x, y, z, id);
+  }
+}
+
+bool small(const Vec3Di& n) { return math::nVoxOf(n) <= std::size_t(UINT32_MAX); }
+
+}  // namespace
+
+void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],
+                   const float* im, const Vec3Di& n, const Vec3Df& scale, const char* op) {
+  if (math::nVoxOf(n) == 0) return;
+  const Launch l = launchFor(n);
+  const auto o = math::mutPlanes<3>(hOut);
+  const auto hp = math::planes<3>(h), vp = math::planes<3>(v);
+  if (small(n)) {
+    transportKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, n, scale);
+  } else {
+    transportKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, n, scale);
+  }
+  checkLaunch(op);
+}
+
+void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0,
+                 const float* I1, const math::GradStepParams& P, const char* op) {
+  const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
+  if (math::nVoxOf(n) == 0) return;
+  const Launch l = launchFor(n);
+  const auto o = math::mutPlanes<3>(mOut);
+  const auto mp = math::planes<3>(m), hp = math::planes<3>(h);
+  if (small(n)) {
+    ssdGradStepKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P);
+  } else {
+    ssdGradStepKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P);
+  }
+  checkLaunch(op);
+}
+
+}  // namespace cuda_impl
+}  // namespace pyca

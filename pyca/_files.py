@@ -1,0 +1,119 @@
+"""Output files written whole or not at all, and output folders that hold one run.
+
+    with atomic_path("out/phi.nii.gz") as tmp:   # write to tmp with any library
+        nib.save(img, tmp)
+    with atomic_open("out/summary.json") as fh:  # the same for a text file
+        json.dump(summary, fh)
+
+The block writes into a fresh hidden folder beside the final file (``.pyca-tmp-*``: the same file
+system, so the move is a rename). When the block ends normally, every file written there is renamed
+into place (the named file last, so that a format writing a header and a data file, .hdr/.img or
+.mhd/.raw, keeps its names and finds its data); when it raises (Ctrl-C's KeyboardInterrupt included)
+the hidden folder is removed and nothing under the final name changes. A reader never sees a
+half-written file under an output's name.
+
+check_out_dir() and clear_previous() implement the ``--out`` rules of the command line: an existing,
+non-empty folder is refused unless ``--overwrite``; with it, what the previous run wrote (the files
+its summary.json lists, the command's own output names, leftover ``.pyca-tmp-*`` folders) is removed
+just before the new outputs are written, and anything else in the folder is left alone.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+
+__all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "check_out_dir", "clear_previous"]
+
+TMP_PREFIX = ".pyca-tmp-"
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yields the path to write instead of `path` (same name, in a hidden folder beside it); the
+    file(s) written there replace their final names when the block succeeds, and are removed when
+    it raises."""
+    path = os.fspath(path)
+    final = os.path.abspath(path)
+    folder, name = os.path.split(final)
+    if os.path.isdir(final):
+        raise IsADirectoryError(f"cannot write {path!r}: it is a folder")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"cannot write {path!r}: folder {folder!r} does not exist")
+    tmpdir = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=folder)
+    try:
+        yield os.path.join(tmpdir, name)
+        written = sorted(os.listdir(tmpdir), key=lambda n: (n == name, n))  # the named file last
+        for n in written:
+            os.replace(os.path.join(tmpdir, n), os.path.join(folder, n))
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode="w", **kwargs):
+    """open() whose file appears under `path` only once it is complete and closed."""
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+        yield fh
+
+
+def write_parallel(jobs, workers=None):
+    """Runs `jobs` (callables, each writing its file(s) through atomic_path) on a pool of threads:
+    zlib and PNG encoding release the GIL, so the files compress side by side. Returns their results
+    in order. When one raises, or the caller is interrupted (Ctrl-C), the jobs not yet started are
+    cancelled and the running ones finish (their files are complete) before the exception goes on."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = list(jobs)
+    workers = workers or min(len(jobs), os.cpu_count() or 1, 8)
+    if workers <= 1:
+        return [job() for job in jobs]
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pyca-write")
+    try:
+        futures = [pool.submit(job) for job in jobs]
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def check_out_dir(out, overwrite, flag="--out"):
+    """Checks, before any work, that `out` can receive a run's outputs: its parent folder exists,
+    it is not a file, and it is absent or empty unless `overwrite`. Raises FileNotFoundError or
+    FileExistsError with a one-line message."""
+    out_abs = os.path.abspath(out)
+    parent = os.path.dirname(out_abs)
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"the parent folder of {flag} ({parent}) does not exist")
+    if os.path.exists(out_abs) and not os.path.isdir(out_abs):
+        raise FileExistsError(f"{flag} {out!r} exists and is not a folder")
+    if os.path.isdir(out_abs) and os.listdir(out_abs) and not overwrite:
+        n = len(os.listdir(out_abs))
+        raise FileExistsError(f"{flag} {out!r} already holds {n} file{'s' if n != 1 else ''}; pass --overwrite "
+                              f"to replace the previous run's outputs, or choose another folder")
+
+
+def clear_previous(out, names=()):
+    """Removes what a previous run left in `out`: the files its summary.json lists (and summary.json),
+    files called one of `names` (the command's own outputs) and leftover temporary folders. Returns
+    the names of the other entries, which are kept."""
+    if not os.path.isdir(out):
+        return []
+    stale = set(names) | {"summary.json"}
+    try:
+        with open(os.path.join(out, "summary.json")) as fh:
+            listed = json.load(fh).get("files", [])
+        stale |= {os.path.basename(str(f)) for f in listed if isinstance(f, str)}
+    except (OSError, ValueError, AttributeError):
+        pass  # no readable summary: only the known names are the previous run's
+    kept = []
+    for entry in sorted(os.listdir(out)):
+        p = os.path.join(out, entry)
+        if entry.startswith(TMP_PREFIX) and os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif entry in stale and not os.path.isdir(p):
+            os.remove(p)
+        else:
+            kept.append(entry)
+    return kept

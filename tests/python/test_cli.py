@@ -1,0 +1,341 @@
+"""The ``pyca`` command as a user meets it: the real console script, run in a subprocess.
+
+Small grids and few iterations (each run is one or two seconds of work on CI's 2 cores). Ctrl-C is
+os.kill(pid, SIGINT); a write interrupted half-way is made certain by a sitecustomize module that
+makes nibabel's save stop for a while with the file half-written (the helper _slow_save below).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+import pyca
+
+SMALL = ["--size", "16,16,8", "--scales", "2,1", "--iterations", "2,2", "--time-steps", "2"]
+TMP_PREFIX = ".pyca-tmp-"
+
+
+def _console_script():
+    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
+
+
+def _env(**extra):
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(*args, timeout=120, env=None, cwd=None):
+    return subprocess.run([_console_script(), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env or _env(), cwd=cwd)
+
+
+def _lines(text):
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def _assert_one_line_error(p, code=2, needle=None):
+    err = _lines(p.stderr)
+    assert p.returncode == code, (p.returncode, p.stderr)
+    assert len(err) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    if needle:
+        assert needle in err[0], err[0]
+    return err[0]
+
+
+def _assert_complete(folder):
+    """Every file under a final name in `folder` is whole (NIfTI: the data decompress and the gzip CRC
+    checks; JSON parses) and no temporary folder is left."""
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        assert not name.startswith(TMP_PREFIX), f"temporary folder left behind: {name}"
+        if name.endswith((".nii", ".nii.gz")):
+            img = nib.load(path)
+            assert np.asarray(img.dataobj).shape[:3] == img.shape[:3]
+        elif name.endswith(".json"):
+            with open(path) as fh:
+                json.load(fh)
+
+
+# ------------------------------------------------------------------------------------------------
+# --version, -v / -q, python -m pyca
+def test_version_from_the_package():
+    p = run("--version")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"pyca {pyca.__version__}"
+
+
+def test_python_m_pyca_is_the_same_command():
+    p = subprocess.run([sys.executable, "-m", "pyca", "--version"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"pyca {pyca.__version__}"
+    p = subprocess.run([sys.executable, "-m", "pyca", "lddmm", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and "usage: pyca lddmm" in p.stdout
+
+
+def test_quiet_and_verbose(tmp_path):
+    q = run("-q", "lddmm", *SMALL, "--no-report", "--out", str(tmp_path / "q"))
+    assert q.returncode == 0, q.stderr
+    assert q.stdout == "" and q.stderr == ""
+    assert os.path.isfile(tmp_path / "q" / "summary.json")
+    v = run("lddmm", "-v", *SMALL, "--no-report", "--out", str(tmp_path / "v"))
+    assert v.returncode == 0, v.stderr
+    out = v.stdout
+    assert re.search(r"scale 1/2: grid \d+x\d+x\d+, [0-9.]+ s", out) and "scale 1/1: grid 16x16x8" in out, out
+    assert "writing outputs to" in out
+    n = run("lddmm", *SMALL, "--no-report", "--out", str(tmp_path / "n"))
+    assert n.returncode == 0 and "scale 1/2: grid" not in n.stdout  # -v says more than the default
+    assert len(_lines(n.stdout)) < len(_lines(out))
+
+
+def test_verbose_and_quiet_together_is_an_error():
+    _assert_one_line_error(run("-v", "-q", "info"), 2, "not allowed with argument")
+
+
+# ------------------------------------------------------------------------------------------------
+# --out and --overwrite
+def test_existing_nonempty_out_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    t0 = time.perf_counter()
+    p = run("lddmm", *SMALL, "--out", str(out))
+    line = _assert_one_line_error(p, 2, "--overwrite")
+    assert "pyca lddmm: error:" in line
+    assert sorted(os.listdir(out)) == ["mine.txt"]  # nothing written, nothing removed
+    assert (out / "mine.txt").read_text() == "keep me"
+    assert "pyca lddmm: built-in pair" not in p.stdout  # refused before the registration started
+    assert time.perf_counter() - t0 < 60
+
+
+def test_empty_out_folder_is_used(tmp_path):
+    out = tmp_path / "empty"
+    out.mkdir()
+    p = run("lddmm", *SMALL, "--no-report", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "summary.json" in os.listdir(out)
+
+
+def test_overwrite_replaces_the_previous_run_without_stale_files(tmp_path):
+    out = tmp_path / "out"
+    first = run("lddmm", *SMALL, "--out", str(out))  # built-in data: fixed/moving, report.png, .nii.gz
+    assert first.returncode == 0, first.stderr
+    assert {"report.png", "fixed.nii.gz", "phi.nii.gz"} <= set(os.listdir(out))
+    (out / "notes.txt").write_text("mine")
+    second = run("lddmm", *SMALL, "--no-report", "--no-compress", "--overwrite", "--out", str(out))
+    assert second.returncode == 0, second.stderr
+    names = set(os.listdir(out))
+    with open(out / "summary.json") as fh:
+        listed = set(json.load(fh)["files"])
+    assert names == listed | {"notes.txt"}, names  # the new run's files, and the user's file
+    assert not any(n.endswith(".nii.gz") for n in names) and "report.png" not in names
+    _assert_complete(out)
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    _assert_one_line_error(run("lddmm", *SMALL, "--out", str(f)), 2, "not a folder")
+
+
+# ------------------------------------------------------------------------------------------------
+# Ctrl-C
+def _start(args, env=None):
+    return subprocess.Popen([_console_script(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env or _env())
+
+
+def _interrupt(p, ready, timeout=90):
+    """Waits until ready() is true (or the process ends), sends SIGINT, returns (rc, stdout, stderr)."""
+    t0 = time.perf_counter()
+    while not ready() and p.poll() is None:
+        assert time.perf_counter() - t0 < timeout, "the command never reached the point to interrupt"
+        time.sleep(0.05)
+    assert p.poll() is None, "the command ended before it could be interrupted"
+    os.kill(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    return p.returncode, out, err
+
+
+def test_ctrl_c_during_the_registration(tmp_path):
+    out = tmp_path / "out"
+    # A small fixed step: every iteration is accepted, the registration runs until interrupted.
+    p = _start(["lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "100000", "--step", "0.0001",
+                "--time-steps", "2", "--no-progress", "--out", str(out)])
+    started = []
+
+    def ready():  # the first line is printed when the inputs are checked and the work starts
+        if not started:
+            started.append(p.stdout.readline())
+            time.sleep(1.0)
+        return True
+
+    rc, _, err = _interrupt(p, ready)
+    assert rc == 130, (rc, err)
+    assert _lines(err) == ["pyca lddmm: interrupted"], err
+    assert not out.exists() or os.listdir(out) == []  # no output under a final name
+
+
+SLOW_SAVE = textwrap.dedent('''
+    # Loaded by the test's subprocess through PYTHONPATH: nibabel's save writes the file, cuts it in
+    # half, says so in a marker file and waits (Ctrl-C arrives here), then writes it whole again.
+    import os, time
+    import nibabel
+
+    _save = nibabel.save
+
+    def _slow_save(img, filename, *args, **kwargs):
+        _save(img, filename, *args, **kwargs)
+        size = os.path.getsize(filename)
+        with open(filename, "r+b") as fh:
+            fh.truncate(size // 2)
+        open(os.environ["PYCA_TEST_MARKER"], "a").close()
+        time.sleep(3.0)
+        _save(img, filename, *args, **kwargs)
+
+    nibabel.save = _slow_save
+''')
+
+
+def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_SAVE)
+    marker = tmp_path / "writing"
+    out = tmp_path / "out"
+    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+               PYCA_TEST_MARKER=marker)
+    p = _start(["lddmm", *SMALL, "--no-report", "--out", str(out)], env=env)
+    rc, _, err = _interrupt(p, marker.exists)
+    assert rc == 130, (rc, err)
+    assert [ln for ln in _lines(err) if not ln.startswith("lddmm [cpu]: ")] == ["pyca lddmm: interrupted"], err
+    assert out.is_dir()
+    _assert_complete(out)  # files finished by other writer threads are whole; no half file, no temporary
+    assert "summary.json" not in os.listdir(out)  # written last, only by a complete run
+
+
+# ------------------------------------------------------------------------------------------------
+# Progress in a log file
+def test_progress_in_a_log_file_is_a_few_plain_lines(tmp_path):
+    log = tmp_path / "log.txt"
+    with open(log, "w") as fh:
+        p = subprocess.run([_console_script(), "lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations",
+                            "30,20", "--time-steps", "2", "--no-report", "--out", str(tmp_path / "out")],
+                           stdout=fh, stderr=subprocess.STDOUT, timeout=120, env=_env())
+    assert p.returncode == 0
+    text = log.read_text()
+    assert "\r" not in text
+    progress = [ln for ln in text.splitlines() if ln.startswith("lddmm [cpu]")]
+    assert 1 <= len(progress) <= 5, progress
+    assert "50/50 it (100%)" in progress[-1]
+
+
+# ------------------------------------------------------------------------------------------------
+# Numbers that cannot run (issue 19): one line, exit code 2, before any work
+@pytest.mark.parametrize("args", [
+    ["--size", "0,4,4"],
+    ["--size", "100000,100000,100000"],
+    ["--size", "4,4"],
+    ["--lpow", "1000000000000"],
+    ["--lpow", "0"],
+    ["--time-steps", "1000000000000"],
+    ["--time-steps", "10**12"],
+    ["--iterations", "1000000000000"],
+], ids=lambda a: " ".join(a))
+def test_impossible_numbers_are_one_line_and_exit_2(tmp_path, args):
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    p = run("lddmm", *args, "--out", str(out), timeout=60)
+    line = _assert_one_line_error(p, 2)
+    assert line.startswith("pyca lddmm: error: argument " + args[0]), line
+    assert not out.exists()
+    assert time.perf_counter() - t0 < 60
+
+
+def test_bad_value_of_a_library_check_is_one_line(tmp_path):
+    p = run("lddmm", *SMALL, "--alpha", "nan", "--out", str(tmp_path / "o"))
+    _assert_one_line_error(p, 2, "alpha")
+
+
+# ------------------------------------------------------------------------------------------------
+# OpenMP: threads sleep while waiting unless the user chose otherwise
+def test_openmp_wait_policy_is_passive_unless_chosen():
+    code = "import os, pyca; print(os.environ.get('OMP_WAIT_POLICY'))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    assert p.stdout.strip() == "passive", p.stderr
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=_env(OMP_WAIT_POLICY="active"))
+    assert p.stdout.strip() == "active", p.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# The helpers behind it, in process
+def test_atomic_path_keeps_the_old_file_when_the_write_fails(tmp_path):
+    from pyca._files import atomic_path
+
+    final = tmp_path / "a.nii.gz"
+    final.write_bytes(b"old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(final) as tmp:
+            with open(tmp, "wb") as fh:
+                fh.write(b"half")
+            raise KeyboardInterrupt
+    assert final.read_bytes() == b"old" and os.listdir(tmp_path) == ["a.nii.gz"]
+    with atomic_path(final) as tmp:
+        assert os.path.dirname(os.path.dirname(tmp)) == str(tmp_path) and os.path.basename(tmp) == "a.nii.gz"
+        with open(tmp, "wb") as fh:
+            fh.write(b"new")
+        assert final.read_bytes() == b"old"  # not before the block ends
+    assert final.read_bytes() == b"new" and os.listdir(tmp_path) == ["a.nii.gz"]
+
+
+def test_two_file_formats_keep_their_pair(tmp_path, rng):
+    a = np.asfortranarray(rng.random((5, 6, 7), dtype=np.float32))
+    pyca.io.save_image(pyca.Image3D.from_array(a), tmp_path / "im.hdr")
+    assert sorted(os.listdir(tmp_path)) == ["im.hdr", "im.img"]
+    np.testing.assert_array_equal(pyca.io.load_image(tmp_path / "im.hdr").numpy(), a)
+
+
+def test_clear_previous_removes_only_the_previous_runs_files(tmp_path):
+    from pyca._files import TMP_PREFIX, clear_previous
+
+    for n in ("phi.nii.gz", "extra.txt", "mine.txt", "summary.json"):
+        (tmp_path / n).write_text("x")
+    (tmp_path / "summary.json").write_text(json.dumps({"files": ["extra.txt", "summary.json"]}))
+    (tmp_path / (TMP_PREFIX + "abc")).mkdir()
+    kept = clear_previous(tmp_path, ["phi.nii.gz", "report.png"])
+    assert kept == ["mine.txt"] and os.listdir(tmp_path) == ["mine.txt"]
+
+
+def test_plain_progress_prints_a_line_per_quarter():
+    import io
+
+    from pyca._progress import PlainProgress, progress_bar
+
+    buf = io.StringIO()
+    bar = progress_bar(total=10, desc="job", file=buf)  # a StringIO is not a terminal
+    assert isinstance(bar, PlainProgress)
+    for i in range(7):
+        bar.set_postfix_str(f"i={i}", refresh=False)
+        bar.update(1)
+    bar.update(5)  # past the total (a converged scale skips its remaining iterations)
+    bar.close()
+    lines = buf.getvalue().splitlines()
+    # Quarters at 3, 5, 8, 10: the jump from 7 to 10 crosses two of them and prints one line.
+    assert [ln.split(",")[0] for ln in lines] == ["job: 3/10 it (30%)", "job: 5/10 it (50%)", "job: 10/10 it (100%)"]
+    assert "\r" not in buf.getvalue() and lines[1].endswith("i=4")

@@ -1,0 +1,145 @@
+"""Fuzzing every registered operation (pyca.registry) with hypothesis, for a bounded time.
+
+Each example takes an operation and an overload, an odd grid (extreme spacings too), the
+registry's example inputs, then spoils some of them: NaN/inf voxels, extreme or non-finite scalars,
+out-of-range enumeration values and sizes, the same array passed twice. The call must either
+return or raise one of pyca's named exceptions (ValueError, TypeError, IndexError, OverflowError,
+MemoryError, NotImplementedError) leaving every array argument unchanged; any other exception
+fails the example. The examples run in a child process, so that a crash (a signal) or a hang is
+seen as such, with the case that caused it.
+
+PYCA_FUZZ_SECONDS (default 60) bounds the time, PYCA_FUZZ_SEED (default 19) picks the examples.
+"""
+import os
+import subprocess
+import sys
+import time
+
+ALLOWED = ("ValueError", "TypeError", "IndexError", "OverflowError", "MemoryError", "NotImplementedError")
+
+FLOATS = [0.0, -1.0, 1e-30, 1e30, -1e30, 3.4e38, float("inf"), float("-inf"), float("nan")]
+INTS = [-2**31, -7, -1, 0, 1, 2, 5, 64]
+VEC3I = [-5, -1, 0, 1, 3, 2**20 + 1, 10**6]
+ENUM_BAD = [-1, 7, 99, 2**31 - 1]
+SIZES = [1, 2, 3, 5, 8]
+SPACINGS = [1.0, 0.5, 2.5, 1e-3, 1e3, 1e-20, 1e20]
+ORIGINS = [0.0, -3.5, 1e6]
+
+
+def _fuzz(budget_s: float, seed: int, case_log: str) -> int:
+    import builtins
+
+    import numpy as np
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis import strategies as st
+
+    import pyca as ca
+    from pyca import registry
+
+    ops = [o for o in registry.ops() if o.call is not None and o.overloads and "not wrapped" not in (o.skip or "")]
+    assert ops, "the registry lists no operations"
+    log = os.open(case_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    deadline = time.monotonic() + budget_s
+    count = [0]
+
+    def arrays(args):
+        return [a for a in args if isinstance(a, (ca.Image3D, ca.Field3D))]
+
+    def spoil_scalar(data, p, value):
+        t = p.type
+        if t in ("float", "double"):
+            return data.draw(st.sampled_from(FLOATS))
+        if t in ("int", "unsigned int", "size_t"):
+            v = data.draw(st.sampled_from(INTS))
+            return abs(v) if t != "int" else v
+        if t == "Vec3Df":
+            return ca.Vec3Df(*[data.draw(st.sampled_from(FLOATS + [1.0])) for _ in range(3)])
+        if t == "Vec3Di":
+            return ca.Vec3Di(*[data.draw(st.sampled_from(VEC3I)) for _ in range(3)])
+        if t in registry._ENUM_VALUES and t != "MemoryType":
+            return data.draw(st.sampled_from(ENUM_BAD))
+        return value
+
+    @settings(max_examples=100, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def body(data):
+        op = data.draw(st.sampled_from(ops), label="op")
+        k = data.draw(st.integers(0, len(op.overloads) - 1), label="overload")
+        size = [data.draw(st.sampled_from(SIZES)) for _ in range(3)]
+        spacing = [data.draw(st.sampled_from(SPACINGS)) for _ in range(3)]
+        origin = [data.draw(st.sampled_from(ORIGINS)) for _ in range(3)]
+        grid = ca.GridInfo(size, spacing, origin)
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        try:
+            args = registry.make_inputs(op, k, grid, rng)
+        except (TypeError, ValueError):
+            return  # no example inputs for this overload on this grid
+        params = op.overloads[k].params
+        spoiled = []
+        for i, a in enumerate(args):
+            if isinstance(a, (ca.Image3D, ca.Field3D)):
+                if data.draw(st.booleans()):
+                    flat = np.asarray(a).reshape(-1, order="F")
+                    flat[rng.integers(0, flat.size, 3)] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf, 3e38]))
+                    spoiled.append(f"{params[i].name}:nonfinite")
+            elif i < len(params) and data.draw(st.booleans()):
+                args[i] = spoil_scalar(data, params[i], a)
+                spoiled.append(f"{params[i].name}={args[i]!r}")
+        arr_idx = [i for i, a in enumerate(args) if isinstance(a, (ca.Image3D, ca.Field3D))]
+        if len(arr_idx) >= 2 and data.draw(st.booleans()):
+            i, j = data.draw(st.sampled_from([(i, j) for i in arr_idx for j in arr_idx if i < j]))
+            if type(args[i]) is type(args[j]):
+                args[j] = args[i]
+                spoiled.append(f"{params[j].name} is {params[i].name}")
+        if time.monotonic() > deadline:
+            return  # the rest of the last batch (after the draws: hypothesis wants them the same every time)
+        case = f"{op.name} overload {k} grid {grid} spoiled [{', '.join(spoiled)}]\n"
+        os.write(log, case.encode())
+        before = [np.array(a.numpy(), copy=True) for a in arrays(args)]
+        count[0] += 1
+        try:
+            op.call(*args)
+        except Exception as e:  # noqa: BLE001 - the type is what is checked
+            name = type(e).__name__
+            if not isinstance(e, tuple(getattr(builtins, n) for n in ALLOWED)):
+                raise AssertionError(f"{case.strip()}: raised {name}: {e}") from None
+            for old, a in zip(before, arrays(args)):
+                assert np.array_equal(a.numpy(), old, equal_nan=True), (
+                    f"{case.strip()}: refused with {name} ({e}) but changed an argument")
+
+    batch = 0
+    while time.monotonic() < deadline:  # batches of 100 examples, each from its own seed
+        hseed(seed * 100003 + batch)(body)()
+        batch += 1
+    os.close(log)
+    return count[0]
+
+
+def test_registry_fuzz_in_a_subprocess(tmp_path):
+    budget = float(os.environ.get("PYCA_FUZZ_SECONDS", "60"))
+    seed = int(os.environ.get("PYCA_FUZZ_SEED", "19"))
+    log = tmp_path / "cases.txt"
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(budget), str(seed), str(log)]
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+
+    def last_case():
+        lines = log.read_text().splitlines() if log.exists() else []
+        return lines[-1] if lines else "(none)"
+
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=budget + 120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the fuzzer hung (seed {seed}); last case: {last_case()}") from None
+    tail = (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode >= 0, f"the fuzzer crashed with signal {-proc.returncode} (seed {seed}); " \
+                                 f"last case: {last_case()}\n{tail}"
+    assert proc.returncode == 0, f"fuzzing failed (seed {seed}):\n{tail}"
+    n = int(proc.stdout.split("FUZZ-DONE calls=")[1].split()[0])
+    assert n >= 50, f"only {n} calls in {budget} s"
+
+
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--child":
+    calls = _fuzz(float(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    print(f"FUZZ-DONE calls={calls}")

@@ -1,0 +1,125 @@
+"""The fused LDDMM time steps (ops/lddmm.yaml) against the chains of single operations they replace
+(the unfused solver's), on the CPU and, with a GPU, on the GPU; and the fused solver against the
+unfused one (pyca.apps._lddmm_solver._Level.fused). CPU/GPU parity of the two operations is in
+test_parity.py (generated from the registry)."""
+import numpy as np
+import pytest
+
+import pyca as ca
+from pyca.apps import _lddmm_solver, data, lddmm
+
+needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+MEMS = [pytest.param(ca.MEM_HOST, id="cpu"), pytest.param(ca.MEM_DEVICE, id="gpu", marks=needs_gpu)]
+
+
+def _field(g, arr, mem):
+    return ca.Field3D.from_array(np.asfortranarray(arr, dtype=np.float32), g).clone(mem)
+
+
+def _image(g, arr, mem):
+    return ca.Image3D.from_array(np.asfortranarray(arr, dtype=np.float32), g).clone(mem)
+
+
+def _inputs(g, rng, mem):
+    n = tuple(g.size())
+    idx = np.stack(np.meshgrid(*[np.arange(k, dtype=np.float64) for k in n], indexing="ij"), axis=-1)
+    pert = rng.uniform(-0.7, 0.7, n + (3,))
+    v = rng.uniform(-1.5, 1.5, n + (3,)) * np.array(tuple(g.spacing()))
+    if n[2] == 1:
+        pert[..., 2] = 0.0
+        v[..., 2] = 0.0
+    h = _field(g, idx + pert, mem)
+    return h, _field(g, v, mem), _image(g, rng.uniform(0, 1, n), mem), _image(g, rng.uniform(0, 1, n), mem)
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("delta", [-0.3, 0.45])
+def test_transport_step_is_compose_then_apply(grid, rng, mem, delta):
+    h, v, im, _ = _inputs(grid, rng, mem)
+    h_ref, j_ref = ca.Field3D(grid, mem), ca.Image3D(grid, mem)
+    ca.ComposeHV(h_ref, h, v, delta)
+    ca.ApplyH(j_ref, im, h_ref)
+    h_out, j_out = ca.Field3D(grid, mem), ca.Image3D(grid, mem)
+    ca.SetMem(h_out, np.nan)
+    ca.SetMem(j_out, np.nan)
+    ca.LDDMMTransportStep(h_out, j_out, h, v, im, delta)
+    if mem == ca.MEM_HOST:  # same helpers, same order of operations: the same bits
+        np.testing.assert_array_equal(h_out.numpy(), h_ref.numpy())
+        np.testing.assert_array_equal(j_out.numpy(), j_ref.numpy())
+    np.testing.assert_allclose(h_out.numpy(), h_ref.numpy(), rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(j_out.numpy(), j_ref.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _grad_step_chain(mem, g, m, h, J0, I1, a, s):
+    """The unfused solver's chain: ApplyH, JacDetH * volume, Gradient, (J0 - J1) grad * jac, update."""
+    J1, jac, b, out = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Field3D(g, mem), ca.Field3D(g, mem)
+    ca.ApplyH(J1, I1, h)
+    _lddmm_solver._jac_det(jac, h)
+    ca.Gradient(b, J0)
+    diff = ca.Image3D(g, mem)
+    ca.Sub(diff, J0, J1)
+    ca.Mul_I(b, diff)
+    ca.Mul_I(b, jac)
+    ca.MulC_Add_MulC(out, m, a, b, s)
+    return out
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("a,s", [(0.0, 1.0), (0.8, 12.5)])
+def test_grad_step_is_the_chain(grid, rng, mem, a, s):
+    h, _, J0, I1 = _inputs(grid, rng, mem)
+    m = _field(grid, rng.uniform(-1, 1, tuple(grid.size()) + (3,)), mem)
+    ref = _grad_step_chain(mem, grid, m, h, J0, I1, a, s)
+    out = ca.Field3D(grid, mem)
+    ca.SetMem(out, np.nan)
+    ca.LDDMMGradStep(out, m, h, J0, I1, a, s)
+    r = ref.numpy()
+    if mem == ca.MEM_HOST:
+        np.testing.assert_array_equal(out.numpy(), r)
+    np.testing.assert_allclose(out.numpy(), r, rtol=1e-5, atol=1e-5 * np.abs(r).max())
+    # In place (mOut = m) gives the same.
+    ca.LDDMMGradStep(m, m, h, J0, I1, a, s)
+    np.testing.assert_allclose(m.numpy(), out.numpy(), rtol=0, atol=0)
+
+
+def test_grad_step_with_a_zero_ignores_m(grid, rng):
+    h, _, J0, I1 = _inputs(grid, rng, ca.MEM_HOST)
+    m = ca.Field3D(grid, ca.MEM_HOST)
+    ca.SetMem(m, np.nan)  # never read when a == 0
+    out = ca.Field3D(grid, ca.MEM_HOST)
+    ca.LDDMMGradStep(out, m, h, J0, I1, 0.0, 2.0)
+    assert np.isfinite(out.numpy()).all()
+
+
+def test_aliasing_refused(rng):
+    g = ca.GridInfo((9, 8, 7))
+    h, v, im, I1 = _inputs(g, rng, ca.MEM_HOST)
+    J = ca.Image3D(g, ca.MEM_HOST)
+    with pytest.raises(ValueError, match="LDDMMTransportStep.*hOut"):
+        ca.LDDMMTransportStep(h, J, h, v, im, 0.1)
+    with pytest.raises(ValueError, match="LDDMMGradStep.*mOut"):
+        ca.LDDMMGradStep(h, v, h, im, I1, 1.0, 1.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# The fused solver gives the unfused solver's result.
+SMALL = dict(scales=(2, 1), iterations=(10, 6), time_steps=4)
+
+
+def _register(pair, fused, device, monkeypatch):
+    monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
+    return lddmm.register(*pair, device=device, **SMALL)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
+def test_fused_solver_matches_unfused(device, monkeypatch):
+    pair = data.builtin_pair(size=(32, 32, 24), spacing=(2.0, 2.0, 8.0 / 3.0))
+    ref = _register(pair, False, device, monkeypatch)
+    new = _register(pair, True, device, monkeypatch)
+    assert [e["accepted"] for e in new.energies] == [e["accepted"] for e in ref.energies]
+    for a, b in zip(new.energies, ref.energies):
+        assert a["energy"] == pytest.approx(b["energy"], rel=1e-4)
+    assert new.final_mismatch == pytest.approx(ref.final_mismatch, rel=1e-3)
+    d = np.abs(new.phiinv.numpy() - ref.phiinv.numpy()).max()
+    assert d < 1e-2  # voxels
+    np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-3)
