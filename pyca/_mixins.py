@@ -210,12 +210,13 @@ def _vec3f(v, what):
     return core.Vec3Df(*[float(x) for x in c])
 
 
-def grid_args(size, spacing, origin):
-    """Arguments of GridInfo(size, spacing=1, origin=0), accepting numbers and sequences."""
+def grid_args(size, spacing, origin, direction=None):
+    """Arguments of GridInfo(size, spacing=1, origin=0), accepting numbers and sequences (the
+    direction, when given, is set after construction)."""
     core = _core()
     if size is None:
-        if spacing is not None or origin is not None:
-            raise TypeError("GridInfo: spacing/origin given without a size")
+        if spacing is not None or origin is not None or direction is not None:
+            raise TypeError("GridInfo: spacing/origin/direction given without a size")
         return ()
     c = _components(size) if not isinstance(size, numbers.Real) else None
     if c is None or any(not float(x).is_integer() for x in c):
@@ -236,8 +237,35 @@ class GridInfoMixin:
         """(sx, sy, sz)."""
         return tuple(self.size())
 
+    def direction(self):
+        """The 3x3 direction matrix (NumPy float64, a copy): column c is the world direction of
+        voxel axis c (ITK's Direction). Identity unless the grid is rotated or flipped."""
+        return np.array(self._direction(), dtype=np.float64).reshape(3, 3)
+
+    def setDirection(self, d):
+        """Set the direction from a 3x3 matrix (NumPy array or nested sequences); ValueError unless
+        its entries are finite and its columns orthonormal (within 1e-4)."""
+        import numpy as np
+
+        try:
+            m = np.asarray(d, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"GridInfo.setDirection: direction must be a 3x3 matrix of numbers, not {d!r}") from None
+        if m.shape != (3, 3):
+            raise ValueError(f"GridInfo.setDirection: direction must be a 3x3 matrix, got shape {m.shape}")
+        self._setDirection(*(float(v) for v in m.ravel()))
+
+    def affine(self):
+        """The 4x4 voxel-to-world matrix (NumPy float64): world = A @ (i, j, k, 1), with
+        A[:3, :3] = direction @ diag(spacing) and A[:3, 3] = origin."""
+        a = np.eye(4)
+        a[:3, :3] = self.direction() * np.array(tuple(self.spacing()), dtype=np.float64)[None, :]
+        a[:3, 3] = tuple(self.origin())
+        return a
+
     def __reduce__(self):
-        return (type(self), (tuple(self.size()), tuple(self.spacing()), tuple(self.origin())))
+        return (type(self), (tuple(self.size()), tuple(self.spacing()), tuple(self.origin()),
+                             tuple(map(tuple, self.direction()))))
 
     __hash__ = None
 
@@ -470,7 +498,7 @@ class _ArrayMixin:
         if arr.ndim != 3:
             raise ValueError(f"fromlist: expected a 2-D or 3-D nested list, got {arr.ndim} dimensions")
         core = _core()
-        g = core.GridInfo(arr.shape, self.spacing(), self.origin())
+        g = core.GridInfo(arr.shape, self.spacing(), self.origin(), self.grid().direction())
         src = type(self).from_array(np.asfortranarray(arr), g)
         if g.nVox() <= self.capacity():
             self.setGrid(g)

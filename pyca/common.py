@@ -318,7 +318,7 @@ def ExtractROI(im, extent):
     (x0, x1, y0, y1, z0, z1), on the same spacing and origin."""
     start = core.Vec3Di(extent[0], extent[2], extent[4])
     size = core.Vec3Di(extent[1] - extent[0] + 1, extent[3] - extent[2] + 1, extent[5] - extent[4] + 1)
-    roi = core.Image3D(core.GridInfo(size, im.spacing(), im.origin()), im.memType())
+    roi = core.Image3D(core.GridInfo(size, im.spacing(), im.origin(), im.grid().direction()), im.memType())
     core.SubVol(roi, im, start)
     return roi
 
@@ -342,7 +342,7 @@ def _slice_of(obj, cls, sliceIdx, dim):
     start = [0, 0, 0]
     start[d] = int(sliceIdx)
     sz[d] = 1
-    out = cls(core.GridInfo(core.Vec3Di(*sz), obj.spacing(), obj.origin()), obj.memType())
+    out = cls(core.GridInfo(core.Vec3Di(*sz), obj.spacing(), obj.origin(), obj.grid().direction()), obj.memType())
     core.SubVol(out, obj, core.Vec3Di(*start))
     return out
 

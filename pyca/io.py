@@ -6,20 +6,23 @@ SimpleITK (when it is installed).
     pyca.io.save_image(im, "out.nii.gz")                    # any memory type
     h = pyca.io.load_field("phiinv.nii.gz"); pyca.io.save_field(h, "copy.mha")
 
-Spacing and origin are kept: NIfTI's voxel sizes (``pixdim``) become the grid spacing and the world
-position of voxel (0, 0, 0) (the translation of the affine, in the file's RAS+ world) its origin;
-MetaImage's ElementSpacing and Offset (ITK's LPS world) likewise. pyca grids have no orientation: a
-rotation or axis flip in the file's affine is not applied (the voxels are read in stored order) and a
-warning says so. 2-D images (or a z extent of 1) give a grid with size z = 1. See docs/io.md.
+The full voxel-to-world affine is kept: a grid's spacing, origin and direction matrix
+(world = origin + direction @ (spacing * index)) come from the file and go back into every file
+written, so an image saved by pyca has the affine of the one it was read from (same
+``nibabel.aff2axcodes``, same matrix to float32 precision). pyca's world is NIfTI's RAS+ (x to the
+right, y anterior, z superior, as nibabel gives it); MetaImage/NRRD files hold ITK's LPS+ world, so their
+origin and direction are converted (x and y negated) on reading and writing. Voxels are used in stored
+order: nothing is resampled or flipped. 2-D images (or a z extent of 1) give a grid with size z = 1.
+See docs/io.md and docs/design/orientation.md.
 
 Errors come before any data is used: a missing file raises FileNotFoundError; a file that cannot be
-read, data that is not a 2-D/3-D scalar image (or a 3-vector field), or a grid with non-positive
-spacing raises ImageFileError (a ValueError) naming the file and what is wrong.
+read, data that is not a 2-D/3-D scalar image (or a 3-vector field; 4-D series are refused), a grid
+with non-positive spacing, or an affine that is not a rotation/flip times voxel sizes (sheared,
+singular, not finite) raises ImageFileError (a ValueError) naming the file and what is wrong.
 """
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
@@ -27,12 +30,16 @@ from . import core
 from ._files import atomic_path
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
-           "write_array", "simpleitk_available", "FORMATS"]
+           "write_array", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
 
 # Extensions and the library that handles them.
 _NIFTI_EXT = (".nii", ".nii.gz", ".hdr", ".img", ".img.gz")
 _ITK_EXT = (".mha", ".mhd", ".nrrd", ".nhdr")
 FORMATS = {"nifti": _NIFTI_EXT, "metaimage/nrrd (SimpleITK)": _ITK_EXT}
+# ITK's LPS+ world to pyca's (NIfTI's) RAS+ world and back (its own inverse).
+LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0])
+# Largest |D^T D - I| entry accepted for a direction read from a file (core.GridInfo's tolerance).
+_ORTHO_TOL = 1e-4
 
 
 class ImageFileError(ValueError):
@@ -77,28 +84,55 @@ def _check_grid(path, what, spacing, origin):
     return sp, org
 
 
+def split_affine(aff, path="", what="load_image"):
+    """(spacing, origin, direction) of a 4x4 voxel-to-world affine: spacing = the lengths of its
+    first three columns, direction = those columns normalised. ImageFileError (naming `path`) when
+    the affine is not finite, is singular, or has shear (columns not orthogonal within 1e-4)."""
+    a = np.asarray(aff, dtype=np.float64)
+    if a.shape != (4, 4) or not np.all(np.isfinite(a[:3, :3])):
+        raise ImageFileError(f"{what} {path!r}: the voxel-to-world affine must be a finite 4x4 matrix, got "
+                             f"{np.array2string(a, separator=', ').replace(chr(10), '')}")
+    if not np.all(np.isfinite(a[:3, 3])):
+        raise ImageFileError(f"{what} {path!r}: origin must be finite, got {tuple(float(x) for x in a[:3, 3])}")
+    lin = a[:3, :3]
+    sp = np.sqrt((lin ** 2).sum(axis=0))
+    if np.any(sp <= 0) or abs(np.linalg.det(lin)) <= 1e-12 * float(np.prod(np.maximum(sp, 1e-300))):
+        raise ImageFileError(f"{what} {path!r}: the voxel-to-world affine is not invertible (a zero or repeated "
+                             f"axis): {lin.tolist()}")
+    # Spacing is held in float32 (GridInfo): dividing by that value makes direction @ diag(spacing)
+    # give the file's matrix back exactly.
+    sp = sp.astype(np.float32).astype(np.float64)
+    d = lin / sp[None, :]
+    err = float(np.abs(d.T @ d - np.eye(3)).max())
+    if err > _ORTHO_TOL:
+        raise ImageFileError(f"{what} {path!r}: the voxel-to-world affine has shear (its axes are not orthogonal, "
+                             f"error {err:.2g}); pyca grids hold rotations and flips only: {lin.tolist()}")
+    return [float(x) for x in sp], [float(x) for x in a[:3, 3]], d
+
+
 # ------------------------------------------------------------------------------------------------
 # Raw readers: (array in x, y, z[, c] order, spacing (3), origin (3))
-def _read_nifti(path, what):
+def _read_nifti(path, what, check_shape=None):
     import nibabel as nib
 
     try:
         img = nib.load(path)
-        data = np.asarray(img.dataobj)
+        shape = tuple(int(n) for n in img.shape)
     except Exception as e:  # noqa: BLE001 - every failure of the reader is "cannot read"
+        raise ImageFileError(f"{what} {path!r}: cannot read it as NIfTI/Analyze ({type(e).__name__}: {e})") from None
+    if check_shape is not None:
+        check_shape(path, what, shape)  # before the voxels are read
+    zooms = [float(z) for z in list(img.header.get_zooms())[:3]]
+    _check_grid(path, what, zooms + [1.0] * (3 - len(zooms)), [0.0] * 3)
+    _check_raw_pixdim(img, path, what, min(3, len(shape)))
+    sp, org, direction = split_affine(img.affine, path, what)
+    try:
+        data = np.asarray(img.dataobj)
+    except Exception as e:  # noqa: BLE001
         raise ImageFileError(f"{what} {path!r}: cannot read it as NIfTI/Analyze ({type(e).__name__}: {e})") from None
     if data.dtype.fields is not None or np.iscomplexobj(data):
         raise ImageFileError(f"{what} {path!r}: expected real scalar voxels, got dtype {data.dtype}")
-    zooms = list(img.header.get_zooms())[:3]
-    zooms += [1.0] * (3 - len(zooms))
-    _check_raw_pixdim(img, path, what, min(3, data.ndim))
-    aff = np.asarray(img.affine, dtype=float)
-    lin = aff[:3, :3]
-    if np.count_nonzero(np.abs(lin - np.diag(np.diag(lin))) > 1e-6 * np.abs(lin).max()) or np.any(np.diag(lin) < 0):
-        warnings.warn(f"{path}: the file's affine has a rotation or an axis flip; pyca grids have no orientation, "
-                      "so the voxels are used in stored order with spacing = voxel sizes and origin = the affine's "
-                      "translation", stacklevel=3)
-    return data, zooms, list(aff[:3, 3])
+    return data, sp, org, direction
 
 
 def _check_raw_pixdim(img, path, what, ndim):
@@ -128,7 +162,8 @@ def _read_itk(path, what):
         raise ImageFileError(f"{what} {path!r}: cannot read it with SimpleITK ({e})") from None
     dim = img.GetDimension()
     if dim not in (2, 3):
-        raise ImageFileError(f"{what} {path!r}: expected a 2-D or 3-D image, got a {dim}-D one")
+        raise ImageFileError(f"{what} {path!r}: expected a 2-D or 3-D image, got a {dim}-D one (pyca does not read "
+                             "4-D series; split it into 3-D volumes)")
     arr = sitk.GetArrayFromImage(img)  # (z, y, x[, c]) or (y, x[, c])
     ncomp = img.GetNumberOfComponentsPerPixel()
     if np.iscomplexobj(arr):
@@ -141,11 +176,20 @@ def _read_itk(path, what):
         arr = arr.T
     sp = list(img.GetSpacing()) + [1.0] * (3 - dim)
     org = list(img.GetOrigin()) + [0.0] * (3 - dim)
-    return arr, sp, org
+    d_lps = np.eye(3)
+    d_lps[:dim, :dim] = np.asarray(img.GetDirection(), dtype=np.float64).reshape(dim, dim)
+    # ITK's LPS+ world -> pyca's RAS+ one: world_ras = LPS_TO_RAS @ world_lps.
+    aff = np.eye(4)
+    aff[:3, :3] = LPS_TO_RAS @ d_lps * np.asarray(sp, dtype=np.float64)[None, :]
+    aff[:3, 3] = LPS_TO_RAS @ np.asarray(org, dtype=np.float64)
+    sp2, org2, direction = split_affine(aff, path, what)
+    return arr, sp2, org2, direction
 
 
-def read_array(path, what="load_image"):
-    """(data, spacing, origin) of a file: data in pyca's axis order (x, y, z, ...), untouched dtype."""
+def read_array(path, what="load_image", check_shape=None):
+    """(data, spacing, origin, direction) of a file: data in pyca's axis order (x, y, z, ...),
+    untouched dtype; spacing, origin and the 3x3 direction in pyca's RAS+ world.
+    check_shape(path, what, shape), when given, may refuse the stored shape before the voxels are read."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{what}: no such file: {path!r}")
@@ -155,10 +199,10 @@ def read_array(path, what="load_image"):
     if kind == "itk":
         return _read_itk(path, what)
     if kind == "nifti":
-        return _read_nifti(path, what)
+        return _read_nifti(path, what, check_shape)
     # Unknown extension: nibabel guesses from the content, then SimpleITK if present.
     try:
-        return _read_nifti(path, what)
+        return _read_nifti(path, what, check_shape)
     except ImageFileError as first:
         if simpleitk_available():
             return _read_itk(path, what)
@@ -166,11 +210,14 @@ def read_array(path, what="load_image"):
                              "SimpleITK)") from None
 
 
-def _to_grid(path, what, spacing, origin, spatial_shape):
+def _to_grid(path, what, spacing, origin, direction, spatial_shape):
     sp, org = _check_grid(path, what, spacing, origin)
     if any(n < 1 for n in spatial_shape):
         raise ImageFileError(f"{what} {path!r}: empty image, shape {tuple(spatial_shape)}")
-    return core.GridInfo(tuple(int(n) for n in spatial_shape), tuple(sp), tuple(org))
+    try:
+        return core.GridInfo(tuple(int(n) for n in spatial_shape), tuple(sp), tuple(org), direction)
+    except ValueError as e:
+        raise ImageFileError(f"{what} {path!r}: {e}") from None
 
 
 def _finish(cls, arr, grid, mem):
@@ -181,42 +228,56 @@ def _finish(cls, arr, grid, mem):
     return obj
 
 
-def load_image(path, mem=None):
-    """Read a scalar image into an Image3D (spacing and origin from the file) in memory type `mem`
-    (default MEM_HOST). Accepts 3-D data, 2-D data (a grid with z = 1) and 4-D/5-D data whose extra
-    dimensions are 1; anything else raises ImageFileError."""
-    what = "load_image"
-    data, sp, org = read_array(path, what)
-    shape = list(data.shape)
+def _image_shape(path, what, data_shape):
+    """The (x, y, z) shape of a scalar image stored with `data_shape`, or ImageFileError."""
+    shape = list(data_shape)
     while len(shape) > 3 and shape[-1] == 1:
         shape.pop()
     if len(shape) == 2:
         shape.append(1)
     if len(shape) != 3:
-        hint = " (a vector field? use load_field)" if data.shape[-1] == 3 else ""
+        hint = " (a vector field? use load_field)" if data_shape[-1] == 3 else (
+            " (a 4-D series: pyca registers 3-D volumes; extract one)" if len(shape) == 4 else "")
         raise ImageFileError(f"{what} {os.fspath(path)!r}: expected a 2-D or 3-D scalar image, got data of shape "
-                             f"{tuple(data.shape)}{hint}")
+                             f"{tuple(data_shape)}{hint}")
+    return shape
+
+
+def _field_shape(path, what, data_shape):
+    """The (x, y, z, c) shape of a vector field stored with `data_shape`, or ImageFileError."""
+    shape = list(data_shape)
+    if len(shape) == 5 and shape[3] == 1:
+        shape = shape[:3] + [shape[4]]
+    if len(shape) != 4 or shape[-1] not in (2, 3):
+        raise ImageFileError(f"{what} {os.fspath(path)!r}: expected a vector field of shape (x, y, z, 3) or "
+                             f"(x, y, z, 1, 3), got data of shape {tuple(data_shape)}")
+    return shape
+
+
+def load_image(path, mem=None):
+    """Read a scalar image into an Image3D (spacing, origin and direction from the file) in memory
+    type `mem` (default MEM_HOST). Accepts 3-D data, 2-D data (a grid with z = 1) and 4-D/5-D data
+    whose extra dimensions are 1; anything else (a 4-D series included) raises ImageFileError."""
+    what = "load_image"
+    data, sp, org, direction = read_array(path, what, _image_shape)
+    shape = _image_shape(path, what, data.shape)
     data = np.reshape(data, shape, order="F") if tuple(data.shape) != tuple(shape) else data
-    grid = _to_grid(os.fspath(path), what, sp, org, shape)
+    grid = _to_grid(os.fspath(path), what, sp, org, direction, shape)
     return _finish(core.Image3D, data, grid, mem)
 
 
 def load_field(path, mem=None):
     """Read a vector field into a Field3D in memory type `mem` (default MEM_HOST). Accepts shape
     (x, y, z, 3), NIfTI's vector layout (x, y, z, 1, 3) and 2-D forms (x, y, 1, 1, 3) or (x, y, 1, 3).
-    The values are stored as they are (pyca H-fields hold voxel coordinates, V-fields world units)."""
+    The values are stored as they are (pyca H-fields hold voxel coordinates, V-fields world units
+    along the grid's axes); the grid keeps the file's spacing, origin and direction."""
     what = "load_field"
-    data, sp, org = read_array(path, what)
-    shape = list(data.shape)
-    if len(shape) == 5 and shape[3] == 1:
-        shape = shape[:3] + [shape[4]]
-    if len(shape) != 4 or shape[-1] not in (2, 3):
-        raise ImageFileError(f"{what} {os.fspath(path)!r}: expected a vector field of shape (x, y, z, 3) or "
-                             f"(x, y, z, 1, 3), got data of shape {tuple(data.shape)}")
+    data, sp, org, direction = read_array(path, what, _field_shape)
+    shape = _field_shape(path, what, data.shape)
     data = np.reshape(data, shape, order="F")
     if shape[-1] == 2:  # a 2-D field: z component 0
         data = np.concatenate([data, np.zeros(shape[:3] + [1], dtype=data.dtype)], axis=3)
-    grid = _to_grid(os.fspath(path), what, sp, org, shape[:3])
+    grid = _to_grid(os.fspath(path), what, sp, org, direction, shape[:3])
     return _finish(core.Field3D, data, grid, mem)
 
 
@@ -228,17 +289,24 @@ def _host_array(obj, what):
     return obj.numpy()  # a host copy from any memory type
 
 
-def write_array(arr, spacing, origin, path, vector=False, what="save_image", description=""):
-    """Write `arr` (x, y, z[, 3], float32) with a grid spacing and origin to `path` (format from the
-    extension; anything but MetaImage/NRRD is written as NIfTI)."""
+def write_array(arr, spacing, origin, path, vector=False, what="save_image", description="", direction=None):
+    """Write `arr` (x, y, z[, 3], float32) on the grid (spacing, origin, 3x3 direction; None: the
+    identity) to `path` (format from the extension; anything but MetaImage/NRRD is written as NIfTI,
+    with sform and qform both holding the affine, code 1 (scanner))."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{what}: folder {folder!r} does not exist")
     if os.path.isdir(path):
         raise IsADirectoryError(f"{what}: {path!r} is a folder; give a file name (e.g. {os.path.join(path, 'image.nii.gz')!r})")
-    sp = [float(s) for s in spacing]
-    org = [float(o) for o in origin]
+    sp = np.array([float(s) for s in spacing], dtype=np.float64)
+    org = np.array([float(o) for o in origin], dtype=np.float64)
+    d = np.eye(3) if direction is None else np.asarray(direction, dtype=np.float64)
+    if d.shape != (3, 3):
+        raise ValueError(f"{what}: direction must be a 3x3 matrix, got shape {d.shape}")
+    aff = np.eye(4)
+    aff[:3, :3] = d * sp[None, :]
+    aff[:3, 3] = org
     if _kind(path) == "itk":
         sitk = _sitk(path, what)
         data = np.asarray(arr, dtype=np.float32)
@@ -246,8 +314,10 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
             img = sitk.GetImageFromArray(np.ascontiguousarray(np.moveaxis(data, -1, 0).T), isVector=True)
         else:
             img = sitk.GetImageFromArray(np.ascontiguousarray(data.T))
-        img.SetSpacing(sp)
-        img.SetOrigin(org)
+        # pyca's RAS+ world -> ITK's LPS+ one.
+        img.SetSpacing([float(x) for x in sp])
+        img.SetOrigin([float(x) for x in LPS_TO_RAS @ org])
+        img.SetDirection([float(x) for x in (LPS_TO_RAS @ d).ravel()])
         with atomic_path(path) as tmp:  # written whole or not at all (pyca/_files.py)
             sitk.WriteImage(img, tmp)
         return
@@ -256,9 +326,6 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     data = np.asarray(arr, dtype=np.float32)
     if vector:
         data = data.reshape(data.shape[:3] + (1, 3), order="F")
-    aff = np.eye(4)
-    aff[0, 0], aff[1, 1], aff[2, 2] = sp
-    aff[:3, 3] = org
     img = nib.Nifti1Image(data, aff)
     hdr = img.header
     hdr.set_xyzt_units("mm", "sec")
@@ -274,19 +341,22 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
 
 def save_image(im, path, description=""):
     """Write an Image3D (any memory type) to `path` (.nii, .nii.gz; .mha, .mhd, .nrrd with SimpleITK)
-    with its spacing and origin."""
+    with its grid's affine (spacing, origin, direction)."""
     arr = _host_array(im, "save_image")
     if not isinstance(im, core.Image3D):
         raise TypeError("save_image: expected an Image3D (use save_field for a Field3D)")
     g = im.grid()
-    write_array(arr, g.spacing(), g.origin(), path, vector=False, what="save_image", description=description)
+    write_array(arr, g.spacing(), g.origin(), path, vector=False, what="save_image", description=description,
+                direction=g.direction())
 
 
 def save_field(f, path, description=""):
     """Write a Field3D (any memory type) to `path` as a 3-vector image (NIfTI: shape (x, y, z, 1, 3),
-    intent 'vector', as ITK writes displacement fields) with its spacing and origin."""
+    intent 'vector', as ITK writes displacement fields) with its grid's affine (spacing, origin,
+    direction). The vectors are written as they are (not rotated into the world frame)."""
     arr = _host_array(f, "save_field")
     if not isinstance(f, core.Field3D):
         raise TypeError("save_field: expected a Field3D (use save_image for an Image3D)")
     g = f.grid()
-    write_array(arr, g.spacing(), g.origin(), path, vector=True, what="save_field", description=description)
+    write_array(arr, g.spacing(), g.origin(), path, vector=True, what="save_field", description=description,
+                direction=g.direction())

@@ -38,7 +38,7 @@ class MemoryManager:
             raise TypeError(f"MemoryManager: grid must be a pyca.GridInfo, not {type(grid).__name__}")
         if int(nPools) < 0:
             raise ValueError(f"MemoryManager: nPools must be >= 0, got {nPools}")
-        self._grid = core.GridInfo(grid.size(), grid.spacing(), grid.origin())
+        self._grid = core.GridInfo(grid.size(), grid.spacing(), grid.origin(), grid.direction())
         self._mem = mType
         self._images = []  # [Image3D of the pool grid]
         self._image_locked = []
@@ -53,7 +53,8 @@ class MemoryManager:
         return self._mem
 
     def grid(self):
-        return core.GridInfo(self._grid.size(), self._grid.spacing(), self._grid.origin())
+        return core.GridInfo(self._grid.size(), self._grid.spacing(), self._grid.origin(),
+                             self._grid.direction())
 
     def getNumPools(self) -> int:
         """Image-sized pools allocated so far (a field pool counts 3)."""

@@ -262,7 +262,7 @@ def _scalar(p: Param, hint: str | None, rng: np.random.Generator, grid):
     if t == "Vec3Di":
         return core.Vec3Di(1, 1, 1) if hint != "any" else core.Vec3Di(*(int(x) for x in rng.integers(-2, 3, 3)))
     if t == "GridInfo":
-        return core.GridInfo(grid.size(), grid.spacing(), grid.origin())
+        return core.GridInfo(grid.size(), grid.spacing(), grid.origin(), grid.direction())
     return None
 
 

@@ -201,19 +201,39 @@ _mixins.make_enums(globals())
 %}
 
 // ---- GridInfo
-%feature("docstring") pyca::GridInfo "GridInfo(size, spacing=(1, 1, 1), origin=(0, 0, 0)): the sampling grid of a
-volume: size in voxels (Vec3Di), spacing and origin in world units (Vec3Df). world = origin + spacing * index.
+%feature("docstring") pyca::GridInfo "GridInfo(size, spacing=(1, 1, 1), origin=(0, 0, 0), direction=None): the
+sampling grid of a volume: size in voxels (Vec3Di), spacing and origin in world units (Vec3Df), and a 3x3
+direction matrix with orthonormal columns (identity by default; column c is the world direction of voxel
+axis c). world = origin + direction @ (spacing * index); affine() is that map as a 4x4 matrix.
 A grid with size z = 1 is a 2-D image.";
 %feature("python:abc", "_mixins.GridInfoMixin") pyca::GridInfo;
-// Keyword arguments and scalars: GridInfo((17, 23, 31), spacing=1.5).
+// Keyword arguments and scalars: GridInfo((17, 23, 31), spacing=1.5). The direction (a 3x3 matrix)
+// goes through _setDirection; direction(), setDirection() and affine() live in _mixins.GridInfoMixin.
 %feature("shadow") pyca::GridInfo::GridInfo %{
-def __init__(self, size=None, spacing=None, origin=None):
-    _core.GridInfo_swiginit(self, _core.new_GridInfo(*_mixins.grid_args(size, spacing, origin)))
+def __init__(self, size=None, spacing=None, origin=None, direction=None):
+    _core.GridInfo_swiginit(self, _core.new_GridInfo(*_mixins.grid_args(size, spacing, origin, direction)))
+    if direction is not None:
+        self.setDirection(direction)
 %}
 %rename(__str__) pyca::GridInfo::str;
+%ignore pyca::GridInfo::direction;
+%ignore pyca::GridInfo::setDirection;
+%ignore pyca::GridInfo::GridInfo(const Vec3Di&, const Vec3Df&, const Vec3Df&, const Mat3d&);
+%ignore pyca::GridInfo::kDirectionTolerance;
+%ignore pyca::kIdentityDirection;
 %include "pyca/grid_info.h"
+%feature("nothread") pyca::GridInfo::_direction;
 %extend pyca::GridInfo {
   std::string __repr__() const { return $self->str(); }
+  // The direction, row-major (9 numbers); uses the Python C API, so it keeps the GIL (nothread above).
+  PyObject* _direction() const {
+    const pyca::Mat3d& d = $self->direction();
+    return Py_BuildValue("(ddddddddd)", d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]);
+  }
+  void _setDirection(double d00, double d01, double d02, double d10, double d11, double d12, double d20,
+                     double d21, double d22) {
+    $self->setDirection(pyca::Mat3d{d00, d01, d02, d10, d11, d12, d20, d21, d22});
+  }
 }
 
 // ---- Image3D / Field3D

@@ -18,7 +18,8 @@ def _coarse_grid(g, f):
     org = np.array(tuple(g.origin()), float)
     sc = np.array([n if n == 1 else max(int(round(n / f)), min(n, _COARSE_MIN)) for n in size])
     r = size / sc
-    return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + 0.5 * (r - 1) * sp))
+    d = g.direction()  # the coarse voxel centres, in the world (docs/design/orientation.md)
+    return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + d @ (0.5 * (r - 1) * sp)), direction=d)
 
 
 def _voxel_volume(g):

@@ -150,9 +150,11 @@ def _check_params(p):
 
 
 def _box(g):
-    lo = np.array(tuple(g.origin()), float)
-    hi = lo + (np.array(tuple(g.size()), float) - 1) * np.array(tuple(g.spacing()), float)
-    return lo, hi
+    """The world bounding box (lo, hi) of a grid's voxel centres, its direction included."""
+    n = np.array(tuple(g.size()), float) - 1
+    corners = np.array([[i, j, k, 1.0] for i in (0, n[0]) for j in (0, n[1]) for k in (0, n[2])])
+    w = corners @ g.affine()[:3].T
+    return w.min(axis=0), w.max(axis=0)
 
 
 def _label(role, names):

@@ -117,13 +117,16 @@ def test_nifti_field_4d_layout(tmp_path, rng):
     np.testing.assert_allclose(tuple(f.grid().spacing()), (1.0, 2.0, 3.0))
 
 
-def test_rotated_affine_warns(tmp_path):
+def test_rotated_affine_is_kept(tmp_path):
+    # (the full affine is kept: tests/python/test_orientation.py checks it in detail)
     aff = np.eye(4)
     aff[:2, :2] = [[0.0, -1.0], [1.0, 0.0]]
     nib.save(nib.Nifti1Image(np.ones((5, 5, 5), np.float32), aff), str(tmp_path / "r.nii"))
-    with pytest.warns(UserWarning, match="orientation"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         im = pio.load_image(tmp_path / "r.nii")
     assert tuple(im.grid().size()) == (5, 5, 5)
+    np.testing.assert_allclose(im.grid().affine(), aff, atol=1e-7)
 
 
 def test_axis_aligned_affine_does_not_warn(tmp_path):
@@ -240,7 +243,9 @@ def test_itk_image_round_trip(tmp_path, grid, rng, ext):
     ref = sitk.ReadImage(str(path))  # independent reader; its arrays are (z, y, x)
     np.testing.assert_array_equal(sitk.GetArrayFromImage(ref).T.reshape(arr.shape), arr)
     np.testing.assert_allclose(ref.GetSpacing()[:2], tuple(grid.spacing())[:2], rtol=1e-6)
-    np.testing.assert_allclose(ref.GetOrigin()[:2], tuple(grid.origin())[:2], rtol=1e-6)
+    # ITK's world is LPS+, pyca's RAS+: x and y negated (docs/design/orientation.md)
+    np.testing.assert_allclose(ref.GetOrigin()[:2], -np.array(tuple(grid.origin())[:2]), rtol=1e-6)
+    np.testing.assert_allclose(np.reshape(ref.GetDirection(), (3, 3)), np.diag([-1.0, -1.0, 1.0]))
     back = pio.load_image(path)
     _same_grid(back.grid(), grid.size(), tuple(grid.spacing()), tuple(grid.origin()))
     np.testing.assert_array_equal(np.asarray(back), arr)
@@ -254,7 +259,8 @@ def test_itk_written_by_simpleitk(tmp_path, rng):
     img.SetOrigin((1.0, -2.0, 3.0))
     sitk.WriteImage(img, str(tmp_path / "a.mha"))
     im = pio.load_image(tmp_path / "a.mha")
-    _same_grid(im.grid(), (5, 6, 7), (0.5, 0.75, 2.0), (1.0, -2.0, 3.0))
+    _same_grid(im.grid(), (5, 6, 7), (0.5, 0.75, 2.0), (-1.0, 2.0, 3.0))  # LPS+ -> RAS+
+    np.testing.assert_array_equal(im.grid().direction(), np.diag([-1.0, -1.0, 1.0]))
     np.testing.assert_array_equal(np.asarray(im), zyx.T)
     # A 2-D vector image (y, x, 2) -> a 2-D field with z component 0.
     vec = sitk.GetImageFromArray(rng.random((6, 5, 2)).astype(np.float32), isVector=True)
@@ -285,4 +291,5 @@ def test_nifti_and_metaimage_agree(tmp_path, rng):
     pio.save_image(im, tmp_path / "a.mha")
     a, b = pio.load_image(tmp_path / "a.nii.gz"), pio.load_image(tmp_path / "a.mha")
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_allclose(a.grid().affine(), b.grid().affine(), atol=1e-6)
     assert os.path.getsize(tmp_path / "a.mha") > 0

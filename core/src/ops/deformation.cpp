@@ -345,7 +345,7 @@ void splatWorld(const char* op, Image3D& out, const Image3D& im, Image3D* w, Bac
   j.weights = w ? w->data() : nullptr;
   j.outSize = out.size();
   j.inSize = im.size();
-  j.pos = math::worldMapping(im.spacing(), im.origin(), out.spacing(), out.origin());
+  j.pos = math::worldMapping(im.grid(), out.grid());
   j.bg = bg;
   PYCA_BACKEND_RUN(dev, op, splat(j, op));
 }
@@ -531,7 +531,7 @@ void ResampleWorld(Image3D& out, const Image3D& im, BackgroundStrategy bg, Inter
   checkBg(op, bg, kImageNoValBgs, "an image");
   checkInterp(op, interp);
   GatherJob j = gatherJob(out, im, bg, interp);
-  j.pos = math::worldMapping(out.spacing(), out.origin(), im.spacing(), im.origin());
+  j.pos = math::worldMapping(out.grid(), im.grid());
   PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
 

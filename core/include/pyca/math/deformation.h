@@ -8,6 +8,7 @@
 
 #include "pyca/config.h"
 #include "pyca/enums.h"
+#include "pyca/grid_info.h"
 #include "pyca/math/interp.h"
 #include "pyca/vec3.h"
 
@@ -19,7 +20,8 @@ namespace math {
 //   POS_H       p = (fx, fy, fz)[id]                      (an H-field on the output grid)
 //   POS_V       p = (x, y, z) + scale * (fx, fy, fz)[id]  (a V-field; scale = +-delta / spacing)
 //   POS_AFFINE  p = scale * (x, y, z) + offset           (resampling between grids)
-enum PosMode { POS_H = 0, POS_V = 1, POS_AFFINE = 2 };
+//   POS_MATRIX  p = m * (x, y, z) + offset, m 3x3 row-major (between grids of different directions)
+enum PosMode { POS_H = 0, POS_V = 1, POS_AFFINE = 2, POS_MATRIX = 3 };
 
 struct PosSpec {
   int mode = POS_AFFINE;
@@ -28,12 +30,19 @@ struct PosSpec {
   const float* fz = nullptr;
   Vec3Df scale = Vec3Df(1.f, 1.f, 1.f);
   Vec3Df offset = Vec3Df(0.f, 0.f, 0.f);
+  float m[9] = {1.f, 0.f, 0.f, 0.f, 1.f, 0.f, 0.f, 0.f, 1.f};
 
   PYCA_HD Vec3Df at(int x, int y, int z, std::size_t id) const {
     if (mode == POS_H) return Vec3Df(loadRO(fx + id), loadRO(fy + id), loadRO(fz + id));
     if (mode == POS_V) {
       return Vec3Df(float(x) + scale.x * loadRO(fx + id), float(y) + scale.y * loadRO(fy + id),
                     float(z) + scale.z * loadRO(fz + id));
+    }
+    if (mode == POS_MATRIX) {
+      const float fx_ = float(x), fy_ = float(y), fz_ = float(z);
+      return Vec3Df(m[0] * fx_ + m[1] * fy_ + m[2] * fz_ + offset.x,
+                    m[3] * fx_ + m[4] * fy_ + m[5] * fz_ + offset.y,
+                    m[6] * fx_ + m[7] * fy_ + m[8] * fz_ + offset.z);
     }
     return Vec3Df(scale.x * float(x) + offset.x, scale.y * float(y) + offset.y,
                   scale.z * float(z) + offset.z);
@@ -181,16 +190,37 @@ inline PosSpec resampleMapping(const Vec3Di& nOut, const Vec3Di& nIn, bool useOr
   return s;
 }
 
-// World-coordinate mapping from the voxels of grid `from` to the voxel coordinates of grid `to`:
-// p = (origin_from + spacing_from * i - origin_to) / spacing_to.
-inline PosSpec worldMapping(const Vec3Df& spFrom, const Vec3Df& orFrom, const Vec3Df& spTo,
-                            const Vec3Df& orTo) {
-  PosSpec s;
-  s.mode = POS_AFFINE;
-  for (int a = 0; a < 3; ++a) {
-    s.scale[a] = spFrom[a] / spTo[a];
-    s.offset[a] = (orFrom[a] - orTo[a]) / spTo[a];
+// World-coordinate mapping from the voxels of grid `from` to the voxel coordinates of grid `to`
+// (docs/design/orientation.md): p = S_to^-1 D_to^T (origin_from + D_from S_from i - origin_to), with
+// D the grids' direction matrices (orthonormal, D^-1 = D^T) and S = diag(spacing). Computed in double;
+// POS_AFFINE (per-axis scale and offset) when the 3x3 part is diagonal, as it is for grids of one
+// direction, POS_MATRIX otherwise.
+inline PosSpec worldMapping(const GridInfo& from, const GridInfo& to) {
+  const Mat3d& df = from.direction();
+  const Mat3d& dt = to.direction();
+  const double sf[3] = {from.spacing().x, from.spacing().y, from.spacing().z};
+  const double st[3] = {to.spacing().x, to.spacing().y, to.spacing().z};
+  const double dor[3] = {double(from.origin().x) - to.origin().x, double(from.origin().y) - to.origin().y,
+                         double(from.origin().z) - to.origin().z};
+  double m[9], off[3];
+  bool diagonal = true;
+  for (int r = 0; r < 3; ++r) {
+    // Row r of D_to^T is column r of D_to.
+    off[r] = (dt[r] * dor[0] + dt[3 + r] * dor[1] + dt[6 + r] * dor[2]) / st[r];
+    for (int c = 0; c < 3; ++c) {
+      const double dd =
+          dt[r] * df[c] + dt[3 + r] * df[3 + c] + dt[6 + r] * df[6 + c];  // (D_to^T D_from)[r][c]
+      m[3 * r + c] = dd * sf[c] / st[r];
+      if (r != c && m[3 * r + c] != 0.0) diagonal = false;
+    }
   }
+  PosSpec s;
+  s.mode = diagonal ? POS_AFFINE : POS_MATRIX;
+  for (int a = 0; a < 3; ++a) {
+    s.scale[a] = float(m[4 * a]);
+    s.offset[a] = float(off[a]);
+  }
+  for (int k = 0; k < 9; ++k) s.m[k] = float(m[k]);
   return s;
 }
 
