@@ -149,14 +149,6 @@ def _check_params(p):
         raise ValueError(f"lddmm: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
 
 
-def _box(g):
-    """The world bounding box (lo, hi) of a grid's voxel centres, its direction included."""
-    n = np.array(tuple(g.size()), float) - 1
-    corners = np.array([[i, j, k, 1.0] for i in (0, n[0]) for j in (0, n[1]) for k in (0, n[2])])
-    w = corners @ g.affine()[:3].T
-    return w.min(axis=0), w.max(axis=0)
-
-
 def _label(role, names):
     """'the moving image (m.nii.gz)' for messages: the file when one was given."""
     what = {"fixed": "the fixed image", "moving": "the moving image", "fixed_mask": "the fixed mask",
