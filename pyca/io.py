@@ -123,8 +123,8 @@ def _read_nifti(path, what, check_shape=None):
     if check_shape is not None:
         check_shape(path, what, shape)  # before the voxels are read
     zooms = [float(z) for z in list(img.header.get_zooms())[:3]]
-    _check_grid(path, what, zooms + [1.0] * (3 - len(zooms)), [0.0] * 3)
     _check_raw_pixdim(img, path, what, min(3, len(shape)))
+    _check_grid(path, what, zooms + [1.0] * (3 - len(zooms)), [0.0] * 3)
     sp, org, direction = split_affine(img.affine, path, what)
     try:
         data = np.asarray(img.dataobj)
