@@ -252,6 +252,8 @@ def test_local_cluster_sizes_and_pins(monkeypatch):
     from pyca import distributed as pd
 
     monkeypatch.setattr(ca.core, "built_with_cuda", lambda: True, raising=False)
+    # The GPU ids below are made up: keep Dask's NVML monitor from querying them on a machine with GPUs.
+    monkeypatch.setenv("DASK_DISTRIBUTED__DIAGNOSTICS__NVML", "False")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
     assert pd.visible_gpus() == ["0", "1", "2"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -267,7 +267,7 @@ def test_pyca_lddmm_keeps_the_fixed_affine(tmp_path, fixed_dir):
     pyca_cmd = [sys.executable, "-c", "import sys; from pyca.cli import main; sys.exit(main())"]
     r = subprocess.run([*pyca_cmd, "lddmm", "--fixed", str(tmp_path / "fixed.nii.gz"),
                         "--moving", str(tmp_path / "moving.nii.gz"), "--out", str(out), "--scales", "1",
-                        "--iterations", "0", "--time-steps", "2", "--no-report", "-q", "--device", "cpu"],
+                        "--iterations", "0", "--affine", "none", "--time-steps", "2", "--no-report", "-q", "--device", "cpu"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     ref = nib.load(str(tmp_path / "fixed.nii.gz")).affine
