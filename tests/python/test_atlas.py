@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
 
 import pyca as ca  # noqa: E402
 from pyca import io as pio  # noqa: E402
@@ -252,8 +253,6 @@ def test_local_cluster_sizes_and_pins(monkeypatch):
     from pyca import distributed as pd
 
     monkeypatch.setattr(ca.core, "built_with_cuda", lambda: True, raising=False)
-    # The GPU ids below are made up: keep Dask's NVML monitor from querying them on a machine with GPUs.
-    monkeypatch.setenv("DASK_DISTRIBUTED__DIAGNOSTICS__NVML", "False")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
     assert pd.visible_gpus() == ["0", "1", "2"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -264,7 +263,10 @@ def test_local_cluster_sizes_and_pins(monkeypatch):
     assert all(w["options"]["nthreads"] == 1 for w in spec.values())
     # an embedded 'GPU' cluster: one worker per listed GPU, each seeing its own GPU first
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    with pd.local_cluster(device="gpu", dashboard=False) as cl, distributed.Client(cl) as c:
+    # The ids are made up: Dask's NVML monitor must not query them on a machine with GPUs (the nanny hands
+    # its Dask config to the worker processes, so it is set here, not through the environment).
+    nvml_off = dask.config.set({"distributed.diagnostics.nvml": False})
+    with nvml_off, pd.local_cluster(device="gpu", dashboard=False) as cl, distributed.Client(cl) as c:
         c.wait_for_workers(2)
         seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))  # read in the worker
         assert sorted(seen.values()) == ["0,1", "1,0"]

@@ -248,7 +248,9 @@ def _phantom(shape, centre):
     return (np.exp(-r2) + 0.5 * blob).astype(np.float32)
 
 
-@pytest.mark.parametrize("fixed_dir", ["LAS", "oblique"])
+@pytest.mark.parametrize("fixed_dir", ["LAS", pytest.param("oblique", marks=pytest.mark.xfail(strict=True, reason=(
+    "issue 13, open: a moving image of another size than the fixed one is first resampled onto a proxy grid "
+    "(affine.on_size) and then warped, so deformed.nii.gz is interpolated twice, not once as this reference")))])
 def test_pyca_lddmm_keeps_the_fixed_affine(tmp_path, fixed_dir):
     shape = (20, 18, 16)
     d = LAS if fixed_dir == "LAS" else OBLIQUE @ LAS
