@@ -7,11 +7,13 @@
 #   bash scripts/sanitize.sh                 # build + run every C++ test
 #   bash scripts/sanitize.sh --gtest_filter='Sizes.*'   # arguments go to the test program
 #
-# PYCA_SANITIZE_BUILD_DIR overrides the build folder (default ${TMPDIR:-/tmp}/pyca-sanitize).
+# PYCA_SANITIZE_BUILD_DIR overrides the build folder (default ${TMPDIR:-/tmp}/pyca-sanitize-<checkout path digest>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=${PYCA_SANITIZE_BUILD_DIR:-${TMPDIR:-/tmp}/pyca-sanitize}
+# One build folder per checkout (CMake refuses a folder configured from another source tree).
+digest=$(printf %s "$root" | cksum | cut -d' ' -f1)
+build=${PYCA_SANITIZE_BUILD_DIR:-${TMPDIR:-/tmp}/pyca-sanitize-$digest}
 jobs=$(nproc 2>/dev/null || echo 2)
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
