@@ -37,8 +37,8 @@ void fieldToImageCpu(Image3D& out, const Field3D& a, const Field3D& b) {
 }
 
 template <class F>
-void fieldToImage(const char* op, cuda_impl::FieldToImage kind, Image3D& out, const Field3D& a,
-                  const Field3D& b) {
+void fieldToImage(const char* op, [[maybe_unused]] cuda_impl::FieldToImage kind, Image3D& out,
+                  const Field3D& a, const Field3D& b) {
   const bool dev = detail::prepare(op, {{"out", &out}, {"a", &a}, {"b", &b}});
   if (dev)
     PYCA_CUDA_CALL(op, cuda_impl::fieldToImage(op, kind, out.data(), a.data(), a.planeStride(), b.data(),
@@ -48,7 +48,8 @@ void fieldToImage(const char* op, cuda_impl::FieldToImage kind, Image3D& out, co
 }
 
 template <class F>
-void fieldToImage(const char* op, cuda_impl::FieldToImage kind, Image3D& out, const Field3D& a) {
+void fieldToImage(const char* op, [[maybe_unused]] cuda_impl::FieldToImage kind, Image3D& out,
+                  const Field3D& a) {
   const bool dev = detail::prepare(op, {{"out", &out}, {"a", &a}});
   if (dev)
     PYCA_CUDA_CALL(
