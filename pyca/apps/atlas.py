@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
+from .._files import atomic_open
 from .. import distributed as pdist
 from . import _atlas_tasks as tasks
 from . import lddmm
@@ -121,10 +122,8 @@ def _check_params(params):
 
 
 def _write_json(obj, path):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
+    with atomic_open(path) as fh:  # complete or absent under its final name
         json.dump(obj, fh, indent=2, default=float)
-    os.replace(tmp, path)  # complete or absent under its final name
 
 
 def _jsonable(p):
