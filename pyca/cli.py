@@ -209,9 +209,25 @@ def _say(a):
 
 
 def cmd_lddmm(a):
+    if a.no_report:
+        return _lddmm(a, False)
+    # report.png is drawn by a helper process started now, which imports matplotlib (about 1 s)
+    # while this one registers (pyca/apps/_lddmm_report.py); leaving the block ends it.
+    from .apps._lddmm_report import ReportProcess
+
+    try:
+        helper = ReportProcess()
+    except OSError:  # no process can be started here: the report is drawn in this one, as before
+        return _lddmm(a, True)
+    with helper:
+        return _lddmm(a, helper)
+
+
+def _lddmm(a, report):
     import pyca as ca
     from .apps import data, lddmm
     from .apps._lddmm_outputs import output_names
+    from .apps._lddmm_report import ReportError
 
     say = _say(a)
     verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say
@@ -259,8 +275,11 @@ def cmd_lddmm(a):
     kept = clear_previous(a.out, output_names())  # only now: an interrupted run leaves the old outputs whole
     if kept:
         verbose(f"  kept in --out (not pyca's outputs): {', '.join(kept)}")
-    paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, save_inputs=a.fixed is None,
-                                compress=not a.no_compress)
+    try:
+        paths = lddmm.write_outputs(res, fixed, moving, a.out, report=report, save_inputs=a.fixed is None,
+                                    compress=not a.no_compress)
+    except ReportError as e:
+        return _fail("lddmm", e, 1)
     s = res.summary()
     say(f"  mismatch (sum of squared differences): {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g} "
         f"(-{100 * res.mismatch_reduction:.1f}%)")

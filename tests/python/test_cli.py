@@ -230,6 +230,114 @@ def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
+# report.png is drawn by a helper process started before the registration (pyca/apps/_lddmm_report.py)
+def _children(pid):
+    """(pid, command line) of the live processes whose parent is `pid` (Linux /proc)."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc to find child processes")
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append((int(d), cmd))
+    return found
+
+
+def _helper(pid):
+    return [c for c, cmd in _children(pid) if "spawn_main" in cmd]
+
+
+def _gone(pid, timeout=10):
+    t0 = time.perf_counter()
+    while os.path.exists(f"/proc/{pid}") and time.perf_counter() - t0 < timeout:
+        with open(f"/proc/{pid}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        time.sleep(0.05)
+    return not os.path.exists(f"/proc/{pid}")
+
+
+LONG = ["--size", "24,24,16", "--scales", "1", "--iterations", "100000", "--step", "0.0001", "--time-steps", "2",
+        "--tol", "0", "--no-progress"]
+
+
+@pytest.mark.parametrize("report", [True, False], ids=["report", "no-report"])
+def test_ctrl_c_with_the_report_helper_alive(tmp_path, report):
+    out = tmp_path / "out"
+    p = _start(["lddmm", *LONG, "--out", str(out)] + ([] if report else ["--no-report"]))
+    seen = []
+
+    def ready():  # the helper is up (or, with --no-report, the registration has run a while)
+        if not seen:
+            seen.append(p.stdout.readline())
+            time.sleep(1.5)
+        seen.extend(_helper(p.pid))
+        return True
+
+    rc, _, err = _interrupt(p, ready)
+    assert rc == 130, (rc, err)
+    assert _lines(err) == ["pyca lddmm: interrupted"], err  # the helper said nothing
+    assert not out.exists() or os.listdir(out) == []
+    helpers = seen[1:]
+    if report:
+        assert helpers, "no helper process was running during the registration"
+        assert all(_gone(h) for h in helpers), "the helper process outlived the command"
+    else:
+        assert helpers == [], "--no-report started a helper process"
+
+
+CHILD_ONLY = textwrap.dedent('''
+    # Loaded by every Python process of the test through PYTHONPATH; acts in the report helper only.
+    import os, signal, sys, threading
+
+    if "--multiprocessing-fork" in sys.argv and "spawn_main" in " ".join(sys.orig_argv):
+        if os.environ["PYCA_TEST_HELPER"] == "no-matplotlib":
+            sys.modules["matplotlib"] = None  # import matplotlib raises ImportError
+        else:  # dies at once, as if killed
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGKILL)).start()
+''')
+
+
+@pytest.mark.parametrize("fault,needle", [("no-matplotlib", "report.png could not be drawn: ModuleNotFoundError"),
+                                          ("killed", "was killed by signal 9")])
+def test_a_failing_report_helper_is_one_line_and_exit_1(tmp_path, fault, needle):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CHILD_ONLY)
+    out = tmp_path / "out"
+    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), PYCA_TEST_HELPER=fault)
+    p = run("lddmm", *SMALL, "--no-progress", "--out", str(out), env=env, timeout=120)
+    _assert_one_line_error(p, 1, needle)
+    names = os.listdir(out)
+    assert "summary.json" not in names and "report.png" not in names  # the run is not reported complete
+    assert "phi.nii.gz" in names  # the other outputs were written whole
+    _assert_complete(out)
+
+
+def test_the_helper_draws_the_same_report_as_this_process(tmp_path):
+    from pyca.apps import data, lddmm
+    from pyca.apps._lddmm_report import ReportProcess, draw_report, report_data
+
+    fixed, moving = data.builtin_pair(size=(16, 16, 8))
+    res = lddmm.register(fixed, moving, scales=(2, 1), iterations=(2, 2), time_steps=2, device="cpu")
+    d = report_data(res, fixed)
+    with ReportProcess() as rp:
+        rp.submit(d, tmp_path / "helper.png")
+        rp.result()
+        pid = rp.pid
+    assert _gone(pid)
+    draw_report(d, tmp_path / "here.png")
+    assert (tmp_path / "helper.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["helper.png", "here.png"]
+
+
+# ------------------------------------------------------------------------------------------------
 # Progress in a log file
 def test_progress_in_a_log_file_is_a_few_plain_lines(tmp_path):
     log = tmp_path / "log.txt"
