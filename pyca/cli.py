@@ -300,14 +300,15 @@ def cmd_demo(a):
         mem, device = lddmm.resolve_device(a.device)
     except _input_errors() as e:
         return _fail("demo", e)
+    say = _say(a)
     n = a.size
-    print(f"pyca {ca.__version__} demo on {device}")
+    say(f"pyca {ca.__version__} demo on {device}")
 
     def step(what, fn):
         t0 = time.perf_counter()
         out = fn()
         ca.synchronize()
-        print(f"  {what:<64s} {1e3 * (time.perf_counter() - t0):8.2f} ms  {out if out is not None else ''}")
+        say(f"  {what:<64s} {1e3 * (time.perf_counter() - t0):8.2f} ms  {out if out is not None else ''}")
 
     grid = ca.GridInfo((n, n, n), (1.0, 1.0, 1.5))
     c = (n - 1) / 2.0
@@ -337,7 +338,7 @@ def cmd_demo(a):
     sv = ca.Field3D(grid, mem)
     step("FluidKernelFFT: smooth the gradient field, K = (-Lap + 0.1)^-1", lambda: k.applyInverseOperator(sv, grad))
     step("Sum of the ball / sum of the deformed ball", lambda: f"= {ca.Sum(im):.1f} / {ca.Sum(out):.1f}")
-    print("done: every call above ran on the " + ("GPU (MEM_DEVICE)." if mem == ca.MEM_DEVICE else "CPU (MEM_HOST)."))
+    say("done: every call above ran on the " + ("GPU (MEM_DEVICE)." if mem == ca.MEM_DEVICE else "CPU (MEM_HOST)."))
     return 0
 
 

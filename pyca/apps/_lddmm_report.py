@@ -3,7 +3,7 @@
 report_data() gathers what the report shows (mid z-slices as small NumPy arrays, the energies) on the
 calling thread; draw_report() draws and writes it (matplotlib, about 1 s to import, 0.3-0.5 s to draw).
 `pyca lddmm` starts a ReportProcess before the registration: a spawned process that imports matplotlib
-and draws a small figure while the registration runs, then draws report.png from the arrays it is sent.
+and builds the empty figure while the registration runs, then draws report.png from the arrays it is sent.
 The design (Ctrl-C, failures, no orphan): docs/design/report-process.md.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ def report_data(res, fixed):
 
 def draw_report(d, path, frame=None):
     """Draws report.png from report_data's dict, written whole or not at all. frame: an unused
-    _frame() (built ahead of time by the helper process)."""
+    _frame(), built ahead of time (by the helper process)."""
     from .._files import atomic_path
 
     fig = _figure(d, frame)
@@ -208,20 +208,8 @@ def _on_sigterm(signum, frame):  # noqa: ARG001 - a signal handler's signature
     raise SystemExit(128 + signum)  # unwinds atomic_path: the temporary file is removed
 
 
-def _warm_up():
-    """Imports matplotlib and draws a small report into memory (fonts, colormaps, the log axis and
-    the legend are loaded by the first drawing): the real one then costs its drawing only."""
-    import io
-
-    z = np.zeros((8, 8), np.float32)
-    acc = [{"scale": 1, "energy": 2.0, "match": 1.0, "reg": 1.0}, {"scale": 1, "energy": 1.0, "match": 0.5, "reg": 0.5}]
-    d = dict(z=0, fixed=z, moving=z, deformed=z, hinv=np.zeros((8, 8, 2), np.float32), jac=z + 1, jac_range=(1.0, 1.0),
-             lo=0.0, hi=1.0, diff_max=1.0, aspect=1.0, accepted=acc, nvox={1: 64.0}, title="warm-up")
-    _figure(d).savefig(io.BytesIO(), format="png")
-
-
 def _serve(conn):
-    """The helper process: warm up, then draw what is sent until told to exit or the pipe closes.
+    """The helper process: import matplotlib and build the empty figure, then draw what is sent until told to exit or the pipe closes.
     It ends with os._exit: nothing is left to flush, and the interpreter's teardown with matplotlib
     loaded takes longer than the drawing."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -236,8 +224,7 @@ def _serve(conn):
 
 def _loop(conn):
     frame = None
-    try:
-        _warm_up()
+    try:  # matplotlib's import: the cost of a process's first report (a first drawing costs no more than later ones)
         frame = _frame()
     except Exception:  # noqa: BLE001, S110 - the drawing asked for raises it again, and says so
         pass

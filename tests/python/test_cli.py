@@ -103,6 +103,17 @@ def test_quiet_and_verbose(tmp_path):
     assert len(_lines(n.stdout)) < len(_lines(out))
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_demo_is_quiet_with_q(where):
+    args = ["-q", "demo", "--size", "8", "--device", "cpu"] if where == "before" else \
+        ["demo", "--size", "8", "--device", "cpu", "-q"]
+    q = run(*args)
+    assert q.returncode == 0, q.stderr
+    assert q.stdout == "" and q.stderr == ""
+    loud = run("demo", "--size", "8", "--device", "cpu")
+    assert loud.returncode == 0 and "GaussianBlur" in loud.stdout and loud.stdout.rstrip().endswith("(MEM_HOST).")
+
+
 def test_verbose_and_quiet_together_is_an_error():
     _assert_one_line_error(run("-v", "-q", "info"), 2, "not allowed with argument")
 
