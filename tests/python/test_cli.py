@@ -458,3 +458,28 @@ def test_plain_progress_prints_a_line_per_quarter():
     # Quarters at 3, 5, 8, 10: the jump from 7 to 10 crosses two of them and prints one line.
     assert [ln.split(",")[0] for ln in lines] == ["job: 3/10 it (30%)", "job: 5/10 it (50%)", "job: 10/10 it (100%)"]
     assert "\r" not in buf.getvalue() and lines[1].endswith("i=4")
+
+
+def test_progress_of_atlas_and_batch_is_the_shared_one():
+    import io
+
+    from pyca._progress import progress_bar
+
+    buf = io.StringIO()
+    bar = progress_bar(total=8, desc="pyca atlas", file=buf, unit="reg")
+    for i in range(8):
+        bar.set_postfix_str(f"it 1/1 E={i}", refresh=False)
+        bar.update(1)
+    bar.write("pyca atlas: subject s1 excluded", file=buf)
+    bar.close()
+    lines = buf.getvalue().splitlines()
+    assert [ln.split(",")[0] for ln in lines[:-1]] == [f"pyca atlas: {n}/8 reg ({25 * n // 2}%)" for n in (2, 4, 6, 8)]
+    assert lines[-1] == "pyca atlas: subject s1 excluded"
+    quiet = io.StringIO()
+    off = progress_bar(total=8, desc="x", file=quiet, disable=True)  # --no-progress: no lines, messages still
+    off.update(8)
+    off.write("a message", file=quiet)
+    assert quiet.getvalue() == "a message\n"
+    import pyca.distributed as pdist
+
+    assert not hasattr(pdist, "Progress")  # one progress implementation
