@@ -43,7 +43,8 @@ def best(fn, repeat):
 
 
 def cli_run(args, out):
-    """One `pyca lddmm -v` in a fresh process: (registration s, output phase s, write_s printed)."""
+    """One `pyca lddmm -v` in a fresh process: (registration s, output phase s, write_s printed, the
+    helper's "matplotlib loaded at" and "asked at" seconds or None)."""
     exe = os.path.join(os.path.dirname(sys.executable), "pyca")
     cmd = [exe] if os.access(exe, os.X_OK) else [sys.executable, "-m", "pyca"]
     shutil.rmtree(out, ignore_errors=True)
@@ -59,7 +60,8 @@ def cli_run(args, out):
         sys.exit(f"bench_outputs: pyca lddmm {' '.join(args)} failed: {err.strip()}")
     t_end = time.perf_counter()
     m = re.search(r"registration ([0-9.]+) s, total [0-9.]+ s, writing ([0-9.]+) s", "".join(text))
-    return float(m[1]), t_end - t_reg_end, float(m[2])
+    h = re.search(r"matplotlib loaded at ([0-9.]+|nan), asked at ([0-9.]+)", "".join(text))
+    return float(m[1]), t_end - t_reg_end, float(m[2]), (float(h[1]), float(h[2])) if h else None
 
 
 def first_call(size, device):
@@ -80,10 +82,13 @@ def whole_runs(a):
         for label, extra in (("pyca lddmm (report by the helper process)", []),
                              ("pyca lddmm --no-report", ["--no-report"])):
             rs = [cli_run(base + extra, os.path.join(d, "out")) for _ in range(a.runs)]
-            reg, phase, wr = (sorted(x) for x in zip(*rs))
+            reg, phase, wr = (sorted(x[i] for x in rs) for i in range(3))
             print(f"  {label:<46s} registration {reg[0]:.3f}-{reg[-1]:.3f} s; output phase "
                   f"{phase[0]:.3f}-{phase[-1]:.3f} s (write_outputs {wr[0]:.3f}-{wr[-1]:.3f} s); "
                   f"output phase / registration {phase[-1] / reg[0]:.2f} at worst")
+            for h in (x[3] for x in rs if x[3]):
+                print(f"      helper: matplotlib loaded {h[0]:.2f} s after its start, report asked at {h[1]:.2f} s"
+                      + (" (not ready yet: the output phase waited for the import)" if h[0] > h[1] else ""))
     ts = []
     for _ in range(a.runs):
         p = subprocess.run([sys.executable, __file__, "--first-call", "--size", a.size, "--device", a.device],

@@ -280,6 +280,9 @@ def _lddmm(a, report):
                                     compress=not a.no_compress)
     except ReportError as e:
         return _fail("lddmm", e, 1)
+    if getattr(report, "timings", None):
+        verbose("  report.png by the helper process (seconds since it started): matplotlib loaded at {ready:.2f}, "
+                "asked at {asked:.2f}, written at {drawn:.2f}".format(**{"ready": float("nan"), **report.timings}))
     s = res.summary()
     say(f"  mismatch (sum of squared differences): {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g} "
         f"(-{100 * res.mismatch_reduction:.1f}%)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import numpy as np
 
@@ -134,8 +135,10 @@ class ReportProcess:
 
         ctx = mp.get_context("spawn")  # a fresh interpreter: no copy of this process's threads or GPU state
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), name="pyca-report", daemon=True)
+        self._t0 = time.time()
+        self._proc = ctx.Process(target=_serve, args=(child, self._t0), name="pyca-report", daemon=True)
         self._path = None
+        self.timings = {}  # seconds since the start: ready (matplotlib loaded), asked (submit), drawn
         # SIGINT ignored while the process starts: a fresh interpreter keeps an ignored SIGINT
         # ignored, so Ctrl-C at a terminal (sent to the whole process group) never reaches the
         # helper, not even while it boots; this process ends it instead (close()).
@@ -157,6 +160,7 @@ class ReportProcess:
     def submit(self, data, path):
         """Sends report_data()'s dict; the process draws it into `path` (atomically)."""
         self._path = os.fspath(path)
+        self.timings["asked"] = time.time() - self._t0
         try:
             self._conn.send(("draw", data, self._path))
         except OSError:
@@ -166,8 +170,12 @@ class ReportProcess:
         """Waits for the drawing sent by submit(); raises ReportError if it failed."""
         try:
             status, message = self._conn.recv()
+            if status == "ready":
+                self.timings["ready"] = message
+                status, message = self._conn.recv()
         except (EOFError, OSError):
             self._died()
+        self.timings["drawn"] = time.time() - self._t0
         if status != "ok":
             raise ReportError(f"{os.path.basename(self._path)} could not be drawn: {message}")
 
@@ -208,7 +216,7 @@ def _on_sigterm(signum, frame):  # noqa: ARG001 - a signal handler's signature
     raise SystemExit(128 + signum)  # unwinds atomic_path: the temporary file is removed
 
 
-def _serve(conn):
+def _serve(conn, t0):
     """The helper process: import matplotlib and build the empty figure, then draw what is sent until told to exit or the pipe closes.
     It ends with os._exit: nothing is left to flush, and the interpreter's teardown with matplotlib
     loaded takes longer than the drawing."""
@@ -216,18 +224,19 @@ def _serve(conn):
     signal.signal(signal.SIGTERM, _on_sigterm)
     code = 0
     try:
-        _loop(conn)
+        _loop(conn, t0)
     except SystemExit as e:  # SIGTERM: the temporary file was removed on the way here
         code = e.code if isinstance(e.code, int) else 1
     os._exit(code)
 
 
-def _loop(conn):
+def _loop(conn, t0):
     frame = None
     try:  # matplotlib's import: the cost of a process's first report (a first drawing costs no more than later ones)
         frame = _frame()
     except Exception:  # noqa: BLE001, S110 - the drawing asked for raises it again, and says so
         pass
+    conn.send(("ready", time.time() - t0))
     while True:
         try:
             msg = conn.recv()
