@@ -59,7 +59,7 @@ def _assert_one_line_error(p, code=2, needle=None):
 
 def _assert_complete(folder):
     """Every file under a final name in `folder` is whole (NIfTI: the data decompress and the gzip CRC
-    checks; JSON parses) and no temporary folder is left."""
+    checks; JSON parses; a PNG decodes) and no temporary folder is left."""
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
         assert not name.startswith(TMP_PREFIX), f"temporary folder left behind: {name}"
@@ -69,6 +69,11 @@ def _assert_complete(folder):
         elif name.endswith(".json"):
             with open(path) as fh:
                 json.load(fh)
+        elif name.endswith(".png"):
+            from PIL import Image
+
+            with Image.open(path) as im:
+                im.load()  # a truncated PNG raises
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,7 +228,8 @@ SLOW_SAVE = textwrap.dedent('''
 ''')
 
 
-def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path):
+@pytest.mark.parametrize("report", [False, True], ids=["no-report", "report"])
+def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path, report):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SLOW_SAVE)
@@ -231,7 +237,7 @@ def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path):
     out = tmp_path / "out"
     env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
                PYCA_TEST_MARKER=marker)
-    p = _start(["lddmm", *SMALL, "--no-report", "--out", str(out)], env=env)
+    p = _start(["lddmm", *SMALL, "--out", str(out)] + ([] if report else ["--no-report"]), env=env)
     rc, _, err = _interrupt(p, marker.exists)
     assert rc == 130, (rc, err)
     assert [ln for ln in _lines(err) if not ln.startswith("lddmm [cpu]: ")] == ["pyca lddmm: interrupted"], err
