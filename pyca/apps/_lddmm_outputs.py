@@ -2,7 +2,8 @@
 
 Every file is written whole or not at all (pyca/_files.py). The results are copied to host memory
 first, on the calling thread; then the files are encoded side by side on a few threads (zlib and
-PNG encoding release the GIL) and summary.json is written last, once everything else is complete.
+PNG encoding release the GIL), report.png by the helper process when the CLI started one
+(_lddmm_report.py), and summary.json is written last, once everything else is complete.
 Timings: docs/performance.md ("Writing the outputs of pyca lddmm").
 """
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-
 
 from .. import core as ca
 from .. import io as pio

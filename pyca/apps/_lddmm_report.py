@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -124,8 +125,8 @@ class ReportProcess:
             ...                          # other outputs, on this process's threads
             rp.result()                  # raises ReportError when the drawing failed or the process died
 
-    Leaving the block ends the process: normally by asking it to exit; on an exception (Ctrl-C's
-    KeyboardInterrupt included) by SIGTERM, on which it removes its temporary file and exits (a file
+    Leaving the block ends the process: by asking it to exit once the drawing came back; else (an
+    exception, Ctrl-C's KeyboardInterrupt included, or no drawing asked for) by SIGTERM, on which it removes its temporary file and exits (a file
     it was writing never appears under its final name), then SIGKILL if it does not. The process
     never receives Ctrl-C itself (SIGINT is ignored there), and it exits when this process's end of
     the pipe closes, whatever way this process ends: no orphan is left drawing."""
@@ -142,8 +143,6 @@ class ReportProcess:
         # SIGINT ignored while the process starts: a fresh interpreter keeps an ignored SIGINT
         # ignored, so Ctrl-C at a terminal (sent to the whole process group) never reaches the
         # helper, not even while it boots; this process ends it instead (close()).
-        import threading
-
         main = threading.current_thread() is threading.main_thread()
         old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
@@ -163,16 +162,25 @@ class ReportProcess:
         self.timings["asked"] = time.time() - self._t0
         try:
             self._conn.send(("draw", data, self._path))
-        except OSError:
-            self._died()
+        except OSError:  # the process is gone: result() says so, once the caller's other files are written
+            pass
 
-    def result(self):
-        """Waits for the drawing sent by submit(); raises ReportError if it failed."""
+    def result(self, timeout=300.0):
+        """Waits for the drawing sent by submit(); raises ReportError if it failed, if the process
+        died, or if it did not answer within `timeout` seconds (a drawing takes about one)."""
+        t0 = time.perf_counter()
+        status = "ready"
         try:
-            status, message = self._conn.recv()
-            if status == "ready":
-                self.timings["ready"] = message
+            while status == "ready":
+                while not self._conn.poll(0.5):
+                    if not self._proc.is_alive():
+                        self._died()
+                    if time.perf_counter() - t0 > timeout:
+                        raise ReportError(f"the process drawing {os.path.basename(self._path)} did not answer within "
+                                          f"{timeout:g} s")
                 status, message = self._conn.recv()
+                if status == "ready":
+                    self.timings["ready"] = message
         except (EOFError, OSError):
             self._died()
         self.timings["drawn"] = time.time() - self._t0
@@ -187,10 +195,11 @@ class ReportProcess:
                           f"was done") from None
 
     def close(self, abort=False):
-        """Ends the process: asks it to exit (abort: SIGTERM at once), SIGKILL after a few seconds."""
+        """Ends the process: asks it to exit once its drawing was received, else (abort, an error
+        before any drawing) SIGTERM at once; SIGKILL if it is still there a few seconds later."""
         proc = self._proc
         try:
-            if not abort and proc.is_alive():
+            if not abort and "drawn" in self.timings and proc.is_alive():
                 try:
                     self._conn.send(("exit",))
                     proc.join(timeout=5)
