@@ -45,11 +45,11 @@ def best(fn, repeat):
 def cli_run(args, out):
     """One `pyca lddmm -v` in a fresh process: (registration s, output phase s, write_s printed, the
     helper's "matplotlib loaded at" and "asked at" seconds or None)."""
-    exe = os.path.join(os.path.dirname(sys.executable), "pyca")
-    cmd = [exe] if os.access(exe, os.X_OK) else [sys.executable, "-m", "pyca"]
     shutil.rmtree(out, ignore_errors=True)
-    p = subprocess.Popen([*cmd, "lddmm", "-v", "--no-progress", "--out", out, *args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    # `python -m pyca` (the console script's main) from the output's folder: the pyca this
+    # benchmark imports, never a source checkout in the current folder.
+    p = subprocess.Popen([sys.executable, "-m", "pyca", "lddmm", "-v", "--no-progress", "--out", out, *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.path.dirname(out))
     t_reg_end, text = None, []
     for line in p.stdout:
         if t_reg_end is None and "writing outputs to" in line:
