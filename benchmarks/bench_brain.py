@@ -43,7 +43,8 @@ def jac_stats(map_vox, Wf, Wm, brain):
     """map_vox: (X, Y, Z, 3) moving voxel coordinates of every fixed voxel. det of the world map."""
     g = [np.gradient(map_vox[..., c], axis=(0, 1, 2)) for c in range(3)]
     J = np.stack([np.stack(g[c], -1) for c in range(3)], -2)  # [..., c, d] = d map_c / d x_d
-    det = np.linalg.det(J) * abs(np.linalg.det(Wm[:3, :3])) / abs(np.linalg.det(Wf[:3, :3]))
+    # world -> world: the signed determinants of both affines (a LAS image's flip is not a fold)
+    det = np.linalg.det(J) * np.linalg.det(Wm[:3, :3]) / np.linalg.det(Wf[:3, :3])
     d = det[brain]
     return float(d.max()), float(d.min()), float(np.mean(d <= 0))
 
@@ -79,13 +80,13 @@ def run_pyca(pair, device, params):
     import pyca as ca
     from pyca.apps import lddmm
 
-    def image(a, aff):
-        sp = np.sqrt((aff[:3, :3] ** 2).sum(0))
-        return ca.Image3D.from_array(np.asfortranarray(a, np.float32), ca.GridInfo(a.shape, tuple(sp), tuple(aff[:3, 3])))
+    from pyca.io import split_affine
 
-    if np.linalg.det(pair["moving_affine"][:3, :3]) < 0 or np.linalg.det(pair["fixed_affine"][:3, :3]) < 0:
-        if not hasattr(ca.GridInfo, "direction"):
-            raise RuntimeError("pyca without direction matrices: LAS inputs need the orientation work")
+    def image(a, aff):  # the whole voxel -> world affine, as pyca.io reads it from a file
+        sp, org, direction = split_affine(aff, "bench_brain", "image")
+        return ca.Image3D.from_array(np.asfortranarray(a, np.float32),
+                                     ca.GridInfo(a.shape, tuple(sp), tuple(org), direction=direction))
+
     fixed, moving = image(pair["fixed"], pair["fixed_affine"]), image(pair["moving"], pair["moving_affine"])
     labels = image(pair["moving_labels"].astype(np.float32), pair["moving_affine"])
     lddmm.register(fixed, moving, device=device, scales=(2, 1), iterations=(2, 1), affine="none")  # warm-up
