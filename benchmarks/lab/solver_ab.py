@@ -1,0 +1,71 @@
+"""A/B of the LDDMM solver: another version of pyca/apps/_lddmm_solver.py (a file, e.g. from
+`git show REV:pyca/apps/_lddmm_solver.py > old.py`) against the installed one, in one process, on the
+built-in pair (one scale, T = 10, tol = 0, no linear stage), with the library underneath the same.
+
+    python benchmarks/lab/solver_ab.py old.py [--device gpu] [--sizes 128:100,256:20] [--repeat 2] [--old-unfused]
+
+--old-unfused runs the old solver's chain of single operations (its `fused = False`). An old solver
+whose undo() recomputes the state gets the forward pass its loop used to run after it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import pyca as ca  # noqa: E402
+from bench_lddmm import _pair  # noqa: E402
+from pyca.apps import _lddmm_solver, lddmm  # noqa: E402
+
+
+def _load_old(path):
+    src = open(path).read().replace("from .. import core as ca", "from pyca import core as ca")
+    mod = type(sys)("old_solver")
+    exec(compile(src, path, "exec"), mod.__dict__)  # noqa: S102 - a lab script running a given file
+    base = mod._Level
+    if "J0_prev" in src:
+        return base
+
+    class Old(base):
+        def undo(self):
+            super().undo()
+            self.forward()  # what pyca.apps.lddmm's loop did after undo() then
+
+    return Old
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old")
+    ap.add_argument("--device", default="gpu", choices=["cpu", "gpu"])
+    ap.add_argument("--sizes", default="128:100,256:20", help="size:iterations,...")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--old-unfused", action="store_true")
+    a = ap.parse_args(argv)
+    old, new = _load_old(a.old), _lddmm_solver._Level
+    old.fused = not a.old_unfused
+    mem = ca.MEM_DEVICE if a.device == "gpu" else ca.MEM_HOST
+    for spec in a.sizes.split(","):
+        n, its = (int(x) for x in spec.split(":"))
+        f, m = _pair(n, mem)
+        kw = dict(scales=(1,), time_steps=10, device=a.device, tol=0.0, affine="none")
+        for rep in range(a.repeat):
+            for name, cls in (("old", old), ("new", new)):
+                lddmm._Level = cls
+                try:
+                    lddmm.register(f, m, iterations=2, **kw)
+                    r = lddmm.register(f, m, iterations=its, **kw)
+                finally:
+                    lddmm._Level = new
+                t = r.timings["scales"][0]["seconds"]
+                k = len(r.energies)
+                print(f"{n}^3 {a.device} {name} rep {rep}: {k} iterations, {sum(not e['accepted'] for e in r.energies)} "
+                      f"rejected, {t:.4f} s = {1e3 * t / k:.3f} ms per iteration, final energy {r.energies[-1]['energy']:.6g}",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
