@@ -149,6 +149,11 @@ std::function<void()> pyca_owner_release(PyObject* owner) {
   PyModule_AddObject(m, "_HostBuffer", (PyObject*)&pyca_HostBuffer_Type);
 %}
 
+// The wrappers return new objects: the Python proxy owns them, so that deleting it releases the
+// foreign memory's owner (without this every from_array kept its source alive for good).
+%newobject pyca::py::wrap_image;
+%newobject pyca::py::wrap_field;
+
 // These functions use the Python C API: they keep the GIL (the module is built with -threads).
 %nothread;
 %inline %{

@@ -47,6 +47,20 @@ def _ext_ssd_gradient():
     return getattr(ext, "ssd_gradient", None)
 
 
+def _field_stack(n, grid, mem):
+    """n Field3D sharing one zeroed allocation (each laid out as a Field3D of its own: components
+    contiguous, the field starting on a 256-byte boundary), and that allocation as one Image3D: a
+    reduction over it (one launch, one wait) is the sum of the reductions over the n fields (the zero
+    padding between them adds nothing)."""
+    nvox = int(grid.nVox())
+    step = -(-3 * nvox // 64) * 64  # floats from one field to the next
+    flat = ca.Image3D(ca.GridInfo((step, n, 1)), mem)
+    ca.SetMem(flat, 0.0)
+    dev = ca.dlpack_device(flat)[1] if mem == ca.MEM_DEVICE else -1
+    base = int(flat.rawptr())
+    return [ca.wrap_field(base + 4 * j * step, 12 * nvox, mem, dev, grid, flat) for j in range(n)], flat
+
+
 class _Level:
     """All arrays of one scale, allocated once; the iterations allocate nothing.
 
@@ -65,10 +79,14 @@ class _Level:
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
         self.I0, self.I1 = I0, I1
-        self.v = [F() for _ in range(T)]
-        self.m = [F() for _ in range(T)]
-        self.m_new = [F() for _ in range(T)]  # also holds the gradients b_j during a sweep
+        # v, m and m_new each in one allocation, so that the regularisation energy sum_j <m_j, v_j>
+        # is one reduction (one wait for its value, not T). v_prev and J0_prev keep the state before
+        # the last update and forward(), so that undo() swaps it back instead of recomputing it.
+        self._flat = {}
+        self.v, self.v_prev, self.m, self.m_new = (self._stack(grid, mem) for _ in range(4))
+        # (m_new also holds the gradients b_j during a sweep)
         self.J0 = [Im() for _ in range(T + 1)]
+        self.J0_prev = [Im() for _ in range(T + 1)]
         self.h = [F(), F()]
         self.J1, self.jac, self.diff = Im(), Im(), Im()
         self.grad, self.tmp = F(), F()
@@ -87,11 +105,16 @@ class _Level:
         # (a metric hook) this must be False, and the general path below is the one that runs.
         self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None
         self._due = False  # gradients() was called; the fused path has not computed them yet
-        for a in self.v + self.m:
-            ca.SetMem(a, 0.0)
 
-    # J0_j = I0 o phi_{t_j,0} for j = 0..T; returns (match energy, phiinv = phi_{1,0}).
+    def _stack(self, grid, mem):
+        fields, flat = _field_stack(self.T, grid, mem)
+        self._flat[id(fields)] = flat
+        return fields
+
+    # J0_j = I0 o phi_{t_j,0} for j = 0..T; returns (match energy, phiinv = phi_{1,0}). The previous
+    # J0 is kept (J0_prev) for undo().
     def forward(self):
+        self.J0, self.J0_prev = self.J0_prev, self.J0
         h, hn = self.h
         ca.SetToIdentity(h)
         ca.Copy(self.J0[0], self.I0)
@@ -109,7 +132,7 @@ class _Level:
         return ca.Sum2(self.diff) / self.sigma2, h
 
     def reg_energy(self):
-        return self.dt * sum(ca.Dot(m, v) for m, v in zip(self.m, self.v))
+        return self.dt * ca.Dot(self._flat[id(self.m)], self._flat[id(self.v)])
 
     # phi_{0,1} (composition only, for the outputs).
     def forward_map(self):
@@ -163,21 +186,21 @@ class _Level:
             worst = max(worst, float(ca.LInf(self.tmp)))
         return worst / sp
 
-    # m <- (1 - 2 eps) m + eps (2 / sigma^2) b; v = K m. The previous m stays in m_new.
+    # m <- (1 - 2 eps) m + eps (2 / sigma^2) b; v = K m. The previous m and v stay in m_new, v_prev.
     def update(self, eps):
         c = 2.0 / self.sigma2
         if self._due:
             self._fused_sweep(eps)
-            self.m, self.m_new = self.m_new, self.m
-            return
-        for j in range(self.T):
-            ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
-            self.K.applyInverseOperator(self.v[j], self.m_new[j])
+        else:
+            for j in range(self.T):
+                ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
+                self.K.applyInverseOperator(self.v_prev[j], self.m_new[j])
         self.m, self.m_new = self.m_new, self.m
+        self.v, self.v_prev = self.v_prev, self.v
 
     # The fused backward sweep with the current v (J0 from the last forward()): with eps None,
     # m_new[j] = b_j (what gradients() computes); else m_new[j] = (1 - 2 eps) m_j + eps (2 / sigma^2)
-    # b_j and v_j = K m_new[j], v_j being overwritten once the flow no longer needs it.
+    # b_j and v_prev[j] = K m_new[j] (update() then swaps v and v_prev).
     def _fused_sweep(self, eps):
         self._due = False
         a, s = (0.0, 1.0) if eps is None else (1.0 - 2.0 * eps, eps * (2.0 / self.sigma2))
@@ -188,12 +211,14 @@ class _Level:
             h, hn = hn, h
             ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s)
             if eps is not None:
-                self.K.applyInverseOperator(self.v[j], self.m_new[j])
+                self.K.applyInverseOperator(self.v_prev[j], self.m_new[j])
 
+    # Back to the state before the last update() and forward(): m, v and J0 (and so the match
+    # energy the caller kept) as they were; nothing is recomputed.
     def undo(self):
         self.m, self.m_new = self.m_new, self.m
-        for j in range(self.T):
-            self.K.applyInverseOperator(self.v[j], self.m[j])
+        self.v, self.v_prev = self.v_prev, self.v
+        self.J0, self.J0_prev = self.J0_prev, self.J0
 
     # Velocities from a coarser level (world units: values unchanged), then m = L v, v = K m.
     def take_velocities(self, coarse):

@@ -383,9 +383,8 @@ def _optimise_scale(lev, f, n_it, p, energies, pbar):
             hist.append(E)
             if auto:  # the step grows again after a successful one
                 eps = min(eps * _STEP_GROW, _STEP_MAX)
-        else:  # back to the previous velocities, half the step
+        else:  # back to the previous velocities (and their images), half the step
             lev.undo()
-            lev.forward()
             eps *= 0.5
             fails += 1
         if pbar is not None:

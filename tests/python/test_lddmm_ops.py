@@ -123,3 +123,33 @@ def test_fused_solver_matches_unfused(device, monkeypatch):
     d = np.abs(new.phiinv.numpy() - ref.phiinv.numpy()).max()
     assert d < 1e-2  # voxels
     np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-3)
+
+
+class _RecomputingLevel(_lddmm_solver._Level):
+    """undo() as the solver did before it kept the previous state: v = K m from the restored
+    momenta, then the images J0 by a new forward()."""
+
+    def undo(self):
+        self.m, self.m_new = self.m_new, self.m
+        for j in range(self.T):
+            self.K.applyInverseOperator(self.v[j], self.m[j])
+        self.forward()
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
+def test_undo_restores_the_state_a_recomputation_gives(device, fused, monkeypatch):
+    """A rejected step swaps back the kept velocities and images; the run (energies, accept/reject
+    decisions, result) is the one recomputing them gives. The schedule forces rejected steps."""
+    pair = data.builtin_pair(size=(24, 24, 16), spacing=(2.0, 2.0, 3.0))
+    kw = dict(scales=(1,), iterations=25, time_steps=3, tol=0.0, affine="none", device=device)
+    monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
+    new = lddmm.register(*pair, **kw)
+    monkeypatch.setattr(lddmm, "_Level", _RecomputingLevel)
+    ref = lddmm.register(*pair, **kw)
+    assert sum(not e["accepted"] for e in ref.energies) >= 2  # the case under test happened
+    assert [e["accepted"] for e in new.energies] == [e["accepted"] for e in ref.energies]
+    for a, b in zip(new.energies, ref.energies):
+        assert a["energy"] == pytest.approx(b["energy"], rel=1e-6)
+    np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-5)
+    np.testing.assert_allclose(new.phiinv.numpy(), ref.phiinv.numpy(), atol=1e-5)

@@ -1,0 +1,23 @@
+"""The benchmark scripts run end to end (on the CPU, at a toy size): a benchmark that breaks when the
+library's defaults change is found here, not on the next GPU lease. The numbers are not checked."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(script, *args):
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout
+
+
+def test_bench_lddmm_runs_pyca_and_its_numpy_peer():
+    pytest.importorskip("scipy")
+    out = _run("bench_lddmm.py", "--size", "12", "--iterations", "3", "--peer-iterations", "1", "--time-steps", "3")
+    assert "LDDMM 3 iterations (CPU, fused)" in out  # tol=0: exactly the iterations asked for
+    assert "NumPy/SciPy" in out
