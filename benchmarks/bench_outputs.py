@@ -1,16 +1,26 @@
 """Writing the outputs of `pyca lddmm` (pyca/apps/_lddmm_outputs.py): where the time goes.
 
-    python benchmarks/bench_outputs.py [--size 64,64,48] [--device auto|cpu|gpu] [--repeat 3]
+    python benchmarks/bench_outputs.py [--size 64,64,48] [--device auto|cpu|gpu] [--repeat 3] [--runs 3]
 
-Registers the built-in pair briefly (the outputs' sizes are those of the default run), then times
-write_outputs as `pyca lddmm` calls it (all files, in parallel threads), on one thread, without the
-report, uncompressed (.nii), and each part alone: the device->host copies, each NIfTI file, the
-report. The limit beside them: zlib level 1 (nibabel's level) on the same bytes, one core.
+First, as a user meets it: whole `pyca lddmm` runs (the default run, --runs fresh processes each), with
+the report (drawn by the helper process started before the registration) and with --no-report; the
+output phase is the time from the end of the registration (the -v line "writing outputs to") to the
+end of the process, beside the registration's time; and, for comparison, the first write_outputs of
+a fresh process drawing the report itself (what pyca lddmm did before the helper: matplotlib's import
+included). Then, in this process: the built-in pair registered briefly (the outputs' sizes are those of
+the default run), write_outputs as `pyca lddmm` calls it (all files, in parallel threads), on one
+thread, without the report, uncompressed (.nii), and each part alone: the device->host copies, each
+NIfTI file, the report. The limit beside them: zlib level 1 (nibabel's level) on the same bytes, one
+core.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -20,7 +30,7 @@ import numpy as np
 import pyca as ca
 from pyca import io as pio
 from pyca.apps import data, lddmm
-from pyca.apps._lddmm_outputs import _draw_report, _report_data
+from pyca.apps._lddmm_report import draw_report, report_data
 
 
 def best(fn, repeat):
@@ -32,13 +42,78 @@ def best(fn, repeat):
     return min(ts)
 
 
+def cli_run(args, out):
+    """One `pyca lddmm -v` in a fresh process: (registration s, output phase s, write_s printed, the
+    helper's "matplotlib loaded at" and "asked at" seconds or None)."""
+    shutil.rmtree(out, ignore_errors=True)
+    # `python -m pyca` (the console script's main) from the output's folder: the pyca this
+    # benchmark imports, never a source checkout in the current folder.
+    p = subprocess.Popen([sys.executable, "-m", "pyca", "lddmm", "-v", "--no-progress", "--out", out, *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.path.dirname(out))
+    t_reg_end, text = None, []
+    for line in p.stdout:
+        if t_reg_end is None and "writing outputs to" in line:
+            t_reg_end = time.perf_counter()
+        text.append(line)
+    err = p.stderr.read()
+    if p.wait() != 0 or t_reg_end is None:
+        sys.exit(f"bench_outputs: pyca lddmm {' '.join(args)} failed: {err.strip()}")
+    t_end = time.perf_counter()
+    m = re.search(r"registration ([0-9.]+) s, total [0-9.]+ s, writing ([0-9.]+) s", "".join(text))
+    h = re.search(r"matplotlib loaded at ([0-9.]+|nan), asked at ([0-9.]+)", "".join(text))
+    return float(m[1]), t_end - t_reg_end, float(m[2]), (float(h[1]), float(h[2])) if h else None
+
+
+def first_call(size, device):
+    """The first write_outputs of this (fresh) process, report drawn here: seconds."""
+    fixed, moving = data.builtin_pair(size=size)
+    res = lddmm.register(fixed, moving, iterations=(2, 2, 2), device=device)
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        lddmm.write_outputs(res, fixed, moving, d, save_inputs=True)
+        return time.perf_counter() - t0
+
+
+def whole_runs(a):
+    print(f"pyca lddmm, the default run of {a.size} voxels (--device {a.device}), {a.runs} fresh processes each; "
+          "output phase: from the end of the registration to the end of the process")
+    base = ["--size", a.size, "--device", a.device]
+    with tempfile.TemporaryDirectory() as d:
+        for label, extra in (("pyca lddmm (report by the helper process)", []),
+                             ("pyca lddmm --no-report", ["--no-report"])):
+            rs = [cli_run(base + extra, os.path.join(d, "out")) for _ in range(a.runs)]
+            reg, phase, wr = (sorted(x[i] for x in rs) for i in range(3))
+            print(f"  {label:<46s} registration {reg[0]:.3f}-{reg[-1]:.3f} s; output phase "
+                  f"{phase[0]:.3f}-{phase[-1]:.3f} s (write_outputs {wr[0]:.3f}-{wr[-1]:.3f} s); "
+                  f"output phase / registration {phase[-1] / reg[0]:.2f} at worst")
+            for h in (x[3] for x in rs if x[3]):
+                print(f"      helper: matplotlib loaded {h[0]:.2f} s after its start, report asked at {h[1]:.2f} s"
+                      + (" (not ready yet: the output phase waited for the import)" if h[0] > h[1] else ""))
+    ts = []
+    for _ in range(a.runs):
+        p = subprocess.run([sys.executable, __file__, "--first-call", "--size", a.size, "--device", a.device],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"bench_outputs: --first-call failed: {p.stderr.strip()}")
+        ts.append(float(p.stdout.split()[-1]))
+    print(f"  {'first write_outputs of a process, report drawn in it':<46s} {min(ts):.3f}-{max(ts):.3f} s "
+          "(before the helper process)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="64,64,48")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=3, help="fresh `pyca lddmm` processes per variant (0: none)")
+    ap.add_argument("--first-call", action="store_true", help=argparse.SUPPRESS)  # one fresh-process measurement
     a = ap.parse_args()
     size = tuple(int(s) for s in a.size.split(","))
+    if a.first_call:
+        print(f"{first_call(size, a.device):.4f}")
+        return
+    if a.runs > 0:
+        whole_runs(a)
     fixed, moving = data.builtin_pair(size=size)
     res = lddmm.register(fixed, moving, iterations=(2, 2, 2), device=a.device)
     print(f"pyca {ca.__version__}, outputs of a {'x'.join(map(str, size))} run on {res.device}, "
@@ -61,7 +136,7 @@ def main():
         rows.append(("device->host copies of the 4 results", best(
             lambda: [x.clone(ca.MEM_HOST) for x in (res.deformed, res.phiinv, res.phi, res.jacobian)], a.repeat)))
         rows.append(("report.png (data + drawing)", best(
-            lambda: _draw_report(_report_data(res, fixed), os.path.join(d, "r.png")), a.repeat)))
+            lambda: draw_report(report_data(res, fixed), os.path.join(d, "r.png")), a.repeat)))
         for name, obj in (("phiinv.nii.gz (a field)", res.phiinv), ("deformed.nii.gz (an image)", res.deformed)):
             save = pio.save_field if isinstance(obj, ca.Field3D) else pio.save_image
             rows.append((name, best(lambda: save(obj, os.path.join(d, "x.nii.gz")), a.repeat)))

@@ -209,9 +209,25 @@ def _say(a):
 
 
 def cmd_lddmm(a):
+    if a.no_report:
+        return _lddmm(a, False)
+    # report.png is drawn by a helper process started now, which imports matplotlib (about 1 s)
+    # while this one registers (pyca/apps/_lddmm_report.py); leaving the block ends it.
+    from .apps._lddmm_report import ReportProcess
+
+    try:
+        helper = ReportProcess()
+    except OSError:  # no process can be started here: the report is drawn in this one, as before
+        return _lddmm(a, True)
+    with helper:
+        return _lddmm(a, helper)
+
+
+def _lddmm(a, report):
     import pyca as ca
     from .apps import data, lddmm
     from .apps._lddmm_outputs import output_names
+    from .apps._lddmm_report import ReportError
 
     say = _say(a)
     verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say
@@ -259,8 +275,14 @@ def cmd_lddmm(a):
     kept = clear_previous(a.out, output_names())  # only now: an interrupted run leaves the old outputs whole
     if kept:
         verbose(f"  kept in --out (not pyca's outputs): {', '.join(kept)}")
-    paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, save_inputs=a.fixed is None,
-                                compress=not a.no_compress)
+    try:
+        paths = lddmm.write_outputs(res, fixed, moving, a.out, report=report, save_inputs=a.fixed is None,
+                                    compress=not a.no_compress)
+    except ReportError as e:
+        return _fail("lddmm", e, 1)
+    if getattr(report, "timings", None):
+        verbose("  report.png by the helper process (seconds since it started): matplotlib loaded at {ready:.2f}, "
+                "asked at {asked:.2f}, written at {drawn:.2f}".format(**{"ready": float("nan"), **report.timings}))
     s = res.summary()
     say(f"  mismatch (sum of squared differences): {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g} "
         f"(-{100 * res.mismatch_reduction:.1f}%)")
@@ -281,14 +303,15 @@ def cmd_demo(a):
         mem, device = lddmm.resolve_device(a.device)
     except _input_errors() as e:
         return _fail("demo", e)
+    say = _say(a)
     n = a.size
-    print(f"pyca {ca.__version__} demo on {device}")
+    say(f"pyca {ca.__version__} demo on {device}")
 
     def step(what, fn):
         t0 = time.perf_counter()
         out = fn()
         ca.synchronize()
-        print(f"  {what:<64s} {1e3 * (time.perf_counter() - t0):8.2f} ms  {out if out is not None else ''}")
+        say(f"  {what:<64s} {1e3 * (time.perf_counter() - t0):8.2f} ms  {out if out is not None else ''}")
 
     grid = ca.GridInfo((n, n, n), (1.0, 1.0, 1.5))
     c = (n - 1) / 2.0
@@ -318,7 +341,7 @@ def cmd_demo(a):
     sv = ca.Field3D(grid, mem)
     step("FluidKernelFFT: smooth the gradient field, K = (-Lap + 0.1)^-1", lambda: k.applyInverseOperator(sv, grad))
     step("Sum of the ball / sum of the deformed ball", lambda: f"= {ca.Sum(im):.1f} / {ca.Sum(out):.1f}")
-    print("done: every call above ran on the " + ("GPU (MEM_DEVICE)." if mem == ca.MEM_DEVICE else "CPU (MEM_HOST)."))
+    say("done: every call above ran on the " + ("GPU (MEM_DEVICE)." if mem == ca.MEM_DEVICE else "CPU (MEM_HOST)."))
     return 0
 
 

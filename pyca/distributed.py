@@ -19,13 +19,11 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
-import time
 
 from . import _pickle
 
 __all__ = ["visible_gpus", "local_cluster", "gpu_worker_specs", "open_client", "tree_reduce", "cached_image",
-           "Progress", "worker_addresses", "bytes_sent"]
+           "worker_addresses", "bytes_sent"]
 
 
 def visible_gpus():
@@ -230,48 +228,3 @@ def cached_image(path):
         _CACHE[key] = im
         _CACHE_BYTES[0] += nbytes
     return im
-
-
-# ------------------------------------------------------------------------------------------------
-class Progress:
-    """Progress over `total` steps: a tqdm bar on a terminal, plain lines (about every 10%)
-    otherwise, nothing when show is false; write() prints a line (above the bar) unless quiet."""
-
-    def __init__(self, total, desc, show=True, quiet=False, stream=None):
-        self.total, self.desc, self.quiet = int(total), desc, quiet
-        self.show = show and not quiet
-        self.stream = stream or sys.stderr
-        self.n = 0
-        self.t0 = time.perf_counter()
-        self.bar = None
-        self._next = 0
-        if self.show and hasattr(self.stream, "isatty") and self.stream.isatty():
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.total, desc=desc, unit="reg", dynamic_ncols=True, file=self.stream)
-
-    def update(self, k=1, note=""):
-        self.n += k
-        if not self.show:
-            return
-        if self.bar is not None:
-            if note:
-                self.bar.set_postfix_str(note, refresh=False)
-            self.bar.update(k)
-        elif self.n >= self._next or self.n == self.total:
-            el = time.perf_counter() - self.t0
-            print(f"{self.desc}: {self.n}/{self.total} ({100 * self.n / max(self.total, 1):.0f}%) "
-                  f"{el:.1f} s{'; ' + note if note else ''}", file=self.stream, flush=True)
-            self._next = self.n + max(1, self.total // 10)
-
-    def write(self, line):
-        if self.quiet:
-            return
-        if self.bar is not None:
-            self.bar.write(line, file=self.stream)
-        else:
-            print(line, file=self.stream, flush=True)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()

@@ -36,6 +36,7 @@ import numpy as np
 from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open
+from .._progress import progress_bar
 from .. import distributed as pdist
 from . import _atlas_tasks as tasks
 from . import lddmm
@@ -253,7 +254,8 @@ class _Run:
         # Task keys name the run too: two atlases on one cluster never share a result.
         self.tag = uuid.uuid4().hex[:8]
         todo = (st["target_iterations"] - max(st["completed_iteration"], 0)) * self._active_count()
-        self.prog = pdist.Progress(max(todo, 0), "pyca atlas", show=progress, quiet=quiet)
+        self.quiet = quiet
+        self.prog = progress_bar(max(todo, 0), "pyca atlas", unit="reg", disable=not progress or quiet)
 
     def _active(self):
         return [i for i, n in enumerate(self.names) if n not in self.st["excluded"]]
@@ -270,7 +272,8 @@ class _Run:
 
     def _exclude(self, k, name, error):
         self.st["excluded"][name] = {"iteration": k, "error": error}
-        self.prog.write(f"pyca atlas: subject {name} excluded at iteration {k}: {error}")
+        if not self.quiet:
+            self.prog.write(f"pyca atlas: subject {name} excluded at iteration {k}: {error}", file=sys.stderr)
         n, bad = len(self.names), len(self.st["excluded"])
         if bad > self.st["max_failed_fraction"] * n:
             raise AtlasError(f"atlas: {bad} of {n} subjects failed, more than the allowed fraction "
@@ -339,8 +342,9 @@ class _Run:
                 if not r["ok"]:
                     self._exclude(k, self.names[i], r["error"])
                 if k > 0:
-                    self.prog.update(1, f"it {k}/{self.st['target_iterations']}"
-                                     + (f" E={r['energy']:.4g}" if r["ok"] else ""))
+                    self.prog.set_postfix_str(f"it {k}/{self.st['target_iterations']}"
+                                              + (f" E={r['energy']:.4g}" if r["ok"] else ""), refresh=False)
+                    self.prog.update(1)
             template = tmpl.result()
         except AtlasError:
             raise

@@ -18,6 +18,7 @@ import time
 import uuid
 
 from .. import distributed as pdist
+from .._progress import progress_bar
 from . import _atlas_tasks as tasks
 from . import lddmm
 from .atlas import AtlasError, _names, _write_json, resolve_inputs
@@ -54,7 +55,7 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
         tag = uuid.uuid4().hex[:8]  # keys unique to this run
         futs = [c.submit(tasks.register_one, template, s, n, out, p, report, key=f"batch-{n}-{tag}", retries=2,
                          pure=False) for s, n in zip(sources, names)]
-        prog = pdist.Progress(len(futs), "pyca register-batch", show=progress, quiet=quiet)
+        prog = progress_bar(len(futs), "pyca register-batch", unit="reg", disable=not progress or quiet)
         records, failed = {}, {}
         from distributed import as_completed
 
@@ -65,11 +66,13 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
                                                          "error": f"task failed: {f.exception()!r}"}
             if r["ok"]:
                 records[n] = r
-                prog.update(1, f"{n}: -{100 * r['mismatch_reduction']:.0f}%")
+                prog.set_postfix_str(f"{n}: -{100 * r['mismatch_reduction']:.0f}%", refresh=False)
             else:
                 failed[n] = r["error"]
-                prog.write(f"pyca register-batch: subject {n} failed: {r['error']}")
-                prog.update(1)
+                if not quiet:
+                    prog.write(f"pyca register-batch: subject {n} failed: {r['error']}", file=sys.stderr)
+                prog.set_postfix_str(f"{n}: failed", refresh=False)
+            prog.update(1)
         prog.close()
     summary = {"template": template, "subjects": dict(zip(names, sources)), "results": records, "failed": failed,
                "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},

@@ -291,7 +291,7 @@ def test_cli_atlas_plain_progress_lines(cluster, tmp_path, capsys):
                "--device", "cpu", "--no-report"])
     cap = capsys.readouterr()
     assert rc == 0, cap.err
-    assert "pyca atlas: 4/4 (100%)" in cap.err  # not a terminal: plain lines, no bar
+    assert "pyca atlas: 4/4 reg (100%)" in cap.err  # not a terminal: plain lines, no bar
     assert "\r" not in cap.err
     assert "4 subjects, 1 iterations" in cap.out
     assert (out / "template.nii.gz").is_file() and (out / "subjects" / "subject_03" / "phiinv.nii").is_file()

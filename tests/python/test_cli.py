@@ -59,7 +59,7 @@ def _assert_one_line_error(p, code=2, needle=None):
 
 def _assert_complete(folder):
     """Every file under a final name in `folder` is whole (NIfTI: the data decompress and the gzip CRC
-    checks; JSON parses) and no temporary folder is left."""
+    checks; JSON parses; a PNG decodes) and no temporary folder is left."""
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
         assert not name.startswith(TMP_PREFIX), f"temporary folder left behind: {name}"
@@ -69,6 +69,11 @@ def _assert_complete(folder):
         elif name.endswith(".json"):
             with open(path) as fh:
                 json.load(fh)
+        elif name.endswith(".png"):
+            from PIL import Image
+
+            with Image.open(path) as im:
+                im.load()  # a truncated PNG raises
 
 
 # ------------------------------------------------------------------------------------------------
@@ -101,6 +106,17 @@ def test_quiet_and_verbose(tmp_path):
     n = run("lddmm", *SMALL, "--no-report", "--out", str(tmp_path / "n"))
     assert n.returncode == 0 and "scale 1/2: grid" not in n.stdout  # -v says more than the default
     assert len(_lines(n.stdout)) < len(_lines(out))
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_demo_is_quiet_with_q(where):
+    args = ["-q", "demo", "--size", "8", "--device", "cpu"] if where == "before" else \
+        ["demo", "--size", "8", "--device", "cpu", "-q"]
+    q = run(*args)
+    assert q.returncode == 0, q.stderr
+    assert q.stdout == "" and q.stderr == ""
+    loud = run("demo", "--size", "8", "--device", "cpu")
+    assert loud.returncode == 0 and "GaussianBlur" in loud.stdout and loud.stdout.rstrip().endswith("(MEM_HOST).")
 
 
 def test_verbose_and_quiet_together_is_an_error():
@@ -212,7 +228,8 @@ SLOW_SAVE = textwrap.dedent('''
 ''')
 
 
-def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path):
+@pytest.mark.parametrize("report", [False, True], ids=["no-report", "report"])
+def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path, report):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SLOW_SAVE)
@@ -220,13 +237,121 @@ def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path):
     out = tmp_path / "out"
     env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
                PYCA_TEST_MARKER=marker)
-    p = _start(["lddmm", *SMALL, "--no-report", "--out", str(out)], env=env)
+    p = _start(["lddmm", *SMALL, "--out", str(out)] + ([] if report else ["--no-report"]), env=env)
     rc, _, err = _interrupt(p, marker.exists)
     assert rc == 130, (rc, err)
     assert [ln for ln in _lines(err) if not ln.startswith("lddmm [cpu]: ")] == ["pyca lddmm: interrupted"], err
     assert out.is_dir()
     _assert_complete(out)  # files finished by other writer threads are whole; no half file, no temporary
     assert "summary.json" not in os.listdir(out)  # written last, only by a complete run
+
+
+# ------------------------------------------------------------------------------------------------
+# report.png is drawn by a helper process started before the registration (pyca/apps/_lddmm_report.py)
+def _children(pid):
+    """(pid, command line) of the live processes whose parent is `pid` (Linux /proc)."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc to find child processes")
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append((int(d), cmd))
+    return found
+
+
+def _helper(pid):
+    return [c for c, cmd in _children(pid) if "spawn_main" in cmd]
+
+
+def _gone(pid, timeout=10):
+    t0 = time.perf_counter()
+    while os.path.exists(f"/proc/{pid}") and time.perf_counter() - t0 < timeout:
+        with open(f"/proc/{pid}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        time.sleep(0.05)
+    return not os.path.exists(f"/proc/{pid}")
+
+
+LONG = ["--size", "24,24,16", "--scales", "1", "--iterations", "100000", "--step", "0.0001", "--time-steps", "2",
+        "--tol", "0", "--no-progress"]
+
+
+@pytest.mark.parametrize("report", [True, False], ids=["report", "no-report"])
+def test_ctrl_c_with_the_report_helper_alive(tmp_path, report):
+    out = tmp_path / "out"
+    p = _start(["lddmm", *LONG, "--out", str(out)] + ([] if report else ["--no-report"]))
+    seen = []
+
+    def ready():  # the helper is up (or, with --no-report, the registration has run a while)
+        if not seen:
+            seen.append(p.stdout.readline())
+            time.sleep(1.5)
+        seen.extend(_helper(p.pid))
+        return True
+
+    rc, _, err = _interrupt(p, ready)
+    assert rc == 130, (rc, err)
+    assert _lines(err) == ["pyca lddmm: interrupted"], err  # the helper said nothing
+    assert not out.exists() or os.listdir(out) == []
+    helpers = seen[1:]
+    if report:
+        assert helpers, "no helper process was running during the registration"
+        assert all(_gone(h) for h in helpers), "the helper process outlived the command"
+    else:
+        assert helpers == [], "--no-report started a helper process"
+
+
+CHILD_ONLY = textwrap.dedent('''
+    # Loaded by every Python process of the test through PYTHONPATH; acts in the report helper only.
+    import os, signal, sys, threading
+
+    if "--multiprocessing-fork" in sys.argv and "spawn_main" in " ".join(sys.orig_argv):
+        if os.environ["PYCA_TEST_HELPER"] == "no-matplotlib":
+            sys.modules["matplotlib"] = None  # import matplotlib raises ImportError
+        else:  # dies at once, as if killed
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGKILL)).start()
+''')
+
+
+@pytest.mark.parametrize("fault,needle", [("no-matplotlib", "report.png could not be drawn: ModuleNotFoundError"),
+                                          ("killed", "was killed by signal 9")])
+def test_a_failing_report_helper_is_one_line_and_exit_1(tmp_path, fault, needle):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CHILD_ONLY)
+    out = tmp_path / "out"
+    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), PYCA_TEST_HELPER=fault)
+    p = run("lddmm", *SMALL, "--no-progress", "--out", str(out), env=env, timeout=120)
+    _assert_one_line_error(p, 1, needle)
+    names = os.listdir(out)
+    assert "summary.json" not in names and "report.png" not in names  # the run is not reported complete
+    assert "phi.nii.gz" in names  # the other outputs were written whole
+    _assert_complete(out)
+
+
+def test_the_helper_draws_the_same_report_as_this_process(tmp_path):
+    from pyca.apps import data, lddmm
+    from pyca.apps._lddmm_report import ReportProcess, draw_report, report_data
+
+    fixed, moving = data.builtin_pair(size=(16, 16, 8))
+    res = lddmm.register(fixed, moving, scales=(2, 1), iterations=(2, 2), time_steps=2, device="cpu")
+    d = report_data(res, fixed)
+    with ReportProcess() as rp:
+        rp.submit(d, tmp_path / "helper.png")
+        rp.result()
+        pid = rp.pid
+    assert _gone(pid)
+    draw_report(d, tmp_path / "here.png")
+    assert (tmp_path / "helper.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["helper.png", "here.png"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -339,3 +464,28 @@ def test_plain_progress_prints_a_line_per_quarter():
     # Quarters at 3, 5, 8, 10: the jump from 7 to 10 crosses two of them and prints one line.
     assert [ln.split(",")[0] for ln in lines] == ["job: 3/10 it (30%)", "job: 5/10 it (50%)", "job: 10/10 it (100%)"]
     assert "\r" not in buf.getvalue() and lines[1].endswith("i=4")
+
+
+def test_progress_of_atlas_and_batch_is_the_shared_one():
+    import io
+
+    from pyca._progress import progress_bar
+
+    buf = io.StringIO()
+    bar = progress_bar(total=8, desc="pyca atlas", file=buf, unit="reg")
+    for i in range(8):
+        bar.set_postfix_str(f"it 1/1 E={i}", refresh=False)
+        bar.update(1)
+    bar.write("pyca atlas: subject s1 excluded", file=buf)
+    bar.close()
+    lines = buf.getvalue().splitlines()
+    assert [ln.split(",")[0] for ln in lines[:-1]] == [f"pyca atlas: {n}/8 reg ({25 * n // 2}%)" for n in (2, 4, 6, 8)]
+    assert lines[-1] == "pyca atlas: subject s1 excluded"
+    quiet = io.StringIO()
+    off = progress_bar(total=8, desc="x", file=quiet, disable=True)  # --no-progress: no lines, messages still
+    off.update(8)
+    off.write("a message", file=quiet)
+    assert quiet.getvalue() == "a message\n"
+    import pyca.distributed as pdist
+
+    assert not hasattr(pdist, "Progress")  # one progress implementation

@@ -48,3 +48,28 @@ def test_classes_and_modules_from_docstrings(reference):
     assert "- `filter(out: Field3D, in_: Field3D)`" in types  # each overload of a method
     assert "## pyca.io" in (reference / "python.md").read_text()
 
+
+
+def test_docs_script_builds_outside_the_checkout(tmp_path):
+    """scripts/docs.sh OUT: the site lands in OUT and nothing is written inside the checkout (a
+    read-only checkout can build its documentation)."""
+    import importlib.util
+    import shutil
+    import subprocess
+
+    if importlib.util.find_spec("mkdocs") is None or shutil.which("bash") is None:
+        pytest.skip("MkDocs is not installed (the docs extra)")
+    if not (ROOT / "scripts" / "docs.sh").is_file():
+        pytest.skip("not run from a checkout")
+
+    def tree():
+        return {p.relative_to(ROOT) for p in ROOT.rglob("*") if ".git" not in p.parts and ".pytest_cache" not in p.parts
+                and "__pycache__" not in p.parts}
+
+    before = tree()
+    p = subprocess.run(["bash", str(ROOT / "scripts" / "docs.sh"), "site-out"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "site-out" / "site" / "index.html").is_file()
+    assert (tmp_path / "site-out" / "site" / "design" / "report-process.html").is_file()
+    assert tree() == before
