@@ -68,6 +68,8 @@ class OpInfo:
     example: ``example(overload_index, grid, rng) -> list of host arguments`` or None for the
         default factory (:func:`make_inputs`, driven by types and `inputs` hints).
     rtol / atol: CPU/GPU tolerance of the parity tests; `skip`: a reason not to test parity.
+    any_size: names of input arrays that may have another size than the output (ApplyH's source);
+        the parity cases then include grids where they do ("3d-any-size", "2d-any-size").
     """
 
     name: str
@@ -84,6 +86,7 @@ class OpInfo:
     atol: float = 1e-6
     skip: str | None = None
     builtin: bool = False
+    any_size: tuple = ()
 
     @property
     def has_gpu(self) -> bool:
@@ -138,6 +141,7 @@ def _load_builtins() -> None:
             name=op["name"], call=fn, cpu="built-in", gpu="built-in", overloads=tuple(overloads),
             family=op["family"], owner="pyca", doc=op.get("doc", ""), inputs=dict(op.get("inputs") or {}),
             rtol=float(parity.get("rtol", 1e-5)), atol=float(parity.get("atol", 1e-6)), skip=skip, builtin=True,
+            any_size=tuple(op.get("any_size") or ()),
         )
         with _lock:
             _ops.setdefault(info.name, info)
@@ -172,6 +176,14 @@ PARITY_GRIDS = {
     "3d": dict(size=(17, 15, 13), spacing=(1.5, 1.0, 2.0), origin=(0.5, -1.0, 2.0)),
     "2d": dict(size=(31, 33, 1), spacing=(1.5, 2.1, 1.0), origin=(0.0, 0.0, 0.0)),
 }
+# The grids of an operation's `any_size` arrays in its "<kind>-any-size" cases: smaller along some
+# axes and larger along others than PARITY_GRIDS[kind], so that positions near the identity fall
+# both inside and beyond the source's borders.
+OTHER_SIZE_GRIDS = {
+    "3d": dict(size=(11, 19, 9), spacing=(2.0, 0.8, 3.0), origin=(-1.0, 0.5, 0.0)),
+    "2d": dict(size=(23, 40, 1), spacing=(2.0, 1.7, 1.0), origin=(1.0, 0.0, 0.0)),
+}
+_ANY_SIZE = "-any-size"
 
 _ENUM_VALUES = {
     "BackgroundStrategy": ["BACKGROUND_STRATEGY_PARTIAL_ID", "BACKGROUND_STRATEGY_ID", "BACKGROUND_STRATEGY_PARTIAL_ZERO",
@@ -185,9 +197,12 @@ _ENUM_VALUES = {
 _MAX_ENUM_CASES = 8
 
 
-def make_grid(kind: str = "3d"):
+def make_grid(kind: str = "3d", *, other_size: bool = False):
+    """The grid of a parity case kind ("3d", "2d", "3d-any-size", ...); other_size: the grid of the
+    operation's `any_size` arrays in that case (OTHER_SIZE_GRIDS) when the kind ends with -any-size."""
     core = _core()
-    g = PARITY_GRIDS[kind]
+    base = kind.removesuffix(_ANY_SIZE)
+    g = (OTHER_SIZE_GRIDS if other_size and kind.endswith(_ANY_SIZE) else PARITY_GRIDS)[base]
     return core.GridInfo(core.Vec3Di(*g["size"]), core.Vec3Df(*g["spacing"]), core.Vec3Df(*g["origin"]))
 
 
@@ -273,23 +288,25 @@ def _array(core, kind: str, grid, values: np.ndarray):
     return a
 
 
-def make_inputs(op: OpInfo, overload: int, grid, rng: np.random.Generator, enum_choice: dict | None = None) -> list:
+def make_inputs(op: OpInfo, overload: int, grid, rng: np.random.Generator, enum_choice: dict | None = None,
+                other_grid=None) -> list:
     """Host arguments for `op`'s overload `overload` on `grid`: arrays filled after the `inputs`
     hints (default: uniform in [-1, 1]; outputs too, so in-place operations read defined data),
     scalars after their hint (default: uniform in [0.5, 1.5] for floats, 1 for ints), enums from
     `enum_choice` (default: their C++ default, or the first value). Arguments with a C++ default
-    and no choice are left out, as C++ callers would."""
+    and no choice are left out, as C++ callers would. other_grid: the grid of the arrays named in
+    op.any_size (default: `grid`)."""
     if op.example is not None:
         return list(op.example(overload, grid, rng))
     core = _core()
     ov = op.overloads[overload]
     args = []
-    size = tuple(grid.size())
     for p in ov.params:
         hint = op.inputs.get(p.name)
         if p.is_array:
-            shape = size + ((3,) if p.type == "Field3D" else ())
-            args.append(_array(core, p.type, grid, _values(hint, shape, rng, p.type, grid)))
+            g = other_grid if other_grid is not None and p.name in op.any_size else grid
+            shape = tuple(g.size()) + ((3,) if p.type == "Field3D" else ())
+            args.append(_array(core, p.type, g, _values(hint, shape, rng, p.type, g)))
             continue
         if enum_choice and p.name in enum_choice:
             args.append(getattr(core, enum_choice[p.name]))
@@ -329,7 +346,8 @@ class ParityCase:
 
     def inputs(self, rng=None):
         rng = rng if rng is not None else np.random.default_rng(self.seed)
-        return make_inputs(self.op, self.overload, make_grid(self.grid_kind), rng, self.enum_choice)
+        return make_inputs(self.op, self.overload, make_grid(self.grid_kind), rng, self.enum_choice,
+                           make_grid(self.grid_kind, other_size=True))
 
     def run(self):
         """Runs the operation on host and device copies of the same random inputs and compares
@@ -380,8 +398,11 @@ def parity_cases(*, owner: str | None = None, names=None, families=None, builtin
             enum_params = [p for p in ov.params if p.type in _ENUM_VALUES and not p.has_default and p.type != "MemoryType"]
             choices = [dict(zip([p.name for p in enum_params], combo))
                        for combo in itertools.product(*[_ENUM_VALUES[p.type] for p in enum_params])][:_MAX_ENUM_CASES]
+            kinds = list(PARITY_GRIDS)
+            if any(p.name in op.any_size for p in ov.params):
+                kinds += [g + _ANY_SIZE for g in PARITY_GRIDS]
             for choice in choices or [{}]:
-                for g in PARITY_GRIDS:
+                for g in kinds:
                     out.append(ParityCase(op, k, g, choice, reason, seed=_seed(op.name, k, g)))
     return out
 

@@ -76,35 +76,6 @@ def affine_hfield(out, M, src=None, scratch=None):
     return out
 
 
-def proxy_grid(g, size):
-    """The grid of `size` voxels covering the same world box as g (voxel centres aligned as
-    ca.Resample aligns them): ApplyH samples an image of the same size as its output only, so a
-    moving image of another size is first brought onto this grid."""
-    n = np.array(tuple(g.size()), float)
-    r = n / np.array(tuple(size), float)
-    sp = np.array(tuple(g.spacing()), float)
-    W = vox2world(g)
-    org = W[:3, :3] @ (0.5 * (r - 1)) + W[:3, 3]
-    args = (tuple(int(x) for x in size), tuple(sp * r), tuple(org))
-    if hasattr(g, "direction"):
-        return ca.GridInfo(*args, g.direction())
-    return ca.GridInfo(*args)
-
-
-def on_size(im, size, interp=ca.INTERP_LINEAR):
-    """im itself when it has `size` voxels, else im resampled onto proxy_grid(im.grid(), size)
-    (anti-aliased when it shrinks; nearest neighbour keeps labels)."""
-    if tuple(im.grid().size()) == tuple(size):
-        return im
-    out = ca.Image3D(proxy_grid(im.grid(), size), im.memType())
-    shrink = any(a > b for a, b in zip(tuple(im.grid().size()), tuple(size)))
-    if shrink and interp != ca.INTERP_NN:
-        ca.ResampleAA(out, im, ca.BACKGROUND_STRATEGY_CLAMP, interp)
-    else:
-        ca.Resample(out, im, ca.BACKGROUND_STRATEGY_CLAMP, interp)
-    return out
-
-
 def center_of_mass(im):
     """World coordinates of the intensity-weighted centre of an image of non-negative values."""
     g = im.grid()
@@ -140,8 +111,12 @@ class AffineResult:
     seconds: float = 0.0
 
     def voxel_matrix(self):
-        """4 x 4: fixed voxel index -> moving voxel index."""
-        return np.linalg.inv(vox2world(self.moving_grid)) @ self.matrix @ vox2world(self.fixed_grid)
+        """4 x 4: fixed voxel index -> moving voxel index. Entries within 1e-9 of an integer are that
+        integer: the identity between one grid and itself (or a flip) stays exact, so no voxel
+        centre lands a rounding error outside the moving grid (a zero background would drop it)."""
+        M = np.linalg.inv(vox2world(self.moving_grid)) @ self.matrix @ vox2world(self.fixed_grid)
+        r = np.round(M)
+        return np.where(np.abs(M - r) < 1e-9, r, M)
 
     def hfield(self, mem, src=None):
         """Field3D on the fixed grid: moving voxel coordinates of each fixed voxel (of src(x) when an
@@ -253,8 +228,8 @@ def _params_to_T(A, t, c):
 
 def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None, scales=(4, 2),
              iterations=(100, 50), tol=1e-4, init=None):
-    """Rigid or affine registration of `moving` onto `fixed` (Image3D, same memory type, intensities
-    comparable: normalise first, as pyca.apps.lddmm does). mask: optional 0/1 Image3D on the fixed
+    """Rigid or affine registration of `moving` onto `fixed` (Image3D, same memory type, any two grids,
+    intensities comparable: normalise first, as pyca.apps.lddmm does). mask: optional 0/1 Image3D on the fixed
     grid (the metric counts only its voxels). init: optional 4 x 4 starting matrix (default: the
     centres of mass aligned). Returns an AffineResult."""
     if kind not in KINDS:

@@ -265,12 +265,23 @@ def _affine_kind(choice, I1, I0):
     return "affine" if d > max(tuple(gf.spacing())) else "none"
 
 
-def _ssd_before(I1, Mn, aff, grid, mem):
+def _on_fixed(grid, im, H, labels=False, out=None):
+    """im (the moving image, its mask or labels, on its own grid, of any size) brought onto the fixed
+    grid through the H-field H (fixed voxel -> im's own voxel coordinates), in one interpolation:
+    images trilinear with the border extended (BACKGROUND_STRATEGY_CLAMP, ApplyH's default, as the
+    solver's J0), labels and masks by nearest neighbour with 0 (no label) outside im's box."""
+    out = out if out is not None else ca.Image3D(grid, H.memType())
+    if labels:
+        ca.ApplyH(out, im, H, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
+    else:
+        ca.ApplyH(out, im, H, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_LINEAR)
+    return out
+
+
+def _ssd_before(I1, Mn, grid, mem):
     """Sum of squared differences of the normalised images before any registration (moving on the
     fixed grid through world coordinates)."""
-    moved = ca.Image3D(grid, mem)
-
-    ca.ApplyH(moved, Mn, affine.identity(grid, Mn.grid()).hfield(mem))
+    moved = _on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem))
     ca.Sub_I(moved, I1)
     return ca.Sum2(moved)
 
@@ -316,10 +327,12 @@ class LDDMMResult:
         ca.LTEC(nonpos, self.jacobian, 0.0)
         frac = float(ca.Sum(nonpos)) / self.jacobian.grid().nVox()
         p = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()}
+        g = self.deformed.grid()  # the fixed image's grid, the grid of every output image
         return {
             "device": self.device,
-            "grid": {"size": list(self.deformed.grid().size()), "spacing": list(self.deformed.grid().spacing()),
-                     "origin": list(self.deformed.grid().origin())},
+            "grid": {"size": list(g.size()), "spacing": list(g.spacing()), "origin": list(g.origin()),
+                     "direction": np.array(g.direction(), float).reshape(3, 3).tolist(),  # columns: the axes
+                     "vox2world": affine.vox2world(g).tolist()},
             "params": p,
             "initial_mismatch": self.initial_mismatch,
             "final_mismatch": self.final_mismatch,
@@ -426,27 +439,23 @@ def register(fixed, moving, *, progress=False, **params):
     T = int(p["time_steps"])
     grid = fixed.grid()
 
-    # Normalised copies in working memory (each image by its own robust range), binary masks.
-    # A moving image of another size is brought onto a grid of the fixed size covering its own box
-    # (affine.on_size: ApplyH samples same-size images); full_map is given in its own voxels at the end.
-    size = tuple(grid.size())
+    # Normalised copies in working memory (each image by its own robust range), binary masks. The
+    # moving image, its mask and labels stay on their own grid: ApplyH samples a source of any size,
+    # so each image brought onto the fixed grid is interpolated once, through one map (fixed voxel ->
+    # the moving image's own voxels: the affine, then the affine after phiinv for the outputs).
     I1 = _normalised(fixed, mem, p, extra["fixed_mask"])
-    Mn = affine.on_size(_normalised(moving, mem, p, extra["moving_mask"]), size)
+    Mn = _normalised(moving, mem, p, extra["moving_mask"])
     fmask = _binary(extra["fixed_mask"], mem)
     mmask = _binary(extra["moving_mask"], mem)
-    if mmask is not None:
-        mmask = affine.on_size(mmask, size, ca.INTERP_NN)
     kind = _affine_kind(p["affine"], I1, Mn)
     aff = affine.register(I1, Mn, kind, metric=p["metric"], radius=min(int(p["radius"]), 2), mask=fmask,
                           scales=_AFFINE_SCALES, iterations=_AFFINE_ITERATIONS)
     Haff = aff.hfield(mem)
     _check_overlap(Haff, Mn.grid(), names)
-    I0 = ca.Image3D(grid, mem)
-    ca.ApplyH(I0, Mn, Haff)
+    I0 = _on_fixed(grid, Mn, Haff)
     mask = fmask
     if mmask is not None:
-        mm = ca.Image3D(grid, mem)
-        ca.ApplyH(mm, mmask, Haff, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
+        mm = _on_fixed(grid, mmask, Haff, labels=True)
         if mask is not None:
             ca.Mul_I(mm, mask)
         mask = mm
@@ -454,7 +463,7 @@ def register(fixed, moving, *, progress=False, **params):
         raise ValueError("lddmm: the masks do not overlap after the linear stage: nothing to register")
     tmp = ca.Image3D(grid, mem)
     ca.Sub(tmp, I0, I1)
-    initial_mismatch = _ssd_before(I1, Mn, aff, grid, mem)
+    initial_mismatch = _ssd_before(I1, Mn, grid, mem)
     linear_mismatch = ca.Sum2(tmp)
     timings = {"setup_s": 0.0, "affine_s": aff.seconds, "scales": []}
 
@@ -500,23 +509,18 @@ def register(fixed, moving, *, progress=False, **params):
     lev = prev
     final_match, h = lev.forward()
     phiinv = h.clone()
-    ca.Sub(tmp, lev.J0[T], I1)
-    final_mismatch = ca.Sum2(tmp)
     phi = lev.forward_map().clone()
-    full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving (proxy) voxel, the whole map
-    mv = affine.on_size(moving.clone(mem) if moving.memType() != mem else moving, size)
-    deformed = ca.Image3D(grid, mem)
-    ca.ApplyH(deformed, mv, full)
-    moved = ca.Image3D(grid, mem)
-    ca.ApplyH(moved, mv, Haff)
+    # Every output on the fixed grid samples the moving image (or its labels) once, in its own voxels.
+    full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving voxel: the affine after phiinv
+    ca.Sub_I(_on_fixed(grid, Mn, full, out=tmp), I1)
+    final_mismatch = ca.Sum2(tmp)
+    mv = moving.clone(mem) if moving.memType() != mem else moving
+    deformed = _on_fixed(grid, mv, full)
+    moved = _on_fixed(grid, mv, Haff)
     labels = None
     if extra["moving_labels"] is not None:
         lab = extra["moving_labels"].clone(mem) if extra["moving_labels"].memType() != mem else extra["moving_labels"]
-        lab = affine.on_size(lab, size, ca.INTERP_NN)
-        labels = ca.Image3D(grid, mem)
-        ca.ApplyH(labels, lab, full, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
-    if mv.grid() != moving.grid():  # proxy voxels -> the moving image's own voxels
-        affine.affine_hfield(full, np.linalg.inv(affine.vox2world(moving.grid())) @ affine.vox2world(mv.grid()), full)
+        labels = _on_fixed(grid, lab, full, labels=True)
     jac = ca.Image3D(grid, mem)
     _jac_det(jac, phiinv)
     ca.synchronize()

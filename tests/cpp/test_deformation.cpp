@@ -149,6 +149,42 @@ TEST(Deformation, ApplyHReproducesLinearFunctionsInside) {
   }
 }
 
+// The source may have any size: h holds voxel coordinates of the source's own grid, and the
+// background strategy applies at the source's borders.
+TEST(Deformation, ApplyHSamplesASourceOfAnotherSize) {
+  const GridInfo g = grid3(), gs(Vec3Di(11, 29, 7), Vec3Df(2.f, 1.f, 3.f));
+  Image3D im(gs), out(g);
+  Field3D h(g);
+  auto f = [](float x, float y, float z) { return 0.5f * x - 0.25f * y + 0.125f * z + 3.f; };
+  fillImage(im, f);
+  const Vec3Di n = g.size(), m = gs.size();
+  // h spans the source's box (scaled identity) plus noise, clamped to [1, m - 2] (cubic taps inside)
+  noisyIdentity(h, 0.9f, 7);
+  for (std::size_t i = 0; i < g.nVox(); ++i) {
+    h.x()[i] = std::fmin(std::fmax(h.x()[i] * float(m.x - 1) / float(n.x - 1), 1.f), float(m.x - 2));
+    h.y()[i] = std::fmin(std::fmax(h.y()[i] * float(m.y - 1) / float(n.y - 1), 1.f), float(m.y - 2));
+    h.z()[i] = std::fmin(std::fmax(h.z()[i] * float(m.z - 1) / float(n.z - 1), 1.f), float(m.z - 2));
+  }
+  for (InterpT it : {INTERP_LINEAR, INTERP_CUBIC}) {
+    ApplyH(out, im, h, BACKGROUND_STRATEGY_ZERO, it);
+    for (std::size_t i = 0; i < g.nVox(); ++i) {
+      ASSERT_NEAR(out.data()[i], f(h.x()[i], h.y()[i], h.z()[i]), 2e-4) << i << " interp " << it;
+    }
+  }
+  // Beyond the source's last voxel (inside out's grid): background; CLAMP extends the border.
+  h.x()[0] = float(m.x - 1) + 0.5f;
+  ApplyH(out, im, h, BACKGROUND_STRATEGY_ZERO);
+  EXPECT_EQ(out.data()[0], 0.f);
+  ApplyH(out, im, h, BACKGROUND_STRATEGY_CLAMP);
+  EXPECT_NEAR(out.data()[0], f(float(m.x - 1), h.y()[0], h.z()[0]), 1e-5);
+  // Nearest neighbour reads the source's voxels exactly.
+  ApplyH(out, im, h, BACKGROUND_STRATEGY_CLAMP, INTERP_NN);
+  for (std::size_t i = 1; i < g.nVox(); ++i) {
+    const float e = f(std::floor(h.x()[i] + 0.5f), std::floor(h.y()[i] + 0.5f), std::floor(h.z()[i] + 0.5f));
+    ASSERT_NEAR(out.data()[i], e, 1e-5) << i;
+  }
+}
+
 TEST(Deformation, BackgroundStrategiesAtTheBorder) {
   const GridInfo g(Vec3Di(5, 4, 3));
   Image3D im(g), out(g);
@@ -405,7 +441,7 @@ TEST(Deformation, ErrorsNameTheOpAndLeaveInputsAlone) {
     FAIL();
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("ApplyH"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("'im'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'h'"), std::string::npos);  // h must have out's size, im need not
   }
   Image3D out2(g);
   EXPECT_THROW(ApplyH(out2, im, h, BACKGROUND_STRATEGY_PARTIAL_ID), ValueError);

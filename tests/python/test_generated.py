@@ -39,3 +39,22 @@ def test_every_described_operation_is_callable_with_a_docstring(op):
     fn = getattr(ca, op)
     assert callable(fn)
     assert fn.__doc__ and "Overloads" in fn.__doc__
+
+
+def test_any_size_names_input_arrays_only(tmp_path):
+    """ops/*.yaml's any_size (inputs that may have another size than the output; the parity cases
+    add such sources) must name an input array of the operation."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from opgen import spec
+    finally:
+        sys.path.pop(0)
+    ops = {op.name: op for fam in spec.load_all(ROOT / "ops") for op in fam.ops}
+    assert ops["ApplyH"].any_size == ("im", "src")
+    for bad in ("out", "bgVal", "nope"):
+        p = tmp_path / "x.yaml"
+        p.write_text("family: x\nops:\n  - name: F\n    doc: d\n    overloads:\n"
+                     "      - void F(Image3D& out, const Image3D& im, float bgVal)\n"
+                     f"    any_size: [{bad}]\n")
+        with pytest.raises(spec.SpecError, match=f"any_size names '{bad}'"):
+            spec.load_family(p)

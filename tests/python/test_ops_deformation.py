@@ -563,7 +563,7 @@ def test_errors_name_the_op_and_argument_and_leave_inputs_unchanged(mem, grid, r
     h = field(mem, grid)
     ca.SetToIdentity(h)
     small = ca.Image3D(ca.GridInfo(ca.Vec3Di(5, 4, 3)), mem)
-    with pytest.raises(ValueError, match=r"ApplyH.*'im'"):
+    with pytest.raises(ValueError, match=r"ApplyH.*'h'"):  # h must have out's size; im need not
         ca.ApplyH(small, im, h)
     with pytest.raises(ValueError, match=r"Splat.*'h'"):
         ca.Splat(small, h, im)

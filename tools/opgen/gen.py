@@ -98,6 +98,7 @@ def registry_module(fams: list[spec.Family]) -> str:
                     "doc": op.doc,
                     "parity": op.parity,
                     "inputs": op.inputs,
+                    "any_size": list(op.any_size),
                     "overloads": [
                         {
                             "ret": ov.ret,

@@ -12,6 +12,8 @@ One YAML file per family of operations. Each file:
           - void Add(Field3D& out, const Field3D& a, const Field3D& b)
         parity: {rtol: 1.0e-6, atol: 1.0e-6}   # optional CPU/GPU tolerance; or {skip: reason}
         inputs: {a: positive}       # optional hints for the random-input factory, by argument name
+        any_size: [im]              # optional: input arrays that may have another size than the
+                                    # output (the parity tests add cases where they do)
         impl: {...}                 # optional, free-form: read only by the family's own generator
                                     # tools/opgen/family_<family>.py (e.g. an elementwise formula)
 
@@ -96,6 +98,7 @@ class Op:
     parity: dict
     inputs: dict
     impl: dict
+    any_size: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +161,7 @@ def load_family(path: Path) -> Family:
         for key in ("name", "doc", "overloads"):
             if key not in o:
                 raise SpecError(f"{where}: missing '{key}'")
-        unknown = set(o) - {"name", "doc", "overloads", "parity", "inputs", "impl"}
+        unknown = set(o) - {"name", "doc", "overloads", "parity", "inputs", "impl", "any_size"}
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
         ovs = tuple(parse_overload(d, where) for d in o["overloads"])
@@ -169,8 +172,13 @@ def load_family(path: Path) -> Family:
         for arg, hint in inputs.items():
             if hint not in INPUT_HINTS:
                 raise SpecError(f"{where}: input hint {hint!r} for {arg!r} not in {sorted(INPUT_HINTS)}")
+        any_size = tuple(o.get("any_size") or ())
+        const_arrays = {a.name for ov in ovs for a in ov.args if a.is_array and a.const}
+        for arg in any_size:
+            if arg not in const_arrays:
+                raise SpecError(f"{where}: any_size names {arg!r}, not an input array of {o['name']}")
         ops.append(Op(o["name"], fam, " ".join(str(o["doc"]).split()), ovs, dict(o.get("parity") or {}), inputs,
-                      dict(o.get("impl") or {})))
+                      dict(o.get("impl") or {}), any_size))
     return Family(fam, data.get("title", fam), path, tuple(ops))
 
 

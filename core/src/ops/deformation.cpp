@@ -117,10 +117,13 @@ GatherJob gatherJob(A& out, const A& src, BackgroundStrategy bg, InterpT interp,
   return j;
 }
 
+// The source may have any size: h (on out's grid) holds voxel coordinates of the source's own grid,
+// and the background strategy applies at the source's borders (docs/operations/deformation.md).
 template <class A>
 void applyH(const char* op, A& out, const A& src, const Field3D& h, BackgroundStrategy bg, InterpT interp,
             float bgVal, unsigned bgs, const char* what, const char* srcName) {
-  const bool dev = detail::prepare(op, {{"out", &out}, {srcName, &src}, {"h", &h}});
+  const bool dev = detail::onDevice(op, {{"out", &out}, {srcName, &src}, {"h", &h}});
+  detail::checkSameSize(op, {{"out", &out}, {"h", &h}});
   detail::checkNoAlias(op, {"out", &out}, {srcName, &src});
   checkBg(op, bg, bgs, what);
   checkInterp(op, interp);
