@@ -50,8 +50,9 @@ def time_pyca(n, iterations, device, T, fused=True):
     _lddmm_solver._Level.fused = fused
     try:
         # Warm-up (FFT plans, kernel caches) on a short run.
-        # tol=0: every iteration runs (no stop rule); no linear stage: the LDDMM loop alone is timed.
-        kw = dict(scales=(1,), time_steps=T, device=device, tol=0.0, affine="none")
+        # tol=0: every iteration runs (no stop rule); no linear stage: the LDDMM loop alone is timed;
+        # the SSD match, the one the peers implement.
+        kw = dict(scales=(1,), time_steps=T, device=device, tol=0.0, affine="none", metric="ssd")
         lddmm.register(fixed, moving, iterations=2, **kw)
         res = lddmm.register(fixed, moving, iterations=iterations, **kw)
     finally:
@@ -120,9 +121,9 @@ class PeerBeg:
 
 def _peer_params(T):
     """pyca's defaults for the sum-of-squared-differences match, as the peers implement it."""
-    from pyca.apps.lddmm import DEFAULT_SIGMA, DEFAULTS
+    from pyca.apps.lddmm import DEFAULT_ALPHA, DEFAULT_SIGMA, DEFAULTS
 
-    return dict(DEFAULTS, time_steps=T, sigma=DEFAULT_SIGMA["ssd"])
+    return dict(DEFAULTS, time_steps=T, metric="ssd", sigma=DEFAULT_SIGMA["ssd"], alpha=DEFAULT_ALPHA["ssd"])
 
 
 def time_numpy_peer(n, iterations, T):

@@ -98,6 +98,13 @@ def _ints(text):
     return vals
 
 
+def _per_metric(table):
+    """'2 for lncc, 1 for ssd': a per-metric default of pyca.apps._metrics, for --help."""
+    from .apps import _metrics
+
+    return ", ".join(f"{v:g} for {k}" for k, v in sorted(getattr(_metrics, table).items()))
+
+
 def _step(text):
     if text == "auto":
         return "auto"
@@ -136,13 +143,14 @@ def _parser():
     lp.add_argument("--device", default=D["device"], choices=["auto", "cpu", "gpu"],
                     help="where to run (default: %(default)s: the GPU when one can be used)")
     g = lp.add_argument_group("regularisation: L = (-alpha Laplacian - beta grad div + gamma)^lpow")
-    g.add_argument("--alpha", type=float, default=D["alpha"], help="default %(default)s")
+    g.add_argument("--alpha", type=float, default=D["alpha"], help=f"default: the metric's ({_per_metric('DEFAULT_ALPHA')})")
     g.add_argument("--beta", type=float, default=D["beta"], help="default %(default)s")
     g.add_argument("--gamma", type=float, default=D["gamma"], help="default %(default)s")
     g.add_argument("--lpow", type=_bounded("lpow", *_BOUNDS["lpow"]), default=D["lpow"], help="default %(default)s")
     g = lp.add_argument_group("optimisation")
     g.add_argument("--sigma", type=float, default=D["sigma"],
-                   help="sigma of the image match term (normalised intensities; default %(default)s)")
+                   help=f"sigma of the image match term (normalised intensities; default: the metric's, "
+                   f"{_per_metric('DEFAULT_SIGMA')})")
     g.add_argument("--step", type=_step, default=D["step"],
                    help="gradient step eps in (0, 0.5), or 'auto' (default %(default)s)")
     g.add_argument("--max-step", type=float, default=D["max_step"],
@@ -241,7 +249,8 @@ def _lddmm(a, report):
     # Everything that can be wrong with the inputs is found here, before any work.
     try:
         check_out_dir(a.out, a.overwrite)
-        lddmm._check_params({**lddmm.DEFAULTS, **params})
+        checked = {**lddmm.DEFAULTS, **params}
+        lddmm._check_params(checked)  # (fills the metric's sigma and alpha)
         lddmm._schedule(params["scales"], params["iterations"])
         _, device = lddmm.resolve_device(a.device)
         if a.fixed is None:
@@ -260,8 +269,8 @@ def _lddmm(a, report):
         return _fail("lddmm", e)
     say(f"pyca lddmm: {source}")
     say(f"  device: {device}; {note}")
-    say(f"  alpha={a.alpha} beta={a.beta} gamma={a.gamma} lpow={a.lpow} sigma={a.sigma} step={a.step} "
-        f"T={a.time_steps} scales={a.scales} iterations={a.iterations}")
+    say(f"  metric={a.metric} alpha={checked['alpha']:g} beta={a.beta} gamma={a.gamma} lpow={a.lpow} "
+        f"sigma={checked['sigma']:g} step={a.step} T={a.time_steps} scales={a.scales} iterations={a.iterations}")
     if device.startswith("cpu"):
         verbose(f"  CPU threads: at most {os.environ.get('OMP_NUM_THREADS') or os.cpu_count()} (one per 32768 voxels; "
                 f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '-')})")

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from .. import core as ca
 
-__all__ = ["SSD", "LNCC", "make_metric", "METRICS", "DEFAULT_SIGMA"]
+__all__ = ["SSD", "LNCC", "make_metric", "METRICS", "DEFAULT_SIGMA", "DEFAULT_ALPHA"]
 
 METRICS = ("ssd", "lncc")
-# sigma used when none is given (intensities normalised to [0, 1]); chosen by the measurements of
-# docs/lddmm.md.
-DEFAULT_SIGMA = {"ssd": 0.05, "lncc": 0.25}
+# sigma and alpha used when none is given (intensities normalised to [0, 1]); chosen by the
+# measurements of docs/lddmm.md ("Defaults for T1 brain MRI").
+DEFAULT_SIGMA = {"ssd": 0.05, "lncc": 1.0}
+DEFAULT_ALPHA = {"ssd": 1.0, "lncc": 2.0}
 
 
 class SSD:

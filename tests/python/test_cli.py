@@ -171,9 +171,15 @@ def test_out_that_is_a_file_is_refused(tmp_path):
 
 # ------------------------------------------------------------------------------------------------
 # Ctrl-C
+def _sigint_default():
+    # As in a terminal: a suite started in the background of a non-interactive shell inherits SIGINT
+    # ignored, and a command that inherits it ignored rightly keeps ignoring it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(args, env=None):
     return subprocess.Popen([_console_script(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env or _env())
+                            env=env or _env(), preexec_fn=_sigint_default)
 
 
 def _interrupt(p, ready, timeout=90):

@@ -25,7 +25,8 @@ needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU
 # (float32 kernels, reductions in another order, FFT libraries: FFTW vs cuFFT).
 FINAL_ENERGY_RTOL = 1e-3
 
-SMALL = dict(scales=(2, 1), iterations=(12, 6), time_steps=4, affine="none")
+# The SSD match: the checks below compare with an independent SSD-LDDMM reference.
+SMALL = dict(scales=(2, 1), iterations=(12, 6), time_steps=4, affine="none", metric="ssd")
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +149,7 @@ def test_numpy_inputs_and_2d():
     x, y = np.meshgrid(np.arange(40.0), np.arange(36.0), indexing="ij")
     f = 1.0 / (1.0 + np.exp(((x - 20) ** 2 + (y - 18) ** 2) ** 0.5 - 9.0))
     m = 1.0 / (1.0 + np.exp((((x - 23) / 1.2) ** 2 + (y - 17) ** 2) ** 0.5 - 9.0))
-    res = lddmm.register(f[:, :, None], m[:, :, None], scales=(2, 1), iterations=(30, 15), time_steps=4)
+    res = lddmm.register(f[:, :, None], m[:, :, None], scales=(2, 1), iterations=(30, 15), time_steps=4, metric="ssd")
     assert tuple(res.deformed.grid().size()) == (40, 36, 1)
     assert res.mismatch_reduction > 0.8
     assert ca.MinMax(res.jacobian)[0] > 0
