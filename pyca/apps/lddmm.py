@@ -414,8 +414,8 @@ def register(fixed, moving, *, progress=False, **params):
 
     fixed, moving: Image3D (any memory type), NumPy arrays or file paths. Neither is modified.
     Parameters (defaults in DEFAULTS, meanings in docs/lddmm.md): alpha, beta, gamma, lpow (the fluid
-    operator L), metric ('ssd' | 'lncc'), radius (LNCC window radius, voxels), sigma (weight of the
-    match term; None: the metric's default), step ('auto' or eps in (0, 0.5)), max_step (voxels: the
+    operator L; alpha None: the metric's default), metric ('lncc' | 'ssd'), radius (LNCC window
+    radius, voxels), sigma (weight of the match term; None: the metric's default), step ('auto' or eps in (0, 0.5)), max_step (voxels: the
     largest velocity change of the first step of each scale when step='auto'), tol (stop a scale
     when the energy falls by less than tol per iteration), time_steps (T), scales (downsampling
     factors, decreasing, ending with 1), iterations (caps per scale, or one for every scale),
