@@ -143,7 +143,8 @@ def _parser():
     lp.add_argument("--device", default=D["device"], choices=["auto", "cpu", "gpu"],
                     help="where to run (default: %(default)s: the GPU when one can be used)")
     g = lp.add_argument_group("regularisation: L = (-alpha Laplacian - beta grad div + gamma)^lpow")
-    g.add_argument("--alpha", type=float, default=D["alpha"], help=f"default: the metric's ({_per_metric('DEFAULT_ALPHA')})")
+    g.add_argument("--alpha", type=float, default=D["alpha"],
+                   help=f"default: the metric's ({_per_metric('DEFAULT_ALPHA')})")
     g.add_argument("--beta", type=float, default=D["beta"], help="default %(default)s")
     g.add_argument("--gamma", type=float, default=D["gamma"], help="default %(default)s")
     g.add_argument("--lpow", type=_bounded("lpow", *_BOUNDS["lpow"]), default=D["lpow"], help="default %(default)s")

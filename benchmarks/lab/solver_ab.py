@@ -62,9 +62,9 @@ def main(argv=None):
                     lddmm._Level = new
                 t = r.timings["scales"][0]["seconds"]
                 k = len(r.energies)
-                print(f"{n}^3 {a.device} {name} rep {rep}: {k} iterations, {sum(not e['accepted'] for e in r.energies)} "
-                      f"rejected, {t:.4f} s = {1e3 * t / k:.3f} ms per iteration, final energy {r.energies[-1]['energy']:.6g}",
-                      flush=True)
+                rej = sum(not e["accepted"] for e in r.energies)
+                print(f"{n}^3 {a.device} {name} rep {rep}: {k} iterations, {rej} rejected, {t:.4f} s = "
+                      f"{1e3 * t / k:.3f} ms per iteration, final energy {r.energies[-1]['energy']:.6g}", flush=True)
 
 
 if __name__ == "__main__":

@@ -130,8 +130,9 @@ def test_lddmm_starts_from_the_linear_result(pair):
     T = np.eye(4)
     T[:3, 3] = [6.0, -4.0, 0.0]
     moving = moved_by(fixed, T)
-    res = lddmm.register(fixed, moving, **dict(FAST, metric="ssd"))  # affine="auto": the centres of mass differ; the SSD
-    # match, so that the mismatch below (a sum of squared differences) is what the registration lowers
+    # affine="auto": the centres of mass differ; the SSD match, so that the mismatch below (a sum of
+    # squared differences) is what the registration lowers
+    res = lddmm.register(fixed, moving, **dict(FAST, metric="ssd"))
     assert res.affine.kind == "affine" and "auto (affine)" == res.params["affine"]
     np.testing.assert_allclose(res.affine.matrix[:3, 3], -T[:3, 3], atol=0.5)
     assert res.linear_mismatch < 0.2 * res.initial_mismatch
