@@ -413,15 +413,16 @@ def register(fixed, moving, *, progress=False, **params):
     LDDMMResult.
 
     fixed, moving: Image3D (any memory type), NumPy arrays or file paths. Neither is modified.
-    Parameters (defaults in DEFAULTS, meanings in docs/lddmm.md): alpha, beta, gamma, lpow (the fluid
-    operator L; alpha None: the metric's default), metric ('lncc' | 'ssd'), radius (LNCC window
-    radius, voxels), sigma (weight of the match term; None: the metric's default), step ('auto' or
-    eps in (0, 0.5)), max_step (voxels: the largest velocity change of the first step of each scale
-    when step='auto'), tol (stop a scale when the energy falls by less than tol per iteration), time_steps (T), scales (downsampling
-    factors, decreasing, ending with 1), iterations (caps per scale, or one for every scale),
-    normalize (per-image robust scaling to [0, 1] at `percentiles`), affine ('auto' | 'none' |
-    'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid), moving_labels
-    (integer label image on the moving grid, warped by nearest neighbour), device ('auto' | 'cpu' | 'gpu').
+    Parameters (defaults in DEFAULTS, meanings in docs/lddmm.md): alpha, beta, gamma, lpow (the
+    fluid operator L; alpha None: the metric's default), metric ('lncc' | 'ssd'), radius (LNCC
+    window radius, voxels), sigma (weight of the match term; None: the metric's default), step
+    ('auto' or eps in (0, 0.5)), max_step (voxels: the largest velocity change of the first step of
+    each scale when step='auto'), tol (stop a scale when the energy falls by less than tol per
+    iteration), time_steps (T), scales (downsampling factors, decreasing, ending with 1), iterations
+    (caps per scale, or one for every scale), normalize (per-image robust scaling to [0, 1] at
+    `percentiles`), affine ('auto' | 'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1
+    images on their image's grid), moving_labels (integer label image on the moving grid, warped by
+    nearest neighbour), device ('auto' | 'cpu' | 'gpu').
     """
     unknown = set(params) - set(DEFAULTS)
     if unknown:
