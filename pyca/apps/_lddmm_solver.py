@@ -85,8 +85,9 @@ class _Level:
         self._flat = {}
         self.v, self.v_prev, self.m, self.m_new = (self._stack(grid, mem) for _ in range(4))
         # (m_new also holds the gradients b_j during a sweep)
-        self.J0 = [Im() for _ in range(T + 1)]
-        self.J0_prev = [Im() for _ in range(T + 1)]
+        # J0_0 is I0 itself in both lists (read only: the passes write J0_1 .. J0_T).
+        self.J0 = [I0] + [Im() for _ in range(T)]
+        self.J0_prev = [I0] + [Im() for _ in range(T)]
         self.h = [F(), F()]
         self.J1, self.jac, self.diff = Im(), Im(), Im()
         self.grad, self.tmp = F(), F()
@@ -117,7 +118,6 @@ class _Level:
         self.J0, self.J0_prev = self.J0_prev, self.J0
         h, hn = self.h
         ca.SetToIdentity(h)
-        ca.Copy(self.J0[0], self.I0)
         for j in range(self.T):
             if self._fast:  # both lines below in one pass
                 ca.LDDMMTransportStep(hn, self.J0[j + 1], h, self.v[j], self.I0, -self.dt)
