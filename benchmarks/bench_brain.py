@@ -230,10 +230,16 @@ def main(argv=None):
                 print(f"  {peer}: not installed or no GPU; skipped")
                 continue
             rows.append({"pair": seed, **evaluate(peer, *out, pair, brain)})
-        for r in rows[-(1 + len(settings) + len(peers)):]:
+        mine = [r for r in rows if r["pair"] == seed]
+        for r in mine:
             print(f"pair {r['pair']} {r['tool']:<16s} Dice GM {r['dice_gm']:.3f} WM {r['dice_wm']:.3f}  "
                   f"{r['seconds']:7.2f} s  det max {r['jac_max']:6.2f} min {r['jac_min']:6.2f} folds "
                   f"{100 * r['folds']:.3f}%  TRE {r['tre_mean']:.2f} mm (p90 {r['tre_p90']:.2f})", flush=True)
+        for q in (r for r in mine if r["tool"] in peers):  # pyca against each peer, same pair, same run
+            for r in (r for r in mine if r["tool"].startswith("pyca-")):
+                print(f"pair {seed} {r['tool']} / {q['tool']}: time x{r['seconds'] / q['seconds']:.3f}, "
+                      f"Dice GM {r['dice_gm'] - q['dice_gm']:+.3f} WM {r['dice_wm'] - q['dice_wm']:+.3f}, "
+                      f"TRE x{r['tre_mean'] / q['tre_mean']:.2f}", flush=True)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"machine": machine_line(), "resolution": a.resolution, "params": params, "rows": rows}, fh,
