@@ -23,11 +23,12 @@ singular, not finite) raises ImageFileError (a ValueError) naming the file and w
 from __future__ import annotations
 
 import os
+import zlib
 
 import numpy as np
 
 from . import core
-from ._files import atomic_path
+from ._files import atomic_path, write_gzip
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
            "write_array", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
@@ -336,7 +337,35 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     elif description:
         hdr["descrip"] = description[:79].encode()
     with atomic_path(path) as tmp:
-        nib.save(img, tmp)
+        low = path.lower()
+        if low.endswith(".nii.gz"):
+            # The bytes nib.save writes, deflated on all cores (pyca/_files.py) with zlib's run-length
+            # strategy: on float images and fields 2.2x faster than nibabel's level 1, files 4% larger.
+            write_gzip(tmp, img.to_bytes(), strategy=zlib.Z_RLE)
+        elif low.endswith(".nii"):
+            with open(tmp, "wb") as fh:
+                fh.write(img.to_bytes())
+        else:
+            nib.save(img, tmp)
+
+
+def prepare_writing():
+    """Imports nibabel and starts write_gzip's threads on a background thread, and returns it: a
+    command that will write NIfTI files calls this before its long work (pyca lddmm: before it
+    registers), so that its first save_* does not pay for them (an `import nibabel` meanwhile waits
+    for this one)."""
+    import threading
+
+    def warm():
+        import nibabel  # noqa: F401
+
+        from ._files import compress_pool
+
+        compress_pool()
+
+    t = threading.Thread(target=warm, name="pyca-prepare-writing", daemon=True)
+    t.start()
+    return t
 
 
 def save_image(im, path, description=""):

@@ -136,6 +136,47 @@ def test_axis_aligned_affine_does_not_warn(tmp_path):
         pio.load_image(tmp_path / "a.nii")
 
 
+@pytest.mark.parametrize("n", [0, 1, 1000, 1 << 18, (1 << 18) + 1, 3 * (1 << 18) + 17])
+@pytest.mark.parametrize("level,strategy", [(1, "Z_DEFAULT_STRATEGY"), (6, "Z_DEFAULT_STRATEGY"), (1, "Z_RLE")])
+def test_parallel_gzip_is_one_gzip_stream_of_the_same_bytes(tmp_path, n, level, strategy):
+    # Chunk edges (the chunk is 256 KiB) on either side; the reference readers are Python's gzip
+    # module (the whole file, and streamed) and zlib with gzip framing.
+    import gzip
+    import zlib
+
+    from pyca._files import write_gzip
+
+    data = np.random.default_rng(n).normal(size=n // 4 + 1).astype(np.float32).tobytes()[:n]
+    path = tmp_path / "d.gz"
+    write_gzip(path, data, level=level, strategy=getattr(zlib, strategy))
+    raw = path.read_bytes()
+    assert gzip.decompress(raw) == data
+    assert zlib.decompress(raw, wbits=31) == data  # one member: nothing after its trailer
+    with gzip.open(path, "rb") as fh:
+        assert b"".join(iter(lambda: fh.read(4099), b"")) == data
+    if n > 1 << 18:  # priming each chunk with the 32 KiB before it keeps one stream's ratio
+        one = zlib.compressobj(level, zlib.DEFLATED, 31, 8, getattr(zlib, strategy))
+        assert len(raw) <= 1.002 * len(one.compress(data) + one.flush()) + 64
+
+
+@pytest.mark.parametrize("ext", [".nii", ".nii.gz"])
+def test_nifti_bytes_are_those_nibabel_writes(tmp_path, rng, ext):
+    # pyca writes the bytes of nib.save (header, extension-free offset, data), deflated on several
+    # threads for .nii.gz; nibabel's own file of the same image is the reference.
+    import gzip
+
+    g = ca.GridInfo((40, 50, 70), (1.5, 1.0, 2.0), (0.5, -1.0, 2.0))  # a field of 1.7 MB: 7 chunks
+    arr, f = _field(g, rng)
+    pio.save_field(f, tmp_path / f"f{ext}", description="phi")
+    ours = (tmp_path / f"f{ext}").read_bytes()
+    img = nib.load(str(tmp_path / f"f{ext}"))
+    nib.save(img, str(tmp_path / "ref.nii"))
+    assert (gzip.decompress(ours) if ext == ".nii.gz" else ours) == (tmp_path / "ref.nii").read_bytes()
+    np.testing.assert_array_equal(np.asarray(img.dataobj)[:, :, :, 0, :], arr)
+    pio.save_field(f, tmp_path / f"again{ext}", description="phi")
+    assert (tmp_path / f"again{ext}").read_bytes() == ours  # no time stamp: the same image, the same file
+
+
 @needs_gpu
 def test_load_into_device_memory_and_save_from_it(tmp_path, rng):
     g = ca.GridInfo(*GRIDS["3d"])
