@@ -218,16 +218,23 @@ def _say(a):
 
 
 def cmd_lddmm(a):
+    from .io import prepare_writing
+
     if a.no_report:
+        prepare_writing()
         return _lddmm(a, False)
-    # report.png is drawn by a helper process started now, which imports matplotlib (about 1 s)
-    # while this one registers (pyca/apps/_lddmm_report.py); leaving the block ends it.
-    from .apps._lddmm_report import ReportProcess
+    # report.png is drawn by helper processes started now, which import matplotlib (about 1 s)
+    # while this one registers (pyca/apps/_report_process.py); leaving the block ends them. They
+    # are started first, while this process has one thread (then they are forked). nibabel is
+    # imported meanwhile too, on a thread of this process.
+    from .apps._report_process import ReportProcess
 
     try:
         helper = ReportProcess()
     except OSError:  # no process can be started here: the report is drawn in this one, as before
+        prepare_writing()
         return _lddmm(a, True)
+    prepare_writing()
     with helper:
         return _lddmm(a, helper)
 
@@ -236,7 +243,7 @@ def _lddmm(a, report):
     import pyca as ca
     from .apps import data, lddmm
     from .apps._lddmm_outputs import output_names
-    from .apps._lddmm_report import ReportError
+    from .apps._report_process import ReportError
 
     say = _say(a)
     verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say
@@ -290,6 +297,9 @@ def _lddmm(a, report):
                                     compress=not a.no_compress)
     except ReportError as e:
         return _fail("lddmm", e, 1)
+    tm = res.timings
+    verbose(f"  writing: host copies {tm['write_host_s']:.3f} s, files {tm['write_files_s']:.3f} s, then waiting for "
+            f"the report {tm['write_report_wait_s']:.3f} s")
     if getattr(report, "timings", None):
         verbose("  report.png by the helper process (seconds since it started): matplotlib loaded at {ready:.2f}, "
                 "asked at {asked:.2f}, written at {drawn:.2f}".format(**{"ready": float("nan"), **report.timings}))

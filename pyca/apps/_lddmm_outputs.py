@@ -2,8 +2,9 @@
 
 Every file is written whole or not at all (pyca/_files.py). The results are copied to host memory
 first, on the calling thread; then the files are encoded side by side on a few threads (zlib and
-PNG encoding release the GIL), report.png by the helper process when the CLI started one
-(_lddmm_report.py), and summary.json is written last, once everything else is complete.
+PNG encoding release the GIL; each .nii.gz is deflated in chunks on all cores, pyca/_files.py),
+report.png's parts by the helper processes when the CLI started them (_report_process.py), and
+summary.json is written last, once everything else is complete.
 Timings: docs/performance.md ("Writing the outputs of pyca lddmm").
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ import time
 from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open, write_parallel
-from ._lddmm_report import ReportProcess, draw_report, report_data
+from ._lddmm_report import draw_report, report_data
+from ._report_process import ReportProcess
 
 __all__ = ["write_outputs", "make_report", "output_names"]
 
@@ -39,7 +41,7 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     (report) report.png into out_dir (created); save_inputs also writes fixed and moving. Returns
     the list of paths written (summary.json's last). workers: threads encoding the files (default:
     one per file, at most the CPU count). report may be a started ReportProcess (pyca/apps/
-    _lddmm_report.py): the report is then drawn there, beside the threads."""
+    _report_process.py): the report is then drawn there, beside the threads."""
     import json
 
     os.makedirs(out_dir, exist_ok=True)
@@ -49,6 +51,12 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     items += [("deformed", res.deformed), ("phiinv", res.phiinv), ("phi", res.phi), ("jacdet", res.jacobian)]
     items += [(n, o) for n, o in (("phiinv_full", res.full_map), ("labels", res.labels)) if o is not None]
     paths, jobs = [], []
+    if report:  # first: the drawing, the longest, starts before the files' host copies
+        png = os.path.join(out_dir, "report.png")
+        if isinstance(report, ReportProcess):
+            report.submit(report_data(res, fixed), png)
+        else:
+            jobs.append(functools.partial(draw_report, report_data(res, fixed), png))
     if res.affine is not None:  # the linear stage, ITK text format, written like the others
         paths.append(os.path.join(out_dir, "affine.txt"))
         jobs.append(functools.partial(_write_affine, res.affine.matrix, paths[-1]))
@@ -57,15 +65,15 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
         paths.append(os.path.join(out_dir, name + ext))
         jobs.append(functools.partial(save, _host(obj), paths[-1], description=_DESCRIPTIONS[name]))
     if report:
-        paths.append(os.path.join(out_dir, "report.png"))
-        if isinstance(report, ReportProcess):
-            report.submit(report_data(res, fixed), paths[-1])
-        else:
-            jobs.insert(0, functools.partial(draw_report, report_data(res, fixed), paths[-1]))  # the longest first
+        paths.append(png)
+    t1 = time.perf_counter()
     write_parallel(jobs, workers)
+    t2 = time.perf_counter()
     if isinstance(report, ReportProcess):
         report.result()
-    res.timings["write_s"] = time.perf_counter() - t0
+    t3 = time.perf_counter()
+    # where the writing went: host copies (and the report's data), the files, the wait for the helper
+    res.timings.update(write_s=t3 - t0, write_host_s=t1 - t0, write_files_s=t2 - t1, write_report_wait_s=t3 - t2)
     summary = res.summary()
     summary["files"] = [os.path.basename(p) for p in paths] + ["summary.json"]
     paths.append(os.path.join(out_dir, "summary.json"))

@@ -1,21 +1,16 @@
-"""report.png of pyca lddmm, and the helper process that draws it off the command's critical path.
+"""report.png of pyca lddmm: what it shows and how it is drawn.
 
 report_data() gathers what the report shows (mid z-slices as small NumPy arrays, the energies) on the
-calling thread; draw_report() draws and writes it (matplotlib, about 1 s to import, 0.3-0.5 s to draw).
-`pyca lddmm` starts a ReportProcess before the registration: a spawned process that imports matplotlib
-and builds the empty figure while the registration runs, then draws report.png from the arrays it is sent.
-The design (Ctrl-C, failures, no orphan): docs/design/report-process.md.
+calling thread; render() draws the figure, or one of its PARTS, into pixels (matplotlib's Agg, about
+1 s to import); compose() adds parts up and write_png() writes the PNG. draw_report() does all of it
+in this process. `pyca lddmm` has the parts drawn side by side by helper processes started before
+the registration (pyca/apps/_report_process.py, docs/design/report-process.md).
 """
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
-
 import numpy as np
 
-__all__ = ["report_data", "draw_report", "ReportProcess", "ReportError"]
+__all__ = ["report_data", "render", "compose", "write_png", "draw_report", "PARTS"]
 
 
 def report_data(res, fixed):
@@ -38,63 +33,121 @@ def report_data(res, fixed):
                 f"{res.timings.get('registration_s', 0):.1f} s")
 
 
-def draw_report(d, path, frame=None):
-    """Draws report.png from report_data's dict, written whole or not at all. frame: an unused
-    _frame(), built ahead of time (by the helper process)."""
+# The report in parts, drawn side by side by the helper processes: indices into fig.axes (the 2 x 4
+# panels row by row, then the colorbar, 8); the figure's title goes with the last part. Each part is
+# the whole figure with the other parts' axes hidden, on the white background, and the panels do not
+# overlap, so the parts' pixels add up exactly to the whole figure's (compose()): the same report.png
+# however many processes drew it (tests/python/test_cli.py checks it). The energy curve (ticks, legend)
+# alone costs about a third of the drawing; the image panels, the deformed grid and det D phiinv with
+# its colorbar share the rest.
+PARTS = ((0, 1, 2, 3, 4), (5, 6, 8), (7,))
+
+
+def render(d, part=None, frame=None):
+    """The report's pixels (height x width x 4, RGBA, uint8): the whole figure (part None) or the
+    part PARTS[part] on a blank figure of the same layout. frame: an unused _frame(), built ahead of
+    time (by a helper process)."""
+    fig = _figure(d, frame, None if part is None else PARTS[part])
+    if part is not None:
+        keep = set(PARTS[part])
+        for k, ax in enumerate(fig.axes):
+            ax.set_visible(k in keep)
+        fig._suptitle.set_visible(part == len(PARTS) - 1)
+    fig.canvas.draw()
+    return np.array(fig.canvas.buffer_rgba())
+
+
+def compose(parts):
+    """The whole figure's pixels from render()'s parts: each part is white where it draws nothing."""
+    out = parts[0].astype(np.int16)
+    for p in parts[1:]:
+        out += p.astype(np.int16) - 255
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+def write_png(rgba, path):
+    """Writes the pixels as a PNG (zlib level 1: a tenth of the drawing's time at 6, 1.3x the bytes),
+    whole or not at all."""
+    from PIL import Image  # matplotlib's own PNG writer
+
     from .._files import atomic_path
 
-    fig = _figure(d, frame)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+        Image.fromarray(rgba, "RGBA").save(tmp, format="png", compress_level=1)
+
+
+def draw_report(d, path, frame=None):
+    """Draws report.png from report_data's dict in this process, written whole or not at all."""
+    write_png(render(d, None, frame), path)
 
 
 def _frame():
-    """The report's empty figure and its 2 x 4 axes (a fifth of the drawing's time)."""
+    """The report's empty figure, its 2 x 4 axes and the colorbar of det D phiinv (its norm is set by
+    the drawing): what does not depend on the data, about half of the figure's construction."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(16, 8.5), dpi=80)
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 4, gridspec_kw=dict(left=0.02, right=0.96, bottom=0.07, top=0.9, wspace=0.2,
                                                hspace=0.18))
-    return fig, axes
+    cbar = fig.colorbar(ScalarMappable(Normalize(), "viridis"), ax=axes[1, 2], fraction=0.046, ticks=MaxNLocator(5))
+    return fig, axes, cbar
 
 
-def _figure(d, frame=None):
+def _figure(d, frame=None, keep=None):
     # matplotlib's object interface (no pyplot: usable from any thread), fixed margins (no
     # tight_layout: it draws the figure twice), titles at a given height (else each is placed by
     # measuring its axes' tick labels), no ticks on the image panels; the deformed grid is one
-    # LineCollection. About 5x faster than pyplot + tight_layout (docs/performance.md).
+    # LineCollection (docs/performance.md, "Writing the outputs of pyca lddmm"). keep: the panels
+    # (indices into fig.axes) to fill; None: all.
     from matplotlib.collections import LineCollection
 
-    fig, axes = frame or _frame()
+    fig, axes, cbar = frame or _frame()
+    keep = set(range(9) if keep is None else keep)
     z, aspect = d["z"], d["aspect"]
     kw = dict(origin="lower", cmap="gray", vmin=d["lo"], vmax=d["hi"], aspect=aspect)
     m = d["diff_max"]
     dkw = dict(origin="lower", cmap="RdBu_r", vmin=-m, vmax=m, aspect=aspect)
-    panels = ((axes[0, 0], d["fixed"], kw, f"fixed (z = {z})"), (axes[0, 1], d["moving"], kw, f"moving (z = {z})"),
-              (axes[0, 2], d["deformed"], kw, f"deformed moving (z = {z})"),
-              (axes[0, 3], d["fixed"] - d["deformed"], dkw, "fixed - deformed"),
-              (axes[1, 0], d["fixed"] - d["moving"], dkw, "fixed - moving (before)"),
-              (axes[1, 1], d["moving"], kw, "fixed grid mapped by phiinv, on moving"))
-    for ax, img, style, title in panels:
-        ax.imshow(img.T, **style)
-        ax.set_title(title, y=1.0)
+    panels = ((0, d["fixed"], kw, f"fixed (z = {z})"), (1, d["moving"], kw, f"moving (z = {z})"),
+              (2, d["deformed"], kw, f"deformed moving (z = {z})"),
+              (3, d["fixed"] - d["deformed"], dkw, "fixed - deformed"),
+              (4, d["fixed"] - d["moving"], dkw, "fixed - moving (before)"),
+              (5, d["moving"], kw, "fixed grid mapped by phiinv, on moving"))
+    for k, img, style, title in panels:
+        if k in keep:
+            ax = axes.flat[k]
+            ax.imshow(img.T, **style)
+            ax.set_title(title, y=1.0)
+            ax.set_axis_off()
+    if 5 in keep:
+        ax = axes[1, 1]
+        hx, hy = d["hinv"][..., 0], d["hinv"][..., 1]
+        step = max(1, min(hx.shape) // 24)
+        lines = [np.column_stack([hx[i, :], hy[i, :]]) for i in range(0, hx.shape[0], step)]
+        lines += [np.column_stack([hx[:, j], hy[:, j]]) for j in range(0, hx.shape[1], step)]
+        ax.add_collection(LineCollection(lines, colors="orange", linewidths=0.6))
+        ax.set_xlim(-0.5, hx.shape[0] - 0.5)
+        ax.set_ylim(-0.5, hx.shape[1] - 0.5)
+    if 6 in keep:
+        ax = axes[1, 2]
+        norm = cbar.norm  # the slice's range, as imshow would scale it
+        norm.vmin, norm.vmax = float(d["jac"].min()), float(d["jac"].max())
+        cbar.update_normal(ax.imshow(d["jac"].T, origin="lower", cmap="viridis", norm=norm, aspect=aspect))
         ax.set_axis_off()
-    ax = axes[1, 1]
-    hx, hy = d["hinv"][..., 0], d["hinv"][..., 1]
-    step = max(1, min(hx.shape) // 24)
-    lines = [np.column_stack([hx[i, :], hy[i, :]]) for i in range(0, hx.shape[0], step)]
-    lines += [np.column_stack([hx[:, j], hy[:, j]]) for j in range(0, hx.shape[1], step)]
-    ax.add_collection(LineCollection(lines, colors="orange", linewidths=0.6))
-    ax.set_xlim(-0.5, hx.shape[0] - 0.5)
-    ax.set_ylim(-0.5, hx.shape[1] - 0.5)
-    ax = axes[1, 2]
-    jm = ax.imshow(d["jac"].T, origin="lower", cmap="viridis", aspect=aspect)
-    fig.colorbar(jm, ax=ax, fraction=0.046)
-    ax.set_axis_off()
-    ax.set_title("det D phiinv (min {:.3g}, max {:.3g})".format(*d["jac_range"]), y=1.0)
-    ax = axes[1, 3]
+        ax.set_title("det D phiinv (min {:.3g}, max {:.3g})".format(*d["jac_range"]), y=1.0)
+    if 7 in keep:
+        _energy_panel(axes[1, 3], d)
+    fig.suptitle(d["title"])
+    return fig
+
+
+def _energy_panel(ax, d):
+    from matplotlib.ticker import LogFormatter, LogLocator, MaxNLocator, NullLocator
+
     acc = d["accepted"]
     if acc:
         # Per voxel, so that the scales (with 8x fewer voxels each) share one curve.
@@ -103,159 +156,13 @@ def _figure(d, frame=None):
             ax.semilogy(x, [max(e[key], 1e-30) / d["nvox"].get(e["scale"], 1.0) for e in acc], label=label)
         for s in (i for i in range(1, len(acc)) if acc[i]["scale"] != acc[i - 1]["scale"]):
             ax.axvline(s, color="gray", lw=0.5, ls="--")
-        ax.legend()
+        ax.legend(loc="center right")  # a fixed place: "best" tests every spot against the curves
+        # Decades only, labelled 1e-03 (no minor ticks, no mathtext), and few ticks elsewhere: each
+        # tick is a few artists; together a third of the drawing's time.
+        ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
+        ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0,)))
+        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=True))
+        ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.tick_right()  # clear of the colorbar on its left
     ax.set_xlabel("accepted iteration (dashed: next scale)")
     ax.set_title("energy per voxel", y=1.0)
-    fig.suptitle(d["title"])
-    return fig
-
-
-# ------------------------------------------------------------------------------------------------
-class ReportError(RuntimeError):
-    """report.png could not be drawn (the message says why, in one line)."""
-
-
-class ReportProcess:
-    """A spawned process that imports matplotlib at once, then draws report.png when sent the data:
-
-        with ReportProcess() as rp:      # before the long work
-            ...                          # matplotlib loads meanwhile, in the other process
-            rp.submit(report_data(res, fixed), "out/report.png")
-            ...                          # other outputs, on this process's threads
-            rp.result()                  # raises ReportError when the drawing failed or the process died
-
-    Leaving the block ends the process: by asking it to exit once the drawing came back; else (an
-    exception, Ctrl-C's KeyboardInterrupt included, or no drawing asked for) by SIGTERM, on which it removes its temporary file and exits (a file
-    it was writing never appears under its final name), then SIGKILL if it does not. The process
-    never receives Ctrl-C itself (SIGINT is ignored there), and it exits when this process's end of
-    the pipe closes, whatever way this process ends: no orphan is left drawing."""
-
-    def __init__(self):
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")  # a fresh interpreter: no copy of this process's threads or GPU state
-        self._conn, child = ctx.Pipe()
-        self._t0 = time.time()
-        self._proc = ctx.Process(target=_serve, args=(child, self._t0), name="pyca-report", daemon=True)
-        self._path = None
-        self.timings = {}  # seconds since the start: ready (matplotlib loaded), asked (submit), drawn
-        # SIGINT ignored while the process starts: a fresh interpreter keeps an ignored SIGINT
-        # ignored, so Ctrl-C at a terminal (sent to the whole process group) never reaches the
-        # helper, not even while it boots; this process ends it instead (close()).
-        main = threading.current_thread() is threading.main_thread()
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-        try:
-            self._proc.start()
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, old)
-            child.close()
-
-    @property
-    def pid(self):
-        return self._proc.pid
-
-    def submit(self, data, path):
-        """Sends report_data()'s dict; the process draws it into `path` (atomically)."""
-        self._path = os.fspath(path)
-        self.timings["asked"] = time.time() - self._t0
-        try:
-            self._conn.send(("draw", data, self._path))
-        except OSError:  # the process is gone: result() says so, once the caller's other files are written
-            pass
-
-    def result(self, timeout=300.0):
-        """Waits for the drawing sent by submit(); raises ReportError if it failed, if the process
-        died, or if it did not answer within `timeout` seconds (a drawing takes about one)."""
-        t0 = time.perf_counter()
-        status = "ready"
-        try:
-            while status == "ready":
-                while not self._conn.poll(0.5):
-                    if not self._proc.is_alive():
-                        self._died()
-                    if time.perf_counter() - t0 > timeout:
-                        raise ReportError(f"the process drawing {os.path.basename(self._path)} did not answer within "
-                                          f"{timeout:g} s")
-                status, message = self._conn.recv()
-                if status == "ready":
-                    self.timings["ready"] = message
-        except (EOFError, OSError):
-            self._died()
-        self.timings["drawn"] = time.time() - self._t0
-        if status != "ok":
-            raise ReportError(f"{os.path.basename(self._path)} could not be drawn: {message}")
-
-    def _died(self):
-        self._proc.join(timeout=5)
-        code = self._proc.exitcode
-        why = f"was killed by signal {-code}" if code is not None and code < 0 else f"ended (exit code {code})"
-        raise ReportError(f"the process drawing {os.path.basename(self._path or 'report.png')} {why} before it "
-                          f"was done") from None
-
-    def close(self, abort=False):
-        """Ends the process: asks it to exit once its drawing was received, else (abort, an error
-        before any drawing) SIGTERM at once; SIGKILL if it is still there a few seconds later."""
-        proc = self._proc
-        try:
-            if not abort and "drawn" in self.timings and proc.is_alive():
-                try:
-                    self._conn.send(("exit",))
-                    proc.join(timeout=5)
-                except OSError:
-                    pass
-        finally:
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-            self._conn.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *exc):
-        self.close(abort=exc_type is not None)
-
-
-def _on_sigterm(signum, frame):  # noqa: ARG001 - a signal handler's signature
-    raise SystemExit(128 + signum)  # unwinds atomic_path: the temporary file is removed
-
-
-def _serve(conn, t0):
-    """The helper process: import matplotlib and build the empty figure, then draw what is sent until told to exit or the pipe closes.
-    It ends with os._exit: nothing is left to flush, and the interpreter's teardown with matplotlib
-    loaded takes longer than the drawing."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    code = 0
-    try:
-        _loop(conn, t0)
-    except SystemExit as e:  # SIGTERM: the temporary file was removed on the way here
-        code = e.code if isinstance(e.code, int) else 1
-    os._exit(code)
-
-
-def _loop(conn, t0):
-    frame = None
-    try:  # matplotlib's import: the cost of a process's first report (a first drawing costs no more than later ones)
-        frame = _frame()
-    except Exception:  # noqa: BLE001, S110 - the drawing asked for raises it again, and says so
-        pass
-    conn.send(("ready", time.time() - t0))
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):  # the command ended: nothing more to draw
-            return
-        if msg[0] != "draw":
-            return
-        try:
-            ready, frame = frame, None  # a frame is drawn into once
-            draw_report(msg[1], msg[2], ready)
-            conn.send(("ok", ""))
-        except Exception as e:  # noqa: BLE001 - sent back, raised there as one line
-            conn.send(("error", f"{type(e).__name__}: {' '.join(str(e).split())}"))

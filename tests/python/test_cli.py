@@ -214,23 +214,23 @@ def test_ctrl_c_during_the_registration(tmp_path):
 
 
 SLOW_SAVE = textwrap.dedent('''
-    # Loaded by the test's subprocess through PYTHONPATH: nibabel's save writes the file, cuts it in
-    # half, says so in a marker file and waits (Ctrl-C arrives here), then writes it whole again.
+    # Loaded by the test's subprocess through PYTHONPATH: pyca.io's .nii.gz writer writes the file,
+    # cuts it in half, says so in a marker file and waits (Ctrl-C arrives here), then writes it whole.
     import os, time
-    import nibabel
+    import pyca.io
 
-    _save = nibabel.save
+    _write = pyca.io.write_gzip
 
-    def _slow_save(img, filename, *args, **kwargs):
-        _save(img, filename, *args, **kwargs)
-        size = os.path.getsize(filename)
-        with open(filename, "r+b") as fh:
+    def _slow_write(path, *args, **kwargs):
+        _write(path, *args, **kwargs)
+        size = os.path.getsize(path)
+        with open(path, "r+b") as fh:
             fh.truncate(size // 2)
         open(os.environ["PYCA_TEST_MARKER"], "a").close()
         time.sleep(3.0)
-        _save(img, filename, *args, **kwargs)
+        _write(path, *args, **kwargs)
 
-    nibabel.save = _slow_save
+    pyca.io.write_gzip = _slow_write
 ''')
 
 
@@ -246,14 +246,14 @@ def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path, report):
     p = _start(["lddmm", *SMALL, "--out", str(out)] + ([] if report else ["--no-report"]), env=env)
     rc, _, err = _interrupt(p, marker.exists)
     assert rc == 130, (rc, err)
-    assert [ln for ln in _lines(err) if not ln.startswith("lddmm [cpu]: ")] == ["pyca lddmm: interrupted"], err
+    assert [ln for ln in _lines(err) if not re.match(r"lddmm \[(cpu|gpu)\]: ", ln)] == ["pyca lddmm: interrupted"], err
     assert out.is_dir()
     _assert_complete(out)  # files finished by other writer threads are whole; no half file, no temporary
     assert "summary.json" not in os.listdir(out)  # written last, only by a complete run
 
 
 # ------------------------------------------------------------------------------------------------
-# report.png is drawn by a helper process started before the registration (pyca/apps/_lddmm_report.py)
+# report.png is drawn by helper processes started before the registration (pyca/apps/_report_process.py)
 def _children(pid):
     """(pid, command line) of the live processes whose parent is `pid` (Linux /proc)."""
     if not os.path.isdir("/proc/self"):
@@ -273,7 +273,10 @@ def _children(pid):
 
 
 def _helper(pid):
-    return [c for c, cmd in _children(pid) if "spawn_main" in cmd]
+    """The report's helper (forked: the command's own command line, or spawned; not multiprocessing's
+    resource tracker) and the processes it forked for the figure's other parts."""
+    helpers = [c for c, cmd in _children(pid) if "resource_tracker" not in cmd]
+    return helpers + [c for h in helpers for c, _ in _children(h)]
 
 
 def _gone(pid, timeout=10):
@@ -316,14 +319,21 @@ def test_ctrl_c_with_the_report_helper_alive(tmp_path, report):
 
 
 CHILD_ONLY = textwrap.dedent('''
-    # Loaded by every Python process of the test through PYTHONPATH; acts in the report helper only.
+    # Loaded by every Python process of the test through PYTHONPATH; acts in the report helper only:
+    # a spawned one (a fresh interpreter) at its start, a forked one (the command forks nothing else)
+    # just after the fork.
     import os, signal, sys, threading
 
-    if "--multiprocessing-fork" in sys.argv and "spawn_main" in " ".join(sys.orig_argv):
+    def fault():
         if os.environ["PYCA_TEST_HELPER"] == "no-matplotlib":
             sys.modules["matplotlib"] = None  # import matplotlib raises ImportError
         else:  # dies at once, as if killed
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGKILL)).start()
+
+    if "--multiprocessing-fork" in sys.argv and "spawn_main" in " ".join(sys.orig_argv):
+        fault()
+    else:
+        os.register_at_fork(after_in_child=fault)
 ''')
 
 
@@ -343,21 +353,74 @@ def test_a_failing_report_helper_is_one_line_and_exit_1(tmp_path, fault, needle)
     _assert_complete(out)
 
 
-def test_the_helper_draws_the_same_report_as_this_process(tmp_path):
+@pytest.fixture(scope="module")
+def report_dict():
     from pyca.apps import data, lddmm
-    from pyca.apps._lddmm_report import ReportProcess, draw_report, report_data
+    from pyca.apps._lddmm_report import report_data
 
     fixed, moving = data.builtin_pair(size=(16, 16, 8))
     res = lddmm.register(fixed, moving, scales=(2, 1), iterations=(2, 2), time_steps=2, device="cpu")
-    d = report_data(res, fixed)
-    with ReportProcess() as rp:
-        rp.submit(d, tmp_path / "helper.png")
+    return report_data(res, fixed)
+
+
+def test_the_parts_of_the_report_add_up_to_the_whole_figure(report_dict):
+    pytest.importorskip("matplotlib")
+    from pyca.apps._lddmm_report import PARTS, compose, render
+
+    whole = render(report_dict)
+    parts = [render(report_dict, k) for k in range(len(PARTS))]
+    assert all(p.shape == whole.shape and p.dtype == np.uint8 for p in parts)
+    assert all((p != 255).any() for p in parts)  # each part draws something
+    np.testing.assert_array_equal(compose(parts), whole)  # pixel for pixel: the panels do not overlap
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("parts", ["whole", "parts"])
+def test_the_helpers_draw_the_same_report_as_this_process(tmp_path, monkeypatch, report_dict, method, parts):
+    pytest.importorskip("matplotlib")
+    from pyca.apps import _report_process
+    from pyca.apps._lddmm_report import PARTS, draw_report
+    from pyca.apps._report_process import ReportProcess
+
+    parts = 1 if parts == "whole" else len(PARTS)
+    monkeypatch.setattr(_report_process, "_start_method", lambda: method)  # fork: one Python thread, Linux
+    with ReportProcess(parts=parts) as rp:
+        rp.wait_ready()
+        assert len(rp.part_pids) == parts - 1
+        rp.submit(report_dict, tmp_path / "helper.png")
         rp.result()
-        pid = rp.pid
-    assert _gone(pid)
-    draw_report(d, tmp_path / "here.png")
+        pids = [rp.pid, *rp.part_pids]
+    assert all(_gone(pid) for pid in pids)
+    draw_report(report_dict, tmp_path / "here.png")
     assert (tmp_path / "helper.png").read_bytes() == (tmp_path / "here.png").read_bytes()
     assert sorted(os.listdir(tmp_path)) == ["helper.png", "here.png"]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_the_helpers_exit_when_their_parent_is_killed(method):
+    from pyca.apps._lddmm_report import PARTS
+
+    # SIGKILL leaves the parent no chance to end its helpers: each must see its pipe close.
+    code = textwrap.dedent(f"""
+        import sys, time
+        from pyca.apps import _report_process
+        from pyca.apps._lddmm_report import PARTS
+        _report_process._start_method = lambda: {method!r}
+        if __name__ == "__main__":
+            rp = _report_process.ReportProcess(parts=len(PARTS))
+            rp.wait_ready()
+            print(rp.pid, *rp.part_pids, flush=True)
+            time.sleep(600)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        pids = [int(x) for x in p.stdout.readline().split()]
+        assert len(pids) == len(PARTS), pids  # the helper and the processes of PARTS[1:]
+        time.sleep(0.5)  # the helper and its parts' processes wait for a drawing
+    finally:
+        p.kill()
+        p.wait()
+    assert all(_gone(pid) for pid in pids), "a helper outlived the command"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -371,7 +434,7 @@ def test_progress_in_a_log_file_is_a_few_plain_lines(tmp_path):
     assert p.returncode == 0
     text = log.read_text()
     assert "\r" not in text
-    progress = [ln for ln in text.splitlines() if ln.startswith("lddmm [cpu]")]
+    progress = [ln for ln in text.splitlines() if re.match(r"lddmm \[(cpu|gpu)\]", ln)]
     assert 1 <= len(progress) <= 5, progress
     assert "50/50 it (100%)" in progress[-1]
 
