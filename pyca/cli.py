@@ -213,6 +213,15 @@ def _input_errors():
     return (ValueError, TypeError, OverflowError, OSError, ImageFileError, core.CudaError)
 
 
+def _importable(name):
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
+        return False
+
+
 def _say(a):
     return (lambda *x: None) if a.quiet else (lambda *x: print(*x, flush=True))
 
@@ -255,6 +264,8 @@ def _lddmm(a, report):
                   tol=a.tol, metric=a.metric, radius=a.radius, affine=a.affine)
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.
+    if not _importable("nibabel"):
+        return _fail("lddmm", "nibabel, which writes the outputs, cannot be imported: pip install nibabel")
     try:
         check_out_dir(a.out, a.overwrite)
         checked = {**lddmm.DEFAULTS, **params}

@@ -357,11 +357,14 @@ def prepare_writing():
     import threading
 
     def warm():
-        import nibabel  # noqa: F401
+        try:
+            import nibabel  # noqa: F401
 
-        from ._files import compress_pool
+            from ._files import compress_pool
 
-        compress_pool()
+            compress_pool()
+        except Exception:  # noqa: BLE001, S110 - the writing imports it again and raises it there, in one line
+            pass
 
     t = threading.Thread(target=warm, name="pyca-prepare-writing", daemon=True)
     t.start()

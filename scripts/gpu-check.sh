@@ -43,7 +43,7 @@ if ! PYCA_WITH_CUDA=ON PYCA_BUILD_TESTS=ON python3 -m pip install --no-build-iso
   echo "SUMMARY: build failed"
   exit 1
 fi
-export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH} PATH=$target/bin:$PATH  # the console script: the CLI tests run too
 
 ctest_line="not run"
 pytest_line="not run"

@@ -353,6 +353,19 @@ def test_a_failing_report_helper_is_one_line_and_exit_1(tmp_path, fault, needle)
     _assert_complete(out)
 
 
+def test_without_nibabel_the_error_is_one_line(tmp_path):
+    # nibabel is imported ahead on a thread of the command (pyca.io.prepare_writing): its failure
+    # there must stay silent, and the command say it once, before any work.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['nibabel'] = None\n")
+    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    p = run("lddmm", *SMALL, "--no-report", "--no-progress", "--device", "cpu", "--out", str(tmp_path / "out"), env=env,
+            timeout=120)
+    _assert_one_line_error(p, 2, "nibabel")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture(scope="module")
 def report_dict():
     from pyca.apps import data, lddmm
