@@ -47,12 +47,11 @@ def render(d, part=None, frame=None):
     """The report's pixels (height x width x 4, RGBA, uint8): the whole figure (part None) or the
     part PARTS[part] on a blank figure of the same layout. frame: an unused _frame(), built ahead of
     time (by a helper process)."""
-    fig = _figure(d, frame, None if part is None else PARTS[part])
+    fig = _figure(d, frame, None if part is None else PARTS[part], title=part in (None, len(PARTS) - 1))
     if part is not None:
         keep = set(PARTS[part])
         for k, ax in enumerate(fig.axes):
             ax.set_visible(k in keep)
-        fig._suptitle.set_visible(part == len(PARTS) - 1)
     fig.canvas.draw()
     return np.array(fig.canvas.buffer_rgba())
 
@@ -66,8 +65,8 @@ def compose(parts):
 
 
 def write_png(rgba, path):
-    """Writes the pixels as a PNG (zlib level 1: a tenth of the drawing's time at 6, 1.3x the bytes),
-    whole or not at all."""
+    """Writes the pixels as a PNG (zlib level 1: faster than Pillow's default 6, files about 1.2x
+    larger), whole or not at all."""
     from PIL import Image  # matplotlib's own PNG writer
 
     from .._files import atomic_path
@@ -94,16 +93,17 @@ def _frame():
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 4, gridspec_kw=dict(left=0.02, right=0.96, bottom=0.07, top=0.9, wspace=0.2,
                                                hspace=0.18))
-    cbar = fig.colorbar(ScalarMappable(Normalize(), "viridis"), ax=axes[1, 2], fraction=0.046, ticks=MaxNLocator(5))
+    cbar = fig.colorbar(ScalarMappable(Normalize(), "viridis"), ax=axes[1, 2], fraction=0.046,
+                        ticks=MaxNLocator(5))
     return fig, axes, cbar
 
 
-def _figure(d, frame=None, keep=None):
+def _figure(d, frame=None, keep=None, title=True):
     # matplotlib's object interface (no pyplot: usable from any thread), fixed margins (no
     # tight_layout: it draws the figure twice), titles at a given height (else each is placed by
     # measuring its axes' tick labels), no ticks on the image panels; the deformed grid is one
     # LineCollection (docs/performance.md, "Writing the outputs of pyca lddmm"). keep: the panels
-    # (indices into fig.axes) to fill; None: all.
+    # (indices into fig.axes) to fill; None: all. title: the figure's title too.
     from matplotlib.collections import LineCollection
 
     fig, axes, cbar = frame or _frame()
@@ -117,11 +117,11 @@ def _figure(d, frame=None, keep=None):
               (3, d["fixed"] - d["deformed"], dkw, "fixed - deformed"),
               (4, d["fixed"] - d["moving"], dkw, "fixed - moving (before)"),
               (5, d["moving"], kw, "fixed grid mapped by phiinv, on moving"))
-    for k, img, style, title in panels:
+    for k, img, style, name in panels:
         if k in keep:
             ax = axes.flat[k]
             ax.imshow(img.T, **style)
-            ax.set_title(title, y=1.0)
+            ax.set_title(name, y=1.0)
             ax.set_axis_off()
     if 5 in keep:
         ax = axes[1, 1]
@@ -141,7 +141,8 @@ def _figure(d, frame=None, keep=None):
         ax.set_title("det D phiinv (min {:.3g}, max {:.3g})".format(*d["jac_range"]), y=1.0)
     if 7 in keep:
         _energy_panel(axes[1, 3], d)
-    fig.suptitle(d["title"])
+    if title:
+        fig.suptitle(d["title"])
     return fig
 
 
