@@ -28,8 +28,8 @@ import tempfile
 import threading
 import zlib
 
-__all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "write_gzip", "check_out_dir",
-           "clear_previous"]
+__all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "write_gzip",
+           "check_out_dir", "clear_previous"]
 
 TMP_PREFIX = ".pyca-tmp-"
 
@@ -92,7 +92,7 @@ _pool, _pool_lock = None, threading.Lock()
 
 
 def compress_pool():
-    """The threads write_gzip deflates on (one per core, started once; zlib releases the GIL)."""
+    """The threads GzipWriter deflates on (one per core, started once; zlib releases the GIL)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -102,30 +102,88 @@ def compress_pool():
     return _pool
 
 
-def _deflate(mv, start, level, strategy):
-    stop = min(start + _CHUNK, len(mv))
-    zdict = bytes(mv[max(0, start - _WINDOW):start])
+def _deflate(chunk, zdict, level, strategy, last):
     co = zlib.compressobj(level, zlib.DEFLATED, -15, 8, strategy, *([zdict] if zdict else []))
-    return co.compress(mv[start:stop]) + co.flush(zlib.Z_FINISH if stop == len(mv) else zlib.Z_SYNC_FLUSH)
+    return co.compress(chunk) + co.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+class GzipWriter:
+    """A binary file that gzip-compresses what is written to it (zlib `level` and `strategy`; level 1,
+    nibabel's, by default), deflating chunks on compress_pool()'s threads while the caller goes on
+    writing; the compressed chunks are written in order, a bounded number in flight, so memory stays
+    small whatever the size. The header is nibabel's (no name, mtime 0): the same data gives the same
+    file. nibabel writes a NIfTI image into it as into any stream (`img.to_stream(writer)`)."""
+
+    def __init__(self, path, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
+        self._fh = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + {1: b"\x04", 9: b"\x02"}.get(level, b"\x00") + b"\xff")
+        self._args = (level, strategy)
+        self._buf, self._prev, self._crc, self._size = bytearray(), b"", 0, 0
+        workers = os.cpu_count() or 1
+        self._pool = compress_pool() if workers > 1 else None
+        self._window = 2 * workers  # chunks in flight
+        self._pending = []
+
+    def write(self, data):
+        mv = memoryview(data).cast("B")
+        self._crc = zlib.crc32(mv, self._crc)
+        self._size += len(mv)
+        self._buf += mv
+        while len(self._buf) >= _CHUNK:
+            self._submit(bytes(self._buf[:_CHUNK]), False)
+            del self._buf[:_CHUNK]
+        return len(mv)
+
+    def read(self, size=-1):  # a write-only stream (nibabel tells streams by their read and write)
+        raise OSError("GzipWriter is write-only")
+
+    def tell(self):
+        return self._size
+
+    def seek(self, offset, whence=0):  # nibabel asks for the position it is at; anything else is refused
+        if whence != 0 or offset != self._size:
+            raise OSError("GzipWriter cannot seek")
+        return self._size
+
+    def _submit(self, chunk, last):
+        args = (chunk, self._prev, *self._args, last)
+        self._prev = chunk[-_WINDOW:]
+        if self._pool is None:
+            self._fh.write(_deflate(*args))
+            return
+        self._pending.append(self._pool.submit(_deflate, *args))
+        while len(self._pending) > self._window:
+            self._fh.write(self._pending.pop(0).result())
+
+    def close(self):
+        if self._fh.closed:
+            return
+        try:
+            self._submit(bytes(self._buf), True)
+            for f in self._pending:
+                self._fh.write(f.result())
+            self._fh.write(struct.pack("<II", self._crc & 0xFFFFFFFF, self._size & 0xFFFFFFFF))
+        finally:
+            self._pending = []
+            self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:  # the file is discarded (atomic_path) or incomplete anyway: no more compressing
+            for f in self._pending:
+                f.cancel()
+            self._pending = []
+            self._fh.close()
 
 
 def write_gzip(path, data, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
-    """Writes `data` (bytes-like) gzip-compressed (zlib `level` and `strategy`; level 1, nibabel's,
-    by default) to `path`, deflating chunks on compress_pool()'s threads. The header is nibabel's
-    (no name, mtime 0): the same data gives the same file."""
-    mv = memoryview(data).cast("B")
-    starts = range(0, max(len(mv), 1), _CHUNK)
-    if len(starts) > 1 and (os.cpu_count() or 1) > 1:
-        pool = compress_pool()
-        crc = pool.submit(zlib.crc32, mv)
-        parts = [f.result() for f in [pool.submit(_deflate, mv, s, level, strategy) for s in starts]]
-        crc = crc.result()
-    else:
-        parts, crc = [_deflate(mv, s, level, strategy) for s in starts], zlib.crc32(mv)
-    with open(path, "wb") as fh:
-        fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + {1: b"\x04", 9: b"\x02"}.get(level, b"\x00") + b"\xff")
-        fh.writelines(parts)
-        fh.write(struct.pack("<II", crc & 0xFFFFFFFF, len(mv) & 0xFFFFFFFF))
+    """Writes `data` (bytes-like) to `path` through a GzipWriter."""
+    with GzipWriter(path, level, strategy) as w:
+        w.write(data)
 
 
 def check_out_dir(out, overwrite, flag="--out"):

@@ -214,23 +214,28 @@ def test_ctrl_c_during_the_registration(tmp_path):
 
 
 SLOW_SAVE = textwrap.dedent('''
-    # Loaded by the test's subprocess through PYTHONPATH: pyca.io's .nii.gz writer writes the file,
+    # Loaded by the test's subprocess through PYTHONPATH: pyca.io's .nii.gz writer finishes the file,
     # cuts it in half, says so in a marker file and waits (Ctrl-C arrives here), then writes it whole.
     import os, time
     import pyca.io
 
-    _write = pyca.io.write_gzip
+    class _Slow(pyca.io.GzipWriter):
+        def __init__(self, path, *args, **kwargs):
+            super().__init__(path, *args, **kwargs)
+            self._path = path
 
-    def _slow_write(path, *args, **kwargs):
-        _write(path, *args, **kwargs)
-        size = os.path.getsize(path)
-        with open(path, "r+b") as fh:
-            fh.truncate(size // 2)
-        open(os.environ["PYCA_TEST_MARKER"], "a").close()
-        time.sleep(3.0)
-        _write(path, *args, **kwargs)
+        def close(self):
+            super().close()
+            with open(self._path, "rb") as fh:
+                whole = fh.read()
+            with open(self._path, "r+b") as fh:
+                fh.truncate(len(whole) // 2)
+            open(os.environ["PYCA_TEST_MARKER"], "a").close()
+            time.sleep(3.0)
+            with open(self._path, "wb") as fh:
+                fh.write(whole)
 
-    pyca.io.write_gzip = _slow_write
+    pyca.io.GzipWriter = _Slow
 ''')
 
 

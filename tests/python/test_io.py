@@ -159,6 +159,23 @@ def test_parallel_gzip_is_one_gzip_stream_of_the_same_bytes(tmp_path, n, level, 
         assert len(raw) <= 1.002 * len(one.compress(data) + one.flush()) + 64
 
 
+def test_gzip_writer_takes_the_data_in_any_pieces(tmp_path):
+    # As nibabel streams an image (a header, then a slice at a time); the chunks in flight are bounded.
+    import gzip
+
+    from pyca._files import GzipWriter
+
+    data = np.random.default_rng(1).normal(size=600_000).astype(np.float32).tobytes()
+    cuts = [0, 348, 352, 1000, 70_000, 70_001, 1_500_000, len(data)]
+    with GzipWriter(tmp_path / "p.gz") as w:
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            assert w.seek(a) == a == w.tell()  # nibabel seeks to where it is
+            w.write(data[a:b])
+        with pytest.raises(OSError):
+            w.seek(0)
+    assert gzip.decompress((tmp_path / "p.gz").read_bytes()) == data
+
+
 @pytest.mark.parametrize("ext", [".nii", ".nii.gz"])
 def test_nifti_bytes_are_those_nibabel_writes(tmp_path, rng, ext):
     # pyca writes the bytes of nib.save (header, extension-free offset, data), deflated on several
