@@ -128,10 +128,18 @@ class GzipWriter:
         mv = memoryview(data).cast("B")
         self._crc = zlib.crc32(mv, self._crc)
         self._size += len(mv)
-        self._buf += mv
-        while len(self._buf) >= _CHUNK:
-            self._submit(bytes(self._buf[:_CHUNK]), False)
-            del self._buf[:_CHUNK]
+        i = 0
+        if self._buf:  # top up the partial chunk first
+            i = min(_CHUNK - len(self._buf), len(mv))
+            self._buf += mv[:i]
+            if len(self._buf) < _CHUNK:
+                return len(mv)
+            self._submit(bytes(self._buf), False)
+            self._buf.clear()
+        for i in range(i, len(mv) - _CHUNK + 1, _CHUNK):  # whole chunks straight from the caller's data
+            self._submit(bytes(mv[i:i + _CHUNK]), False)
+            i += _CHUNK
+        self._buf += mv[i:]
         return len(mv)
 
     def read(self, size=-1):  # a write-only stream (nibabel tells streams by their read and write)
