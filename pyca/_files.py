@@ -136,10 +136,10 @@ class GzipWriter:
                 return len(mv)
             self._submit(bytes(self._buf), False)
             self._buf.clear()
-        for i in range(i, len(mv) - _CHUNK + 1, _CHUNK):  # whole chunks straight from the caller's data
-            self._submit(bytes(mv[i:i + _CHUNK]), False)
-            i += _CHUNK
-        self._buf += mv[i:]
+        whole = (len(mv) - i) // _CHUNK  # whole chunks straight from the caller's data
+        for k in range(i, i + whole * _CHUNK, _CHUNK):
+            self._submit(bytes(mv[k:k + _CHUNK]), False)
+        self._buf += mv[i + whole * _CHUNK:]
         return len(mv)
 
     def read(self, size=-1):  # a write-only stream (nibabel tells streams by their read and write)
