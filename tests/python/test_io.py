@@ -160,7 +160,7 @@ def test_parallel_gzip_is_one_gzip_stream_of_the_same_bytes(tmp_path, n, level, 
 
 
 def test_gzip_writer_takes_the_data_in_any_pieces(tmp_path):
-    # As nibabel streams an image (a header, then a slice at a time); the chunks in flight are bounded.
+    # As nibabel streams an image: a header, then a slice at a time, each seek to where it already is.
     import gzip
 
     from pyca._files import GzipWriter
