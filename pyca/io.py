@@ -287,7 +287,8 @@ def load_field(path, mem=None):
 def _host_array(obj, what):
     if not isinstance(obj, (core.Image3D, core.Field3D)):
         raise TypeError(f"{what}: expected a pyca Image3D or Field3D, got {type(obj).__name__}")
-    return obj.numpy()  # a host copy from any memory type
+    # host memory: a view (the writers only read it, and the caller holds obj); device memory: one copy
+    return obj.numpy() if obj.is_on_device else np.asarray(obj)
 
 
 def write_array(arr, spacing, origin, path, vector=False, what="save_image", description="", direction=None):
@@ -349,10 +350,10 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
 
 
 def prepare_writing():
-    """Imports nibabel and starts the .nii.gz compression threads on a background thread, and returns it: a
-    command that will write NIfTI files calls this before its long work (pyca lddmm: before it
-    registers), so that its first save_* does not pay for them (an `import nibabel` meanwhile waits
-    for this one)."""
+    """Imports nibabel and starts the .nii.gz compression threads on a background thread, and
+    returns it: a command that will write NIfTI files calls this before its long work (pyca lddmm:
+    before it registers), so that its first save_* does not pay for them (an `import nibabel`
+    meanwhile waits for this one)."""
     import threading
 
     def warm():

@@ -32,8 +32,19 @@ def output_names(compress=True):
     return [n + e for n in _DESCRIPTIONS for e in (ext, ".nii", ".nii.gz")] + ["report.png", "summary.json"]
 
 
-def _host(obj):
-    return obj if int(obj.memType()) != int(ca.MEM_DEVICE) else obj.clone(ca.MEM_HOST)
+def _host_copies():
+    """obj -> obj in host memory: a device object is copied once (its copy kept for the next call),
+    a host one is itself."""
+    copies = {}
+
+    def host(obj):
+        if int(obj.memType()) != int(ca.MEM_DEVICE):
+            return obj
+        if id(obj) not in copies:
+            copies[id(obj)] = (obj, obj.clone(ca.MEM_HOST))  # (obj kept alive: its id stays its own)
+        return copies[id(obj)][1]
+
+    return host
 
 
 def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, compress=True, workers=None):
@@ -51,19 +62,20 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     items += [("deformed", res.deformed), ("phiinv", res.phiinv), ("phi", res.phi), ("jacdet", res.jacobian)]
     items += [(n, o) for n, o in (("phiinv_full", res.full_map), ("labels", res.labels)) if o is not None]
     paths, jobs = [], []
+    host = _host_copies()  # each device array copied to the host once, for its file and the report
     if report:  # first: the drawing, the longest, starts before the files' host copies
         png = os.path.join(out_dir, "report.png")
         if isinstance(report, ReportProcess):
-            report.submit(report_data(res, fixed), png)
+            report.submit(report_data(res, fixed, host), png)
         else:
-            jobs.append(functools.partial(draw_report, report_data(res, fixed), png))
+            jobs.append(functools.partial(draw_report, report_data(res, fixed, host), png))
     if res.affine is not None:  # the linear stage, ITK text format, written like the others
         paths.append(os.path.join(out_dir, "affine.txt"))
         jobs.append(functools.partial(_write_affine, res.affine.matrix, paths[-1]))
     for name, obj in items:
         save = pio.save_field if isinstance(obj, ca.Field3D) else pio.save_image
         paths.append(os.path.join(out_dir, name + ext))
-        jobs.append(functools.partial(save, _host(obj), paths[-1], description=_DESCRIPTIONS[name]))
+        jobs.append(functools.partial(save, host(obj), paths[-1], description=_DESCRIPTIONS[name]))
     if report:
         paths.append(png)
     t1 = time.perf_counter()

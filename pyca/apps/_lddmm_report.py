@@ -13,19 +13,21 @@ import numpy as np
 __all__ = ["report_data", "render", "compose", "write_png", "draw_report", "PARTS"]
 
 
-def report_data(res, fixed):
+def report_data(res, fixed, host=None):
     """What the report shows, as host NumPy arrays (mid z-slices) and numbers: gathered on the
-    calling thread, so that the drawing can run on another one."""
-    fx = fixed.numpy()
+    calling thread, so that the drawing can run on another one. host: obj -> its host copy (the
+    copies write_outputs makes for the files; None: copies made here)."""
+    view = (lambda o: o.numpy()) if host is None else (lambda o: np.asarray(host(o)))
+    fx = view(fixed)
     z = fx.shape[2] // 2
-    jac = res.jacobian.numpy()
+    jac = view(res.jacobian)
     acc = [e for e in res.energies if e["accepted"]]
     parts = res.device.split(" (")  # "gpu (NAME (details...)...)" -> "gpu (NAME)"
     short = f"{parts[0]} ({parts[1].rstrip(')')})" if len(parts) > 1 else res.device
     sp = tuple(res.deformed.grid().spacing())
-    mov = res.moving.numpy()
-    return dict(z=z, fixed=fx[:, :, z], moving=mov[:, :, z], deformed=res.deformed.numpy()[:, :, z],
-                hinv=res.phiinv.numpy()[:, :, z, :2], jac=jac[:, :, z], jac_range=(float(jac.min()), float(jac.max())),
+    mov = view(res.moving)
+    return dict(z=z, fixed=fx[:, :, z], moving=mov[:, :, z], deformed=view(res.deformed)[:, :, z],
+                hinv=view(res.phiinv)[:, :, z, :2], jac=jac[:, :, z], jac_range=(float(jac.min()), float(jac.max())),
                 lo=float(min(fx.min(), mov.min())), hi=float(max(fx.max(), mov.max())),
                 diff_max=float(max(np.abs(fx - mov).max(), 1e-12)), aspect=sp[1] / sp[0], accepted=acc,
                 nvox={s["scale"]: float(np.prod(s["grid"])) for s in res.timings.get("scales", [])},
