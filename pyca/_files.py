@@ -28,8 +28,8 @@ import tempfile
 import threading
 import zlib
 
-__all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "write_gzip",
-           "check_out_dir", "clear_previous"]
+__all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "check_out_dir",
+           "clear_previous"]
 
 TMP_PREFIX = ".pyca-tmp-"
 
@@ -186,12 +186,6 @@ class GzipWriter:
                 f.cancel()
             self._pending = []
             self._fh.close()
-
-
-def write_gzip(path, data, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
-    """Writes `data` (bytes-like) to `path` through a GzipWriter."""
-    with GzipWriter(path, level, strategy) as w:
-        w.write(data)
 
 
 def check_out_dir(out, overwrite, flag="--out"):

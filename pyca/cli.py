@@ -227,23 +227,22 @@ def _say(a):
 
 
 def cmd_lddmm(a):
-    from .io import prepare_writing
-
-    if a.no_report:
-        prepare_writing()
-        return _lddmm(a, False)
     # report.png is drawn by helper processes started now, which import matplotlib (about 1 s)
     # while this one registers (pyca/apps/_report_process.py); leaving the block ends them. They
-    # are started first, while this process has one thread (then they are forked). nibabel is
-    # imported meanwhile too, on a thread of this process.
+    # are started first, while this process has one thread (then they are forked); nibabel is
+    # imported meanwhile on a thread of this one.
     from .apps._report_process import ReportProcess
+    from .io import prepare_writing
 
-    try:
-        helper = ReportProcess()
-    except OSError:  # no process can be started here: the report is drawn in this one, as before
-        prepare_writing()
-        return _lddmm(a, True)
+    helper = None
+    if not a.no_report:
+        try:
+            helper = ReportProcess()
+        except OSError:  # no process can be started here: the report is drawn in this one
+            pass
     prepare_writing()
+    if helper is None:
+        return _lddmm(a, not a.no_report)
     with helper:
         return _lddmm(a, helper)
 

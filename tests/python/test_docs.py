@@ -49,7 +49,6 @@ def test_classes_and_modules_from_docstrings(reference):
     assert "## pyca.io" in (reference / "python.md").read_text()
 
 
-
 def test_docs_script_builds_outside_the_checkout(tmp_path):
     """scripts/docs.sh OUT: the site lands in OUT and nothing is written inside the checkout (a
     read-only checkout can build its documentation)."""

@@ -144,11 +144,12 @@ def test_parallel_gzip_is_one_gzip_stream_of_the_same_bytes(tmp_path, n, level, 
     import gzip
     import zlib
 
-    from pyca._files import write_gzip
+    from pyca._files import GzipWriter
 
     data = np.random.default_rng(n).normal(size=n // 4 + 1).astype(np.float32).tobytes()[:n]
     path = tmp_path / "d.gz"
-    write_gzip(path, data, level=level, strategy=getattr(zlib, strategy))
+    with GzipWriter(path, level=level, strategy=getattr(zlib, strategy)) as w:
+        w.write(data)
     raw = path.read_bytes()
     assert gzip.decompress(raw) == data
     assert zlib.decompress(raw, wbits=31) == data  # one member: nothing after its trailer
