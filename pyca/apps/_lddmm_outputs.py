@@ -63,7 +63,7 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     items += [(n, o) for n, o in (("phiinv_full", res.full_map), ("labels", res.labels)) if o is not None]
     paths, jobs = [], []
     host = _host_copies()  # each device array copied to the host once, for its file and the report
-    if report:  # first: the drawing, the longest, starts before the files' host copies
+    if report:  # first: the drawing, the longest, starts before the files are encoded (its copies are theirs)
         png = os.path.join(out_dir, "report.png")
         if isinstance(report, ReportProcess):
             report.submit(report_data(res, fixed, host), png)
