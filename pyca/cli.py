@@ -227,31 +227,13 @@ def _say(a):
 
 
 def cmd_lddmm(a):
-    # report.png is drawn by helper processes started now, which import matplotlib (about 1 s)
-    # while this one registers (pyca/apps/_report_process.py); leaving the block ends them. They
-    # are started first, while this process has one thread (then they are forked); nibabel is
-    # imported meanwhile on a thread of this one.
-    from .apps._report_process import ReportProcess
-    from .io import prepare_writing
-
-    helper = None
-    if not a.no_report:
-        try:
-            helper = ReportProcess()
-        except OSError:  # no process can be started here: the report is drawn in this one
-            pass
-    prepare_writing()
-    if helper is None:
-        return _lddmm(a, not a.no_report)
-    with helper:
-        return _lddmm(a, helper)
-
-
-def _lddmm(a, report):
     import pyca as ca
     from .apps import data, lddmm
     from .apps._lddmm_outputs import output_names
-    from .apps._report_process import ReportError
+    from .apps._lddmm_report import ReportError
+    from .io import prepare_writing
+
+    prepare_writing()  # nibabel imported, and the compression threads started, while this one registers
 
     say = _say(a)
     verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say
@@ -303,16 +285,13 @@ def _lddmm(a, report):
     if kept:
         verbose(f"  kept in --out (not pyca's outputs): {', '.join(kept)}")
     try:
-        paths = lddmm.write_outputs(res, fixed, moving, a.out, report=report, save_inputs=a.fixed is None,
+        paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, save_inputs=a.fixed is None,
                                     compress=not a.no_compress)
     except ReportError as e:
         return _fail("lddmm", e, 1)
     tm = res.timings
-    verbose(f"  writing: host copies {tm['write_host_s']:.3f} s, files {tm['write_files_s']:.3f} s, then waiting for "
-            f"the report {tm['write_report_wait_s']:.3f} s")
-    if getattr(report, "timings", None):
-        verbose("  report.png by the helper process (seconds since it started): matplotlib loaded at {ready:.2f}, "
-                "asked at {asked:.2f}, written at {drawn:.2f}".format(**{"ready": float("nan"), **report.timings}))
+    verbose(f"  writing: host copies {tm['write_host_s']:.3f} s, then the files side by side "
+            f"{tm['write_files_s']:.3f} s")
     s = res.summary()
     say(f"  mismatch (sum of squared differences): {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g} "
         f"(-{100 * res.mismatch_reduction:.1f}%)")

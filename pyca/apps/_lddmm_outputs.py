@@ -3,8 +3,8 @@
 Every file is written whole or not at all (pyca/_files.py). The results are copied to host memory
 first, on the calling thread; then the files are encoded side by side on a few threads (zlib and
 PNG encoding release the GIL; each .nii.gz is deflated in chunks on all cores, pyca/_files.py),
-report.png's parts by the helper processes when the CLI started them (_report_process.py), and
-summary.json is written last, once everything else is complete.
+report.png drawn beside them (NumPy and Pillow, _lddmm_report.py), and summary.json is written last,
+once everything else is complete.
 Timings: docs/performance.md ("Writing the outputs of pyca lddmm").
 """
 from __future__ import annotations
@@ -16,8 +16,7 @@ import time
 from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open, write_parallel
-from ._lddmm_report import draw_report, report_data
-from ._report_process import ReportProcess
+from ._lddmm_report import ReportError, draw_report, report_data
 
 __all__ = ["write_outputs", "make_report", "output_names"]
 
@@ -51,8 +50,8 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     """Writes deformed, phiinv, phi, jacdet (.nii.gz, or .nii when not compress), summary.json and
     (report) report.png into out_dir (created); save_inputs also writes fixed and moving. Returns
     the list of paths written (summary.json's last). workers: threads encoding the files (default:
-    one per file, at most the CPU count). report may be a started ReportProcess (pyca/apps/
-    _report_process.py): the report is then drawn there, beside the threads."""
+    one per file, at most the CPU count). A report that cannot be drawn raises ReportError
+    (_lddmm_report.py) once the other files are written; summary.json is then not written."""
     import json
 
     os.makedirs(out_dir, exist_ok=True)
@@ -63,12 +62,9 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     items += [(n, o) for n, o in (("phiinv_full", res.full_map), ("labels", res.labels)) if o is not None]
     paths, jobs = [], []
     host = _host_copies()  # each device array copied to the host once, for its file and the report
-    if report:  # first: the drawing, the longest, starts before the files are encoded (its copies are theirs)
+    if report:  # the report's slices are read from the files' host copies
         png = os.path.join(out_dir, "report.png")
-        if isinstance(report, ReportProcess):
-            report.submit(report_data(res, fixed, host), png)
-        else:
-            jobs.append(functools.partial(draw_report, report_data(res, fixed, host), png))
+        jobs.append(functools.partial(_report_job, report_data(res, fixed, host), png))
     if res.affine is not None:  # the linear stage, ITK text format, written like the others
         paths.append(os.path.join(out_dir, "affine.txt"))
         jobs.append(functools.partial(_write_affine, res.affine.matrix, paths[-1]))
@@ -79,19 +75,27 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     if report:
         paths.append(png)
     t1 = time.perf_counter()
-    write_parallel(jobs, workers)
+    failed = [r for r in write_parallel(jobs, workers) if isinstance(r, ReportError)]
     t2 = time.perf_counter()
-    if isinstance(report, ReportProcess):
-        report.result()
-    t3 = time.perf_counter()
-    # where the writing went: host copies (and the report's data), the files, the wait for the helper
-    res.timings.update(write_s=t3 - t0, write_host_s=t1 - t0, write_files_s=t2 - t1, write_report_wait_s=t3 - t2)
+    if failed:  # raised once the NIfTI files are written whole
+        raise failed[0]
+    # where the writing went: host copies (and the report's slices), then the files and the report
+    res.timings.update(write_s=t2 - t0, write_host_s=t1 - t0, write_files_s=t2 - t1)
     summary = res.summary()
     summary["files"] = [os.path.basename(p) for p in paths] + ["summary.json"]
     paths.append(os.path.join(out_dir, "summary.json"))
     with atomic_open(paths[-1]) as fh:
         json.dump(summary, fh, indent=2, default=float)
     return paths
+
+
+def _report_job(d, path):
+    """draw_report, its ReportError returned: the other files' jobs are not cancelled for it."""
+    try:
+        draw_report(d, path)
+    except ReportError as e:
+        return e
+    return None
 
 
 def _write_affine(matrix, path):

@@ -1,16 +1,22 @@
 """report.png of pyca lddmm: what it shows and how it is drawn.
 
 report_data() gathers what the report shows (mid z-slices as small NumPy arrays, the energies) on the
-calling thread; render() draws the figure, or one of its PARTS, into pixels (matplotlib's Agg, about
-1 s to import); compose() adds parts up and write_png() writes the PNG. draw_report() does all of it
-in this process. `pyca lddmm` has the parts drawn side by side by helper processes started before
-the registration (pyca/apps/_report_process.py, docs/design/report-process.md).
+calling thread; render() draws the figure into pixels with NumPy (the image panels: each voxel a block
+of pixels, coloured by a look-up) and Pillow (lines and text), in milliseconds and without matplotlib,
+whose import alone takes longer than a registration on a GPU (docs/design/report.md); write_png()
+writes it whole or not at all. draw_report() does both.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["report_data", "render", "compose", "write_png", "draw_report", "PARTS"]
+__all__ = ["report_data", "render", "write_png", "draw_report", "ReportError", "LAYOUT", "energy_plot"]
+
+
+class ReportError(RuntimeError):
+    """report.png could not be drawn or written; the message names why, in one line."""
 
 
 def report_data(res, fixed, host=None):
@@ -35,137 +41,238 @@ def report_data(res, fixed, host=None):
                 f"{res.timings.get('registration_s', 0):.1f} s")
 
 
-# The report in parts, drawn side by side by the helper processes: indices into fig.axes (the 2 x 4
-# panels row by row, then the colorbar, 8); the figure's title goes with the last part. Each part is
-# the whole figure with the other parts' axes hidden, on the white background, and the panels do not
-# overlap, so the parts' pixels add up exactly to the whole figure's (compose()): the same report.png
-# however many processes drew it (tests/python/test_cli.py checks it). The energy curve (ticks, legend)
-# alone costs about a third of the drawing; the image panels, the deformed grid and det D phiinv with
-# its colorbar share the rest.
-PARTS = ((0, 1, 2, 3, 4), (5, 6, 8), (7,))
+# ------------------------------------------------------------------------------------------------
+# Colours: a slice (x, y) -> RGB (x, y, 3) uint8.
+_RED, _BLUE = np.array([178.0, 24.0, 43.0]), np.array([33.0, 102.0, 172.0])  # the ends of the diverging maps
+_GRID, _FOLD = (255, 140, 0), (0, 0, 0)  # the deformed grid's lines; det D phiinv <= 0
+_SERIES = (("energy", "total", (31, 119, 180)), ("match", "match", (255, 127, 14)),
+           ("reg", "regularisation", (44, 160, 44)))
 
 
-def render(d, part=None, frame=None):
-    """The report's pixels (height x width x 4, RGBA, uint8): the whole figure (part None) or the
-    part PARTS[part] on a blank figure of the same layout. frame: an unused _frame(), built ahead of
-    time (by a helper process)."""
-    fig = _figure(d, frame, None if part is None else PARTS[part], title=part in (None, len(PARTS) - 1))
-    if part is not None:
-        keep = set(PARTS[part])
-        for k, ax in enumerate(fig.axes):
-            ax.set_visible(k in keep)
-    fig.canvas.draw()
-    return np.array(fig.canvas.buffer_rgba())
+def _gray(a, lo, hi):
+    """lo -> black, hi -> white, linear between, clipped."""
+    t = np.clip((np.asarray(a, np.float64) - lo) / ((hi - lo) or 1.0), 0.0, 1.0)
+    return np.repeat((t * 255.0 + 0.5).astype(np.uint8)[..., None], 3, axis=-1)
 
 
-def compose(parts):
-    """The whole figure's pixels from render()'s parts: each part is white where it draws nothing."""
-    out = parts[0].astype(np.int16)
-    for p in parts[1:]:
-        out += p.astype(np.int16) - 255
-    return np.clip(out, 0, 255).astype(np.uint8)
+def _diverging(t):
+    """t in [-1, 1]: -1 blue, 0 white, 1 red, linear between (clipped)."""
+    t = np.clip(np.asarray(t, np.float64), -1.0, 1.0)[..., None]
+    rgb = 255.0 - np.maximum(t, 0.0) * (255.0 - _RED) - np.maximum(-t, 0.0) * (255.0 - _BLUE)
+    return (rgb + 0.5).astype(np.uint8)
 
 
-def write_png(rgba, path):
+def _difference_colors(a, m):
+    """A difference image: 0 white, +m red, -m blue."""
+    return _diverging(np.asarray(a, np.float64) / m)
+
+
+def _jacobian_span(jac):
+    """The half-range of log2(det) that jacobian_colors spans: the slice's largest |log2 det| over
+    its positive values, at least log2(1.05)."""
+    pos = jac[jac > 0]
+    return max(float(np.abs(np.log2(pos)).max()) if pos.size else 0.0, math.log2(1.05))
+
+
+def _jacobian_colors(jac, span):
+    """det D phiinv on a log scale: 1 (volume kept) white, growth red, shrinkage blue, 2**+-span at
+    the ends; a fold (det <= 0) black."""
+    jac = np.asarray(jac, np.float64)
+    rgb = _diverging(np.log2(np.where(jac > 0, jac, 1.0)) / span)
+    rgb[jac <= 0] = _FOLD
+    return rgb
+
+
+# ------------------------------------------------------------------------------------------------
+# Layout (pixels): the title, then 2 rows of 4 panels, each with its title line above its box.
+_W, _H, _TOP, _MARGIN, _GAP, _LINE = 1280, 680, 36, 12, 20, 20
+_CELL_W = (_W - 2 * _MARGIN - 3 * _GAP) // 4
+_CELL_H = (_H - _TOP - _MARGIN) // 2
+
+
+def _box(k):
+    """Panel k's box (x0, y0, x1, y1) below its title line, row by row."""
+    x0 = _MARGIN + (k % 4) * (_CELL_W + _GAP)
+    y0 = _TOP + (k // 4) * _CELL_H + _LINE
+    return x0, y0, x0 + _CELL_W, y0 + _CELL_H - _LINE - 8
+
+
+#: Where each panel is: name -> its box. The image panels are centred in theirs at the slice's aspect.
+LAYOUT = {name: _box(k) for k, name in enumerate(("fixed", "moving", "deformed", "fixed - deformed", "fixed - moving",
+                                                     "grid", "jacobian", "energy"))}
+_BAR = 14  # the colorbar's width; its labels take 56 more pixels to the right
+
+
+def _place(canvas, rgb, box, aspect):
+    """Puts the slice's colours (x, y, 3) into box at the slice's aspect (y spacing / x spacing),
+    as large as fits, centred, y upwards (each voxel a block of pixels, its nearest). Returns the
+    rectangle it fills (x0, y0, x1, y1, exclusive ends) and voxel -> pixel: a function of (x, y) in
+    voxels (voxel centres at integers)."""
+    nx, ny = rgb.shape[:2]
+    bw, bh = box[2] - box[0], box[3] - box[1]
+    s = min(bw / nx, bh / (ny * aspect))
+    w, h = max(1, int(nx * s)), max(1, int(ny * aspect * s))
+    xi = ((np.arange(w) + 0.5) * nx / w).astype(np.intp)
+    yi = ((np.arange(h) + 0.5) * ny / h).astype(np.intp)[::-1]  # the top row shows the largest y
+    x0, y0 = box[0] + (bw - w) // 2, box[1] + (bh - h) // 2
+    canvas[y0:y0 + h, x0:x0 + w] = rgb[xi[None, :], yi[:, None]]
+    return (x0, y0, x0 + w, y0 + h), lambda x, y: (x0 + (np.asarray(x) + 0.5) * w / nx,
+                                                   y0 + h - (np.asarray(y) + 0.5) * h / ny)
+
+
+def _font(size):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)  # Pillow >= 10.1 with FreeType: a scalable font
+    except (TypeError, ImportError, OSError):
+        return ImageFont.load_default()
+
+
+def _text(draw, x, y, s, font, align="left", fill=(0, 0, 0)):
+    """Text with its top at y, starting (left), centred (center) or ending (right) at x."""
+    w = draw.textlength(s, font=font)
+    x = x - {"left": 0.0, "center": w / 2, "right": w}[align]
+    draw.text((round(x), y), s, fill=fill, font=font)
+
+
+def _dashed(draw, x, y0, y1, fill, dash=4):
+    for y in range(int(y0), int(y1), 2 * dash):
+        draw.line([(x, y), (x, min(y + dash, y1))], fill=fill)
+
+
+def _nice_step(span, n=5):
+    """A step of 1, 2 or 5 times a power of ten giving at most about n ticks over span."""
+    raw = max(span / n, 1e-12)
+    p = 10.0 ** math.floor(math.log10(raw))
+    return next(m * p for m in (1, 2, 5, 10) if m * p >= raw)
+
+
+def render(d):
+    """The report's pixels (height x width x 3, RGB, uint8) from report_data's dict."""
+    from PIL import Image, ImageDraw
+
+    canvas = np.full((_H, _W, 3), 255, np.uint8)
+    small, big = _font(13), _font(16)
+    z, aspect, m = d["z"], d["aspect"], d["diff_max"]
+    g = lambda a: _gray(a, d["lo"], d["hi"])  # noqa: E731
+    panels = (("fixed", g(d["fixed"]), f"fixed (z = {z})"), ("moving", g(d["moving"]), f"moving (z = {z})"),
+              ("deformed", g(d["deformed"]), f"deformed moving (z = {z})"),
+              ("fixed - deformed", _difference_colors(d["fixed"] - d["deformed"], m), "fixed - deformed"),
+              ("fixed - moving", _difference_colors(d["fixed"] - d["moving"], m), "fixed - moving (before)"),
+              ("grid", g(d["moving"]), "fixed grid mapped by phiinv, on moving"))
+    placed = {name: _place(canvas, rgb, LAYOUT[name], aspect) for name, rgb, _ in panels}
+    span = _jacobian_span(d["jac"])
+    x0, y0, x1, y1 = LAYOUT["jacobian"]
+    placed["jacobian"] = _place(canvas, _jacobian_colors(d["jac"], span), (x0, y0, x1 - _BAR - 62, y1), aspect)
+    bar = (x1 - _BAR - 56, y0 + 10, x1 - 56, y1 - 10)  # log2 det from +span (top) to -span
+    t = np.linspace(1.0, -1.0, bar[3] - bar[1])[:, None]
+    canvas[bar[1]:bar[3], bar[0]:bar[2]] = _diverging(np.repeat(t, _BAR, axis=1))
+
+    img = Image.fromarray(canvas, "RGB")
+    draw = ImageDraw.Draw(img)
+    _text(draw, _W / 2, 8, d["title"], big, "center")
+    for name, _, title in panels:
+        bx0, by0, bx1, _ = LAYOUT[name]
+        _text(draw, (bx0 + bx1) / 2, by0 - _LINE + 2, title, small, "center")
+    # the deformed grid: every few rows and columns of phiinv's mid-slice (moving voxels), over
+    # moving, clipped to its image (drawn on a crop of it)
+    rect, to_pixel = placed["grid"]
+    hx, hy = d["hinv"][..., 0], d["hinv"][..., 1]
+    step = max(1, min(hx.shape) // 24)
+    px, py = to_pixel(hx, hy)
+    px, py = px - rect[0], py - rect[1]
+    crop = img.crop(rect)
+    lines = ImageDraw.Draw(crop)
+    for i in range(0, hx.shape[0], step):
+        lines.line(list(zip(px[i, :].tolist(), py[i, :].tolist())), fill=_GRID)
+    for j in range(0, hx.shape[1], step):
+        lines.line(list(zip(px[:, j].tolist(), py[:, j].tolist())), fill=_GRID)
+    img.paste(crop, rect[:2])
+    for (rx0, ry0, rx1, ry1), _ in placed.values():  # a thin frame around each image
+        draw.rectangle([rx0 - 1, ry0 - 1, rx1, ry1], outline=(160, 160, 160))
+    # det D phiinv's title and colorbar
+    _text(draw, (x0 + x1) / 2, y0 - _LINE + 2, "det D phiinv (min {:.3g}, max {:.3g})".format(*d["jac_range"]),
+          small, "center")
+    draw.rectangle([bar[0] - 1, bar[1] - 1, bar[2], bar[3]], outline=(0, 0, 0))
+    for frac, value in ((0.0, 2.0 ** span), (0.5, 1.0), (1.0, 2.0 ** -span)):
+        y = bar[1] + frac * (bar[3] - bar[1] - 1)
+        draw.line([(bar[2], y), (bar[2] + 3, y)], fill=(0, 0, 0))
+        _text(draw, bar[2] + 6, y - 7, f"{value:.3g}", small)
+    if d["jac_range"][0] <= 0:
+        _text(draw, bar[0] - 4, bar[3] + 3, "black: det <= 0", small)
+    _energy_panel(draw, LAYOUT["energy"], d, small)
+    return np.asarray(img)
+
+
+def energy_plot(box):
+    """The energy panel's plot (x0, y0, x1, y1, its frame) in the panel's box: tick labels to its
+    right and below."""
+    return box[0] + 4, box[1] + 4, box[2] - 48, box[3] - 34
+
+
+def _energy_panel(draw, box, d, font):
+    """The energies per voxel (so that the scales, with 8x fewer voxels each, share one curve) of the
+    accepted iterations, on a log axis labelled at its decades (right); dashed: a new scale."""
+    bx0, by0, bx1, by1 = box
+    x0, y0, x1, y1 = energy_plot(box)
+    _text(draw, (bx0 + bx1) / 2, by0 - _LINE + 2, "energy per voxel", font, "center")
+    draw.rectangle([x0, y0, x1, y1], outline=(0, 0, 0))
+    _text(draw, (x0 + x1) / 2, y1 + 18, "accepted iteration (dashed: next scale)", font, "center")
+    acc = d["accepted"]
+    if not acc:
+        _text(draw, (x0 + x1) / 2, (y0 + y1) / 2 - 7, "no accepted iteration", font, "center")
+        return
+    logs = {key: np.log10([max(e[key], 1e-30) / d["nvox"].get(e["scale"], 1.0) for e in acc]) for key, _, _ in _SERIES}
+    lo = math.floor(min(v.min() for v in logs.values()))
+    hi = max(math.ceil(max(v.max() for v in logs.values())), lo + 1)
+    n = len(acc)
+    xs = x0 + np.arange(n) * (x1 - x0) / max(n - 1, 1)
+
+    def ys(v):
+        return y1 - (v - lo) * (y1 - y0) / (hi - lo)
+
+    for k in range(lo, hi + 1, max(1, math.ceil((hi - lo) / 8))):  # decades: a light line, a tick, 1e-3
+        y = ys(k)
+        draw.line([(x0 + 1, y), (x1 - 1, y)], fill=(225, 225, 225))
+        draw.line([(x1, y), (x1 + 4, y)], fill=(0, 0, 0))
+        _text(draw, x1 + 6, y - 7, f"1e{k}", font)
+    step = _nice_step(max(n - 1, 1))
+    for i in np.arange(0, n, step):
+        x = x0 + i * (x1 - x0) / max(n - 1, 1)
+        draw.line([(x, y1), (x, y1 + 4)], fill=(0, 0, 0))
+        _text(draw, x, y1 + 4, f"{i:g}", font, "center")
+    for i in range(1, n):
+        if acc[i]["scale"] != acc[i - 1]["scale"]:
+            _dashed(draw, xs[i], y0 + 1, y1 - 1, (128, 128, 128))
+    for key, _, color in _SERIES:
+        draw.line(list(zip(xs.tolist(), ys(logs[key]).tolist())), fill=color, width=2)
+    ly = (y0 + y1) / 2 - 30  # the legend, centre right
+    draw.rectangle([x1 - 128, ly - 4, x1 - 6, ly + 58], fill=(255, 255, 255), outline=(160, 160, 160))
+    for k, (_, label, color) in enumerate(_SERIES):
+        y = ly + 4 + 18 * k
+        draw.line([(x1 - 120, y + 7), (x1 - 98, y + 7)], fill=color, width=2)
+        _text(draw, x1 - 92, y, label, font)
+
+
+def write_png(rgb, path):
     """Writes the pixels as a PNG (zlib level 1: faster than Pillow's default 6, files about 1.2x
     larger), whole or not at all."""
-    from PIL import Image  # matplotlib's own PNG writer
+    from PIL import Image
 
     from .._files import atomic_path
 
     with atomic_path(path) as tmp:
-        Image.fromarray(rgba, "RGBA").save(tmp, format="png", compress_level=1)
+        Image.fromarray(rgb, "RGB").save(tmp, format="png", compress_level=1)
 
 
-def draw_report(d, path, frame=None):
-    """Draws report.png from report_data's dict in this process, written whole or not at all."""
-    write_png(render(d, None, frame), path)
+def draw_report(d, path):
+    """Draws report.png from report_data's dict, written whole or not at all. A failure to draw it
+    (Pillow missing, say) raises ReportError naming the file and the cause in one line."""
+    import os
 
-
-def _frame():
-    """The report's empty figure, its 2 x 4 axes and the colorbar of det D phiinv (its norm is set by
-    the drawing): what does not depend on the data, about half of the figure's construction."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    fig = Figure(figsize=(16, 8.5), dpi=80)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 4, gridspec_kw=dict(left=0.02, right=0.96, bottom=0.07, top=0.9, wspace=0.2,
-                                               hspace=0.18))
-    cbar = fig.colorbar(ScalarMappable(Normalize(), "viridis"), ax=axes[1, 2], fraction=0.046,
-                        ticks=MaxNLocator(5))
-    return fig, axes, cbar
-
-
-def _figure(d, frame=None, keep=None, title=True):
-    # matplotlib's object interface (no pyplot: usable from any thread), fixed margins (no
-    # tight_layout: it draws the figure twice), titles at a given height (else each is placed by
-    # measuring its axes' tick labels), no ticks on the image panels; the deformed grid is one
-    # LineCollection (docs/performance.md, "Writing the outputs of pyca lddmm"). keep: the panels
-    # (indices into fig.axes) to fill; None: all. title: the figure's title too.
-    from matplotlib.collections import LineCollection
-
-    fig, axes, cbar = frame or _frame()
-    keep = set(range(9) if keep is None else keep)
-    z, aspect = d["z"], d["aspect"]
-    kw = dict(origin="lower", cmap="gray", vmin=d["lo"], vmax=d["hi"], aspect=aspect)
-    m = d["diff_max"]
-    dkw = dict(origin="lower", cmap="RdBu_r", vmin=-m, vmax=m, aspect=aspect)
-    panels = ((0, d["fixed"], kw, f"fixed (z = {z})"), (1, d["moving"], kw, f"moving (z = {z})"),
-              (2, d["deformed"], kw, f"deformed moving (z = {z})"),
-              (3, d["fixed"] - d["deformed"], dkw, "fixed - deformed"),
-              (4, d["fixed"] - d["moving"], dkw, "fixed - moving (before)"),
-              (5, d["moving"], kw, "fixed grid mapped by phiinv, on moving"))
-    for k, img, style, name in panels:
-        if k in keep:
-            ax = axes.flat[k]
-            ax.imshow(img.T, **style)
-            ax.set_title(name, y=1.0)
-            ax.set_axis_off()
-    if 5 in keep:
-        ax = axes[1, 1]
-        hx, hy = d["hinv"][..., 0], d["hinv"][..., 1]
-        step = max(1, min(hx.shape) // 24)
-        lines = [np.column_stack([hx[i, :], hy[i, :]]) for i in range(0, hx.shape[0], step)]
-        lines += [np.column_stack([hx[:, j], hy[:, j]]) for j in range(0, hx.shape[1], step)]
-        ax.add_collection(LineCollection(lines, colors="orange", linewidths=0.6))
-        ax.set_xlim(-0.5, hx.shape[0] - 0.5)
-        ax.set_ylim(-0.5, hx.shape[1] - 0.5)
-    if 6 in keep:
-        ax = axes[1, 2]
-        norm = cbar.norm  # the slice's range, as imshow would scale it
-        norm.vmin, norm.vmax = float(d["jac"].min()), float(d["jac"].max())
-        cbar.update_normal(ax.imshow(d["jac"].T, origin="lower", cmap="viridis", norm=norm, aspect=aspect))
-        ax.set_axis_off()
-        ax.set_title("det D phiinv (min {:.3g}, max {:.3g})".format(*d["jac_range"]), y=1.0)
-    if 7 in keep:
-        _energy_panel(axes[1, 3], d)
-    if title:
-        fig.suptitle(d["title"])
-    return fig
-
-
-def _energy_panel(ax, d):
-    from matplotlib.ticker import LogFormatter, LogLocator, MaxNLocator, NullLocator
-
-    acc = d["accepted"]
-    if acc:
-        # Per voxel, so that the scales (with 8x fewer voxels each) share one curve.
-        x = np.arange(len(acc))
-        for key, label in (("energy", "total"), ("match", "match"), ("reg", "regularisation")):
-            ax.semilogy(x, [max(e[key], 1e-30) / d["nvox"].get(e["scale"], 1.0) for e in acc], label=label)
-        for s in (i for i in range(1, len(acc)) if acc[i]["scale"] != acc[i - 1]["scale"]):
-            ax.axvline(s, color="gray", lw=0.5, ls="--")
-        ax.legend(loc="center right")  # a fixed place: "best" tests every spot against the curves
-        # Decades only, labelled 1e-03 (no minor ticks, no mathtext), and few ticks elsewhere: each
-        # tick is a few artists; together a third of the drawing's time.
-        ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
-        ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0,)))
-        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=True))
-        ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.tick_right()  # clear of the colorbar on its left
-    ax.set_xlabel("accepted iteration (dashed: next scale)")
-    ax.set_title("energy per voxel", y=1.0)
+    try:
+        rgb = render(d)
+    except Exception as e:  # noqa: BLE001 - any cause, named in the error
+        raise ReportError(f"{os.path.basename(str(path))} could not be drawn: {type(e).__name__}: {e}") from e
+    write_png(rgb, path)

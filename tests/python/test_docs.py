@@ -70,5 +70,5 @@ def test_docs_script_builds_outside_the_checkout(tmp_path):
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert (tmp_path / "site-out" / "site" / "index.html").is_file()
-    assert (tmp_path / "site-out" / "site" / "design" / "report-process.html").is_file()
+    assert (tmp_path / "site-out" / "site" / "design" / "report.html").is_file()
     assert tree() == before
