@@ -234,6 +234,10 @@ def cmd_lddmm(a):
     from .io import prepare_writing
 
     prepare_writing()  # nibabel imported, and the compression threads started, while this one registers
+    if not a.no_report:
+        from .apps._lddmm_report import prepare
+
+        prepare()  # Pillow imported and a first report drawn, meanwhile too
 
     say = _say(a)
     verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say

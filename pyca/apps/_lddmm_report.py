@@ -8,6 +8,7 @@ writes it whole or not at all. draw_report() does both.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -103,23 +104,25 @@ LAYOUT = {name: _box(k) for k, name in enumerate(("fixed", "moving", "deformed",
 _BAR = 14  # the colorbar's width; its labels take 56 more pixels to the right
 
 
-def _place(canvas, rgb, box, aspect):
-    """Puts the slice's colours (x, y, 3) into box at the slice's aspect (y spacing / x spacing),
-    as large as fits, centred, y upwards (each voxel a block of pixels, its nearest). Returns the
-    rectangle it fills (x0, y0, x1, y1, exclusive ends) and voxel -> pixel: a function of (x, y) in
-    voxels (voxel centres at integers)."""
+def _place(img, rgb, box, aspect):
+    """Pastes the slice's colours (x, y, 3) into box at the slice's aspect (y spacing / x spacing),
+    as large as fits, centred, y upwards (each voxel a block of pixels: Pillow's nearest-neighbour
+    resize). Returns the rectangle it fills (x0, y0, x1, y1, exclusive ends) and voxel -> pixel: a
+    function of (x, y) in voxels (voxel centres at integers)."""
+    from PIL import Image
+
     nx, ny = rgb.shape[:2]
     bw, bh = box[2] - box[0], box[3] - box[1]
     s = min(bw / nx, bh / (ny * aspect))
     w, h = max(1, int(nx * s)), max(1, int(ny * aspect * s))
-    xi = ((np.arange(w) + 0.5) * nx / w).astype(np.intp)
-    yi = ((np.arange(h) + 0.5) * ny / h).astype(np.intp)[::-1]  # the top row shows the largest y
     x0, y0 = box[0] + (bw - w) // 2, box[1] + (bh - h) // 2
-    canvas[y0:y0 + h, x0:x0 + w] = rgb[xi[None, :], yi[:, None]]
+    rows = np.ascontiguousarray(rgb.transpose(1, 0, 2)[::-1])  # (y, x), the top row the largest y
+    img.paste(Image.fromarray(rows, "RGB").resize((w, h), Image.NEAREST), (x0, y0))
     return (x0, y0, x0 + w, y0 + h), lambda x, y: (x0 + (np.asarray(x) + 0.5) * w / nx,
                                                    y0 + h - (np.asarray(y) + 0.5) * h / ny)
 
 
+@functools.lru_cache(maxsize=None)
 def _font(size):
     from PIL import ImageFont
 
@@ -150,9 +153,13 @@ def _nice_step(span, n=5):
 
 def render(d):
     """The report's pixels (height x width x 3, RGB, uint8) from report_data's dict."""
+    return np.asarray(_render(d))
+
+
+def _render(d):
     from PIL import Image, ImageDraw
 
-    canvas = np.full((_H, _W, 3), 255, np.uint8)
+    img = Image.new("RGB", (_W, _H), (255, 255, 255))
     small, big = _font(13), _font(16)
     z, aspect, m = d["z"], d["aspect"], d["diff_max"]
     g = lambda a: _gray(a, d["lo"], d["hi"])  # noqa: E731
@@ -161,15 +168,13 @@ def render(d):
               ("fixed - deformed", _difference_colors(d["fixed"] - d["deformed"], m), "fixed - deformed"),
               ("fixed - moving", _difference_colors(d["fixed"] - d["moving"], m), "fixed - moving (before)"),
               ("grid", g(d["moving"]), "fixed grid mapped by phiinv, on moving"))
-    placed = {name: _place(canvas, rgb, LAYOUT[name], aspect) for name, rgb, _ in panels}
+    placed = {name: _place(img, rgb, LAYOUT[name], aspect) for name, rgb, _ in panels}
     span = _jacobian_span(d["jac"])
     x0, y0, x1, y1 = LAYOUT["jacobian"]
-    placed["jacobian"] = _place(canvas, _jacobian_colors(d["jac"], span), (x0, y0, x1 - _BAR - 62, y1), aspect)
+    placed["jacobian"] = _place(img, _jacobian_colors(d["jac"], span), (x0, y0, x1 - _BAR - 62, y1), aspect)
     bar = (x1 - _BAR - 56, y0 + 10, x1 - 56, y1 - 10)  # log2 det from +span (top) to -span
     t = np.linspace(1.0, -1.0, bar[3] - bar[1])[:, None]
-    canvas[bar[1]:bar[3], bar[0]:bar[2]] = _diverging(np.repeat(t, _BAR, axis=1))
-
-    img = Image.fromarray(canvas, "RGB")
+    img.paste(Image.fromarray(_diverging(np.repeat(t, _BAR, axis=1)), "RGB"), bar[:2])
     draw = ImageDraw.Draw(img)
     _text(draw, _W / 2, 8, d["title"], big, "center")
     for name, _, title in panels:
@@ -202,7 +207,7 @@ def render(d):
     if d["jac_range"][0] <= 0:
         _text(draw, bar[0] - 4, bar[3] + 3, "black: det <= 0", small)
     _energy_panel(draw, LAYOUT["energy"], d, small)
-    return np.asarray(img)
+    return img
 
 
 def energy_plot(box):
@@ -255,15 +260,50 @@ def _energy_panel(draw, box, d, font):
         _text(draw, x1 - 92, y, label, font)
 
 
+def png_bytes(rgb):
+    """A PNG file's bytes for (height, width, 3) uint8 pixels: 8-bit RGB, each row unfiltered (filter
+    type 0) and the rows deflated at zlib level 1 (the PNG specification's minimum: Pillow's
+    encoder spends 2-3x as long choosing a filter per row)."""
+    import struct
+    import zlib
+
+    h, w, _ = rgb.shape
+    rows = np.zeros((h, 1 + 3 * w), np.uint8)  # a filter-type byte (0), then the row's pixels
+    rows[:, 1:] = rgb.reshape(h, 3 * w)
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b""))
+
+
 def write_png(rgb, path):
-    """Writes the pixels as a PNG (zlib level 1: faster than Pillow's default 6, files about 1.2x
-    larger), whole or not at all."""
-    from PIL import Image
+    """Writes the pixels as a PNG (png_bytes), whole or not at all."""
+    from .._files import atomic_open
 
-    from .._files import atomic_path
+    with atomic_open(path, "wb") as fh:
+        fh.write(png_bytes(np.asarray(rgb)))
 
-    with atomic_path(path) as tmp:
-        Image.fromarray(rgb, "RGB").save(tmp, format="png", compress_level=1)
+
+def prepare():
+    """Imports Pillow, loads the fonts and draws a tiny report on a background thread, and returns
+    it: pyca lddmm calls this before it registers, so that its report does not pay for a process's
+    first drawing (about 30 ms more than later ones on the CI machine)."""
+    import threading
+
+    def warm():
+        try:
+            tiny = np.zeros((2, 2), np.float32)
+            render(dict(z=0, fixed=tiny, moving=tiny, deformed=tiny, hinv=np.zeros((2, 2, 2), np.float32),
+                        jac=tiny + 1, jac_range=(1.0, 1.0), lo=0.0, hi=1.0, diff_max=1.0, aspect=1.0,
+                        accepted=[dict(energy=1.0, match=1.0, reg=1.0, scale=1)], nvox={}, title=""))
+        except Exception:  # noqa: BLE001, S110 - the report's own drawing raises it again, in one line
+            pass
+
+    t = threading.Thread(target=warm, name="pyca-prepare-report", daemon=True)
+    t.start()
+    return t
 
 
 def draw_report(d, path):
