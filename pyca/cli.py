@@ -295,7 +295,7 @@ def cmd_lddmm(a):
         return _fail("lddmm", e, 1)
     tm = res.timings
     verbose(f"  writing: host copies {tm['write_host_s']:.3f} s, then the files side by side "
-            f"{tm['write_files_s']:.3f} s")
+            f"{tm['write_files_s']:.3f} s (registration {tm['registration_s']:.3f} s)")
     s = res.summary()
     say(f"  mismatch (sum of squared differences): {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g} "
         f"(-{100 * res.mismatch_reduction:.1f}%)")

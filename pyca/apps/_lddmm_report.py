@@ -39,7 +39,7 @@ def report_data(res, fixed, host=None):
                 diff_max=float(max(np.abs(fx - mov).max(), 1e-12)), aspect=sp[1] / sp[0], accepted=acc,
                 nvox={s["scale"]: float(np.prod(s["grid"])) for s in res.timings.get("scales", [])},
                 title=f"pyca lddmm on {short}: mismatch -{100 * res.mismatch_reduction:.1f}%, "
-                f"{res.timings.get('registration_s', 0):.1f} s")
+                f"{res.timings.get('registration_s', 0):.3g} s")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -21,3 +21,10 @@ def test_bench_lddmm_runs_pyca_and_its_numpy_peer():
     out = _run("bench_lddmm.py", "--size", "12", "--iterations", "3", "--peer-iterations", "1", "--time-steps", "3")
     assert "LDDMM 3 iterations (CPU, fused)" in out  # tol=0: exactly the iterations asked for
     assert "NumPy/SciPy" in out
+
+
+def test_bench_outputs_reads_the_commands_own_timings():
+    # whole `pyca lddmm -v` runs, parsed from their -v lines: a changed line breaks this script
+    out = _run("bench_outputs.py", "--size", "16,16,8", "--runs", "1", "--repeat", "1", "--device", "cpu")
+    assert "writing shorter than the registration in" in out
+    assert "peer: nib.save" in out
