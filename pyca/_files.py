@@ -28,8 +28,8 @@ import tempfile
 import threading
 import zlib
 
-__all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "check_out_dir",
-           "clear_previous"]
+__all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "zlib_compress",
+           "check_out_dir", "clear_previous"]
 
 TMP_PREFIX = ".pyca-tmp-"
 
@@ -105,6 +105,23 @@ def compress_pool():
 def _deflate(chunk, zdict, level, strategy, last):
     co = zlib.compressobj(level, zlib.DEFLATED, -15, 8, strategy, *([zdict] if zdict else []))
     return co.compress(chunk) + co.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+def zlib_compress(data, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
+    """zlib.compress(data, level) in the zlib format (RFC 1950), its chunks deflated side by side on
+    compress_pool() as GzipWriter's are (pigz -z): one stream any zlib reader decompresses to data.
+    For data of several chunks (report.png's pixel rows)."""
+    mv = memoryview(data).cast("B")
+    n = max(1, -(-len(mv) // _CHUNK))
+    args = [(bytes(mv[k * _CHUNK:(k + 1) * _CHUNK]), bytes(mv[max(0, k * _CHUNK - _WINDOW):k * _CHUNK]), level,
+             strategy, k == n - 1) for k in range(n)]
+    if n == 1 or (os.cpu_count() or 1) == 1:
+        parts = [_deflate(*a) for a in args]
+    else:
+        parts = [f.result() for f in [compress_pool().submit(_deflate, *a) for a in args]]
+    # header: deflate with a 32 KiB window, the fastest level's flag, no preset dictionary (a chunk's
+    # priming is the data before it, which the reader has), check bits; trailer: Adler-32 of the data
+    return b"\x78\x01" + b"".join(parts) + struct.pack(">I", zlib.adler32(mv))
 
 
 class GzipWriter:

@@ -102,6 +102,7 @@ def _box(k):
 LAYOUT = {name: _box(k) for k, name in enumerate(("fixed", "moving", "deformed", "fixed - deformed", "fixed - moving",
                                                      "grid", "jacobian", "energy"))}
 _BAR = 14  # the colorbar's width; its labels take 56 more pixels to the right
+_SMALL, _BIG = 13, 16  # font sizes: labels, the title
 
 
 def _place(img, rgb, box, aspect):
@@ -132,11 +133,25 @@ def _font(size):
         return ImageFont.load_default()
 
 
-def _text(draw, x, y, s, font, align="left", fill=(0, 0, 0)):
+@functools.lru_cache(maxsize=1024)
+def _text_mask(s, size):
+    """The text's coverage (an "L" image, drawn at its origin as ImageDraw.text draws it) and its
+    advance width: rasterised once per string and size (FreeType's rendering was half of a
+    drawing; prepare() renders the report's fixed strings ahead)."""
+    from PIL import Image, ImageDraw
+
+    font = _font(size)
+    box = font.getbbox(s)
+    mask = Image.new("L", (max(int(box[2]), 1), max(int(box[3]), 1)), 0)
+    ImageDraw.Draw(mask).text((0, 0), s, fill=255, font=font)
+    return mask, font.getlength(s)
+
+
+def _text(draw, x, y, s, size=_SMALL, align="left", fill=(0, 0, 0)):
     """Text with its top at y, starting (left), centred (center) or ending (right) at x."""
-    w = draw.textlength(s, font=font)
+    mask, w = _text_mask(s, size)
     x = x - {"left": 0.0, "center": w / 2, "right": w}[align]
-    draw.text((round(x), y), s, fill=fill, font=font)
+    draw.bitmap((round(x), round(y)), mask, fill=fill)
 
 
 def _dashed(draw, x, y0, y1, fill, dash=4):
@@ -160,7 +175,6 @@ def _render(d):
     from PIL import Image, ImageDraw
 
     img = Image.new("RGB", (_W, _H), (255, 255, 255))
-    small, big = _font(13), _font(16)
     z, aspect, m = d["z"], d["aspect"], d["diff_max"]
     g = lambda a: _gray(a, d["lo"], d["hi"])  # noqa: E731
     panels = (("fixed", g(d["fixed"]), f"fixed (z = {z})"), ("moving", g(d["moving"]), f"moving (z = {z})"),
@@ -176,10 +190,10 @@ def _render(d):
     t = np.linspace(1.0, -1.0, bar[3] - bar[1])[:, None]
     img.paste(Image.fromarray(_diverging(np.repeat(t, _BAR, axis=1)), "RGB"), bar[:2])
     draw = ImageDraw.Draw(img)
-    _text(draw, _W / 2, 8, d["title"], big, "center")
+    _text(draw, _W / 2, 8, d["title"], _BIG, "center")
     for name, _, title in panels:
         bx0, by0, bx1, _ = LAYOUT[name]
-        _text(draw, (bx0 + bx1) / 2, by0 - _LINE + 2, title, small, "center")
+        _text(draw, (bx0 + bx1) / 2, by0 - _LINE + 2, title, align="center")
     # the deformed grid: every few rows and columns of phiinv's mid-slice (moving voxels), over
     # moving, clipped to its image (drawn on a crop of it)
     rect, to_pixel = placed["grid"]
@@ -198,15 +212,15 @@ def _render(d):
         draw.rectangle([rx0 - 1, ry0 - 1, rx1, ry1], outline=(160, 160, 160))
     # det D phiinv's title and colorbar
     _text(draw, (x0 + x1) / 2, y0 - _LINE + 2, "det D phiinv (min {:.3g}, max {:.3g})".format(*d["jac_range"]),
-          small, "center")
+          align="center")
     draw.rectangle([bar[0] - 1, bar[1] - 1, bar[2], bar[3]], outline=(0, 0, 0))
     for frac, value in ((0.0, 2.0 ** span), (0.5, 1.0), (1.0, 2.0 ** -span)):
         y = bar[1] + frac * (bar[3] - bar[1] - 1)
         draw.line([(bar[2], y), (bar[2] + 3, y)], fill=(0, 0, 0))
-        _text(draw, bar[2] + 6, y - 7, f"{value:.3g}", small)
+        _text(draw, bar[2] + 6, y - 7, f"{value:.3g}")
     if d["jac_range"][0] <= 0:
-        _text(draw, bar[0] - 4, bar[3] + 3, "black: det <= 0", small)
-    _energy_panel(draw, LAYOUT["energy"], d, small)
+        _text(draw, bar[0] - 4, bar[3] + 3, "black: det <= 0")
+    _energy_panel(draw, LAYOUT["energy"], d)
     return img
 
 
@@ -216,17 +230,17 @@ def energy_plot(box):
     return box[0] + 4, box[1] + 4, box[2] - 48, box[3] - 34
 
 
-def _energy_panel(draw, box, d, font):
+def _energy_panel(draw, box, d):
     """The energies per voxel (so that the scales, with 8x fewer voxels each, share one curve) of the
     accepted iterations, on a log axis labelled at its decades (right); dashed: a new scale."""
     bx0, by0, bx1, by1 = box
     x0, y0, x1, y1 = energy_plot(box)
-    _text(draw, (bx0 + bx1) / 2, by0 - _LINE + 2, "energy per voxel", font, "center")
+    _text(draw, (bx0 + bx1) / 2, by0 - _LINE + 2, "energy per voxel", align="center")
     draw.rectangle([x0, y0, x1, y1], outline=(0, 0, 0))
-    _text(draw, (x0 + x1) / 2, y1 + 18, "accepted iteration (dashed: next scale)", font, "center")
+    _text(draw, (x0 + x1) / 2, y1 + 18, "accepted iteration (dashed: next scale)", align="center")
     acc = d["accepted"]
     if not acc:
-        _text(draw, (x0 + x1) / 2, (y0 + y1) / 2 - 7, "no accepted iteration", font, "center")
+        _text(draw, (x0 + x1) / 2, (y0 + y1) / 2 - 7, "no accepted iteration", align="center")
         return
     logs = {key: np.log10([max(e[key], 1e-30) / d["nvox"].get(e["scale"], 1.0) for e in acc]) for key, _, _ in _SERIES}
     lo = math.floor(min(v.min() for v in logs.values()))
@@ -241,12 +255,12 @@ def _energy_panel(draw, box, d, font):
         y = ys(k)
         draw.line([(x0 + 1, y), (x1 - 1, y)], fill=(225, 225, 225))
         draw.line([(x1, y), (x1 + 4, y)], fill=(0, 0, 0))
-        _text(draw, x1 + 6, y - 7, f"1e{k}", font)
+        _text(draw, x1 + 6, y - 7, f"1e{k}")
     step = _nice_step(max(n - 1, 1))
     for i in np.arange(0, n, step):
         x = x0 + i * (x1 - x0) / max(n - 1, 1)
         draw.line([(x, y1), (x, y1 + 4)], fill=(0, 0, 0))
-        _text(draw, x, y1 + 4, f"{i:g}", font, "center")
+        _text(draw, x, y1 + 4, f"{i:g}", align="center")
     for i in range(1, n):
         if acc[i]["scale"] != acc[i - 1]["scale"]:
             _dashed(draw, xs[i], y0 + 1, y1 - 1, (128, 128, 128))
@@ -257,15 +271,17 @@ def _energy_panel(draw, box, d, font):
     for k, (_, label, color) in enumerate(_SERIES):
         y = ly + 4 + 18 * k
         draw.line([(x1 - 120, y + 7), (x1 - 98, y + 7)], fill=color, width=2)
-        _text(draw, x1 - 92, y, label, font)
+        _text(draw, x1 - 92, y, label)
 
 
 def png_bytes(rgb):
     """A PNG file's bytes for (height, width, 3) uint8 pixels: 8-bit RGB, each row unfiltered (filter
-    type 0) and the rows deflated at zlib level 1 (the PNG specification's minimum: Pillow's
-    encoder spends 2-3x as long choosing a filter per row)."""
+    type 0) and the rows deflated at zlib level 1 on all cores (pyca._files.zlib_compress). Pillow's
+    encoder spends 2-3x as long, choosing a filter per row on one core."""
     import struct
     import zlib
+
+    from .._files import zlib_compress
 
     h, w, _ = rgb.shape
     rows = np.zeros((h, 1 + 3 * w), np.uint8)  # a filter-type byte (0), then the row's pixels
@@ -275,7 +291,7 @@ def png_bytes(rgb):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b""))
+            + chunk(b"IDAT", zlib_compress(rows)) + chunk(b"IEND", b""))
 
 
 def write_png(rgb, path):
@@ -287,17 +303,17 @@ def write_png(rgb, path):
 
 
 def prepare():
-    """Imports Pillow, loads the fonts and draws a tiny report on a background thread, and returns
-    it: pyca lddmm calls this before it registers, so that its report does not pay for a process's
-    first drawing (about 30 ms more than later ones on the CI machine)."""
+    """Imports Pillow, loads the fonts and draws and encodes a tiny report on a background thread (its
+    fixed strings are then rasterised: _text_mask), and returns the thread: pyca lddmm calls this
+    before it registers, so that its report does not pay for a process's first drawing."""
     import threading
 
     def warm():
         try:
             tiny = np.zeros((2, 2), np.float32)
-            render(dict(z=0, fixed=tiny, moving=tiny, deformed=tiny, hinv=np.zeros((2, 2, 2), np.float32),
-                        jac=tiny + 1, jac_range=(1.0, 1.0), lo=0.0, hi=1.0, diff_max=1.0, aspect=1.0,
-                        accepted=[dict(energy=1.0, match=1.0, reg=1.0, scale=1)], nvox={}, title=""))
+            png_bytes(render(dict(z=0, fixed=tiny, moving=tiny, deformed=tiny, hinv=np.zeros((2, 2, 2), np.float32),
+                                  jac=tiny + 1, jac_range=(1.0, 1.0), lo=0.0, hi=1.0, diff_max=1.0, aspect=1.0,
+                                  accepted=[dict(energy=1.0, match=1.0, reg=1.0, scale=1)], nvox={}, title="")))
         except Exception:  # noqa: BLE001, S110 - the report's own drawing raises it again, in one line
             pass
 

@@ -160,6 +160,22 @@ def test_parallel_gzip_is_one_gzip_stream_of_the_same_bytes(tmp_path, n, level, 
         assert len(raw) <= 1.002 * len(one.compress(data) + one.flush()) + 64
 
 
+@pytest.mark.parametrize("n", [0, 1, 1000, 1 << 18, (1 << 18) + 1, 3 * (1 << 18) + 17])
+def test_parallel_zlib_is_one_zlib_stream_of_the_same_bytes(n):
+    # report.png's pixel rows: the zlib format (RFC 1950), chunks deflated side by side; zlib reads it.
+    import zlib
+
+    from pyca._files import zlib_compress
+
+    data = np.random.default_rng(n).integers(0, 4, size=n, dtype=np.uint8).tobytes()
+    out = zlib_compress(data)
+    assert zlib.decompress(out) == data  # the header's check bits and the Adler-32 trailer are verified
+    d = zlib.decompressobj()
+    assert d.decompress(out) == data and d.eof and d.unused_data == b""  # one stream, nothing after it
+    if n > 1 << 18:  # each chunk primed with the 32 KiB before it: one stream's ratio
+        assert len(out) <= 1.002 * len(zlib.compress(data, 1)) + 64
+
+
 def test_gzip_writer_takes_the_data_in_any_pieces(tmp_path):
     # As nibabel streams an image: a header, then a slice at a time, each seek to where it already is.
     import gzip
