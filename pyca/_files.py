@@ -67,11 +67,14 @@ def write_parallel(jobs, workers=None):
     """Runs `jobs` (callables, each writing its file(s) through atomic_path) on a pool of threads:
     zlib and PNG encoding release the GIL, so the files compress side by side. Returns their results
     in order. When one raises, or the caller is interrupted (Ctrl-C), the jobs not yet started are
-    cancelled and the running ones finish (their files are complete) before the exception goes on."""
+    cancelled and the running ones finish (their files are complete) before the exception goes on.
+    workers: default one per job, at most 4 and the CPU count (the jobs' Python parts share the GIL;
+    the compression runs on compress_pool(): pyca lddmm's outputs took 56 ms at 4 and 60 ms at 8
+    threads, medians of 15 on an H100 host, docs/performance.md)."""
     from concurrent.futures import ThreadPoolExecutor
 
     jobs = list(jobs)
-    workers = workers or min(len(jobs), os.cpu_count() or 1, 8)
+    workers = workers or min(len(jobs), os.cpu_count() or 1, 4)
     if workers <= 1:
         return [job() for job in jobs]
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pyca-write")

@@ -50,7 +50,7 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     """Writes deformed, phiinv, phi, jacdet (.nii.gz, or .nii when not compress), summary.json and
     (report) report.png into out_dir (created); save_inputs also writes fixed and moving. Returns
     the list of paths written (summary.json's last). workers: threads encoding the files (default:
-    one per file, at most the CPU count). A report that cannot be drawn raises ReportError
+    write_parallel's default). A report that cannot be drawn raises ReportError
     (_lddmm_report.py) once the other files are written; summary.json is then not written."""
     import json
 
