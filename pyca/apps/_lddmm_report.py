@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 
 import numpy as np
 
@@ -133,6 +134,9 @@ def _font(size):
         return ImageFont.load_default()
 
 
+_FONT_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1024)
 def _text_mask(s, size):
     """The text's coverage (an "L" image, drawn at its origin as ImageDraw.text draws it) and its
@@ -140,11 +144,12 @@ def _text_mask(s, size):
     drawing; prepare() renders the report's fixed strings ahead)."""
     from PIL import Image, ImageDraw
 
-    font = _font(size)
-    box = font.getbbox(s)
-    mask = Image.new("L", (max(int(box[2]), 1), max(int(box[3]), 1)), 0)
-    ImageDraw.Draw(mask).text((0, 0), s, fill=255, font=font)
-    return mask, font.getlength(s)
+    with _FONT_LOCK:  # one FreeType face, shared: prepare()'s thread, writer threads, Dask's threads
+        font = _font(size)
+        box = font.getbbox(s)
+        mask = Image.new("L", (max(int(box[2]), 1), max(int(box[3]), 1)), 0)
+        ImageDraw.Draw(mask).text((0, 0), s, fill=255, font=font)
+        return mask, font.getlength(s)
 
 
 def _text(draw, x, y, s, size=_SMALL, align="left", fill=(0, 0, 0)):
@@ -306,7 +311,6 @@ def prepare():
     """Imports Pillow, loads the fonts and draws and encodes a tiny report on a background thread (its
     fixed strings are then rasterised: _text_mask), and returns the thread: pyca lddmm calls this
     before it registers, so that its report does not pay for a process's first drawing."""
-    import threading
 
     def warm():
         try:

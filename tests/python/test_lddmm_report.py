@@ -152,3 +152,16 @@ def test_a_real_registrations_report(tmp_path):
     want = np.round((fx - d["lo"]) / (d["hi"] - d["lo"]) * 255)
     np.testing.assert_allclose(_voxel_pixels(rgb, "fixed", 24, 20)[..., 0], want, atol=1)
     assert math.isfinite(d["jac_range"][0]) and d["jac_range"][0] > 0
+
+
+def test_reports_drawn_on_several_threads_at_once_are_each_right():
+    # Dask's threads (register-batch, atlas) and prepare()'s thread may draw at the same time; the
+    # font (one FreeType face) is shared between them.
+    from concurrent.futures import ThreadPoolExecutor
+
+    ds = [_data(title=f"report {k}", z=k) for k in range(8)]
+    alone = [render(d) for d in ds]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(render, ds))
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)
