@@ -45,8 +45,8 @@ Launch launchFor(const Vec3Di& n, int zPerThread = 1) {
                 unsigned(std::min((n.z + zPerThread - 1) / zPerThread, 65535)));
   return l;
 }
-// Slices per thread of the gathers (ApplyH, ComposeHH, Resample, ...): 4 runs ApplyH 10% faster
-// than 1 on an H100 (benchmarks/lab/notes.md).
+// Slices per thread of the gathers (ApplyH, ComposeHH, Resample, ...), consecutive
+// (PYCA_VOXEL_RUNS): 4 runs ApplyH 10% faster than 1 on an H100 (benchmarks/lab/notes.md).
 constexpr int kGatherZPerThread = 4;
 // Slices per thread of the splats (a voxel's upper z-taps join the next slice's lower ones).
 constexpr int kSplatZRun = 8;
@@ -63,7 +63,7 @@ constexpr int kSplatZRun = 8;
 template <InterpT I, BackgroundStrategy BG, int NC, class Index>
 __global__ void gatherKernel(MutPlanes<NC> out, Planes<NC> src, Vec3Di srcSize, Vec3Di outSize,
                              math::PosSpec pos, math::PostSpec post, float bgVal) {
-  PYCA_VOXEL_LOOP(outSize) {
+  PYCA_VOXEL_RUNS(outSize, kGatherZPerThread) {
     const std::size_t id = math::linearIndex(x, y, z, outSize);
     math::gatherVoxel<I, BG, NC, Index>(out, src, srcSize, pos, post, bgVal, x, y, z, id);
   }

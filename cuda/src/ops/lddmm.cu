@@ -1,7 +1,8 @@
 // CUDA backend of the lddmm family (ops/lddmm.yaml): one kernel per fused step, the per-voxel math
 // in pyca/math/lddmm.h (shared with the CPU loops of core/src/ops/lddmm.cpp). Everything is
 // enqueued on pyca::currentStream(); nothing synchronises. Launch shape as the gathers of
-// deformation.cu: 32 x 8 threads over x and y, each thread walking kZPerThread slices along z.
+// deformation.cu: 32 x 8 threads over x and y, each thread walking runs of kZPerThread consecutive
+// slices along z.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,16 +32,10 @@ Launch launchFor(const Vec3Di& n) {
   return l;
 }
 
-#define PYCA_LDDMM_VOXEL_LOOP(n)                            \
-  const int x = int(blockIdx.x * blockDim.x + threadIdx.x); \
-  const int y = int(blockIdx.y * blockDim.y + threadIdx.y); \
-  if (x >= (n).x || y >= (n).y) return;                     \
-  for (int z = int(blockIdx.z); z < (n).z; z += int(gridDim.z))
-
 template <class Index>
 __global__ void transportKernel(math::MutPlanes<3> hOut, float* __restrict__ J, math::Planes<3> h,
                                 math::Planes<3> v, const float* __restrict__ im, Vec3Di n, Vec3Df scale) {
-  PYCA_LDDMM_VOXEL_LOOP(n) {
+  PYCA_VOXEL_RUNS(n, kZPerThread) {
     const std::size_t id = math::linearIndex(x, y, z, n);
     math::transportVoxel<Index>(hOut, J, h, v, im, n, scale, x, y, z, id);
   }
@@ -51,7 +46,7 @@ __global__ void ssdGradStepKernel(math::MutPlanes<3> mOut, math::Planes<3> m, ma
                                   const float* __restrict__ J0, const float* __restrict__ I1,
                                   math::GradStepParams P) {
   const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
-  PYCA_LDDMM_VOXEL_LOOP(n) {
+  PYCA_VOXEL_RUNS(n, kZPerThread) {
     const std::size_t id = math::linearIndex(x, y, z, n);
     math::ssdGradStepVoxel<Index>(mOut, m, h, J0, I1, P, x, y, z, id);
   }
