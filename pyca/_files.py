@@ -110,44 +110,24 @@ def _deflate(chunk, zdict, level, strategy, last):
     return co.compress(chunk) + co.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
 
-def zlib_compress(data, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
-    """zlib.compress(data, level) in the zlib format (RFC 1950), its chunks deflated side by side on
-    compress_pool() as GzipWriter's are (pigz -z): one stream any zlib reader decompresses to data.
-    For data of several chunks (report.png's pixel rows)."""
-    mv = memoryview(data).cast("B")
-    n = max(1, -(-len(mv) // _CHUNK))
-    args = [(bytes(mv[k * _CHUNK:(k + 1) * _CHUNK]), bytes(mv[max(0, k * _CHUNK - _WINDOW):k * _CHUNK]), level,
-             strategy, k == n - 1) for k in range(n)]
-    if n == 1 or (os.cpu_count() or 1) == 1:
-        parts = [_deflate(*a) for a in args]
-    else:
-        parts = [f.result() for f in [compress_pool().submit(_deflate, *a) for a in args]]
-    # header: deflate with a 32 KiB window, the fastest level's flag, no preset dictionary (a chunk's
-    # priming is the data before it, which the reader has), check bits; trailer: Adler-32 of the data
-    return b"\x78\x01" + b"".join(parts) + struct.pack(">I", zlib.adler32(mv))
+class _ParallelDeflate:
+    """One deflate stream written to `fh` from data written in any pieces: chunks of _CHUNK bytes
+    deflated on compress_pool()'s threads (each primed with the _WINDOW bytes before it, ended by a
+    sync flush), written in order, a bounded number in flight. `check` (zlib.crc32 for gzip,
+    zlib.adler32 for zlib) runs over the data as it comes: `self.check`. The framing is the caller's."""
 
-
-class GzipWriter:
-    """A binary file that gzip-compresses what is written to it (zlib `level` and `strategy`; level 1,
-    nibabel's, by default), deflating chunks on compress_pool()'s threads while the caller goes on
-    writing; the compressed chunks are written in order, a bounded number in flight, so memory stays
-    small whatever the size. The header is nibabel's (no name, mtime 0): the same data gives the same
-    file. nibabel writes a NIfTI image into it as into any stream (`img.to_stream(writer)`)."""
-
-    def __init__(self, path, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
-        self._fh = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self._fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + {1: b"\x04", 9: b"\x02"}.get(level, b"\x00") + b"\xff")
-        self._args = (level, strategy)
-        self._buf, self._prev, self._crc, self._size = bytearray(), b"", 0, 0
+    def __init__(self, fh, level, strategy, check):
+        self._fh, self._args, self._check = fh, (level, strategy), check
+        self.check, self.size = check(b""), 0
+        self._buf, self._prev, self._pending = bytearray(), b"", []
         workers = os.cpu_count() or 1
         self._pool = compress_pool() if workers > 1 else None
         self._window = 2 * workers  # chunks in flight
-        self._pending = []
 
     def write(self, data):
         mv = memoryview(data).cast("B")
-        self._crc = zlib.crc32(mv, self._crc)
-        self._size += len(mv)
+        self.check = self._check(mv, self.check)
+        self.size += len(mv)
         i = 0
         if self._buf:  # top up the partial chunk first
             i = min(_CHUNK - len(self._buf), len(mv))
@@ -162,17 +142,6 @@ class GzipWriter:
         self._buf += mv[i + whole * _CHUNK:]
         return len(mv)
 
-    def read(self, size=-1):  # a write-only stream (nibabel tells streams by their read and write)
-        raise OSError("GzipWriter is write-only")
-
-    def tell(self):
-        return self._size
-
-    def seek(self, offset, whence=0):  # nibabel asks for the position it is at; anything else is refused
-        if whence != 0 or offset != self._size:
-            raise OSError("GzipWriter cannot seek")
-        return self._size
-
     def _submit(self, chunk, last):
         args = (chunk, self._prev, *self._args, last)
         self._prev = chunk[-_WINDOW:]
@@ -183,16 +152,70 @@ class GzipWriter:
         while len(self._pending) > self._window:
             self._fh.write(self._pending.pop(0).result())
 
+    def finish(self):
+        """Deflates what is left, ends the stream and writes every chunk still in flight."""
+        self._submit(bytes(self._buf), True)
+        self._buf.clear()
+        try:
+            for f in self._pending:
+                self._fh.write(f.result())
+        finally:
+            self._pending = []
+
+    def abort(self):
+        for f in self._pending:
+            f.cancel()
+        self._pending = []
+
+
+def zlib_compress(data, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
+    """zlib.compress(data, level) in the zlib format (RFC 1950), deflated on all cores as GzipWriter
+    does (pigz -z): one stream any zlib reader decompresses to data (report.png's pixel rows)."""
+    import io
+
+    out = io.BytesIO()
+    # header: deflate with a 32 KiB window, the fastest level's flag, no preset dictionary (a chunk's
+    # priming is the data before it, which the reader has), check bits; trailer: Adler-32 of the data
+    out.write(b"\x78\x01")
+    stream = _ParallelDeflate(out, level, strategy, zlib.adler32)
+    stream.write(data)
+    stream.finish()
+    out.write(struct.pack(">I", stream.check & 0xFFFFFFFF))
+    return out.getvalue()
+
+
+class GzipWriter:
+    """A binary file that gzip-compresses what is written to it (zlib `level` and `strategy`; level 1,
+    nibabel's, by default) through _ParallelDeflate, so memory stays small whatever the size. The
+    header is nibabel's (no name, mtime 0): the same data gives the same file. nibabel writes a NIfTI
+    image into it as into any stream (`img.to_stream(writer)`)."""
+
+    def __init__(self, path, level=1, strategy=zlib.Z_DEFAULT_STRATEGY):
+        self._fh = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + {1: b"\x04", 9: b"\x02"}.get(level, b"\x00") + b"\xff")
+        self._stream = _ParallelDeflate(self._fh, level, strategy, zlib.crc32)
+
+    def write(self, data):
+        return self._stream.write(data)
+
+    def read(self, size=-1):  # a write-only stream (nibabel tells streams by their read and write)
+        raise OSError("GzipWriter is write-only")
+
+    def tell(self):
+        return self._stream.size
+
+    def seek(self, offset, whence=0):  # nibabel asks for the position it is at; anything else is refused
+        if whence != 0 or offset != self._stream.size:
+            raise OSError("GzipWriter cannot seek")
+        return self._stream.size
+
     def close(self):
         if self._fh.closed:
             return
         try:
-            self._submit(bytes(self._buf), True)
-            for f in self._pending:
-                self._fh.write(f.result())
-            self._fh.write(struct.pack("<II", self._crc & 0xFFFFFFFF, self._size & 0xFFFFFFFF))
+            self._stream.finish()
+            self._fh.write(struct.pack("<II", self._stream.check & 0xFFFFFFFF, self._stream.size & 0xFFFFFFFF))
         finally:
-            self._pending = []
             self._fh.close()
 
     def __enter__(self):
@@ -202,9 +225,7 @@ class GzipWriter:
         if exc_type is None:
             self.close()
         else:  # the file is discarded (atomic_path) or incomplete anyway: no more compressing
-            for f in self._pending:
-                f.cancel()
-            self._pending = []
+            self._stream.abort()
             self._fh.close()
 
 
