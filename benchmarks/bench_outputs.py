@@ -10,9 +10,11 @@ write_outputs of a fresh process, where nothing was imported ahead (pyca lddmm i
 starts the compression threads while it registers). Then, in this process: the built-in pair
 registered briefly (the outputs' sizes are those of the default run), write_outputs as `pyca lddmm`
 calls it (all files, in parallel threads), on one thread, without the report, uncompressed (.nii),
-and each part alone: the device->host copies, each NIfTI file, the report; then the NIfTI files
-alone beside the peer, nibabel's nib.save of the same arrays (one thread per file), with their
-ratio, and the limit: zlib level 1 with pyca's run-length strategy on the same bytes, on every core.
+and each part alone: the device->host copies, each NIfTI file, the report beside its peer (the same
+panels drawn with matplotlib, already imported; and matplotlib's import on its own); then the NIfTI
+files alone beside their peer, nibabel's nib.save of the same arrays (one thread per file), with
+the ratios, and the limit: zlib level 1 with pyca's run-length strategy on the same bytes, on every
+core.
 """
 from __future__ import annotations
 
@@ -103,6 +105,53 @@ def whole_runs(a):
     print(f"  {'first write_outputs of a process, nothing imported ahead':<46s} {min(ts):.3f}-{max(ts):.3f} s")
 
 
+def matplotlib_report(d, path):
+    """The report's peer: the same panels from the same data with matplotlib, as a user would draw
+    them at its fastest (the object interface and Agg, no pyplot, no tight_layout; savefig's PNG)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import LogNorm
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(16, 8.5), dpi=80)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots(2, 4).flat
+    m, asp = d["diff_max"], d["aspect"]
+    grey = dict(origin="lower", cmap="gray", vmin=d["lo"], vmax=d["hi"], aspect=asp)
+    div = dict(origin="lower", cmap="RdBu_r", vmin=-m, vmax=m, aspect=asp)
+    for a, img, style, title in ((ax[0], d["fixed"], grey, "fixed"), (ax[1], d["moving"], grey, "moving"),
+                                 (ax[2], d["deformed"], grey, "deformed moving"),
+                                 (ax[3], d["fixed"] - d["deformed"], div, "fixed - deformed"),
+                                 (ax[4], d["fixed"] - d["moving"], div, "fixed - moving (before)"),
+                                 (ax[5], d["moving"], grey, "fixed grid mapped by phiinv, on moving")):
+        a.imshow(img.T, **style)
+        a.set_title(title)
+        a.set_axis_off()
+    hx, hy = d["hinv"][..., 0], d["hinv"][..., 1]
+    step = max(1, min(hx.shape) // 24)
+    lines = [np.column_stack([hx[i], hy[i]]) for i in range(0, hx.shape[0], step)]
+    lines += [np.column_stack([hx[:, j], hy[:, j]]) for j in range(0, hx.shape[1], step)]
+    ax[5].add_collection(LineCollection(lines, colors="orange", linewidths=0.6))
+    jac = np.clip(d["jac"], 1e-3, None)
+    span = max(float(jac.max()), 1.0 / float(jac.min()))
+    fig.colorbar(ax[6].imshow(jac.T, origin="lower", cmap="RdBu_r", norm=LogNorm(1 / span, span), aspect=asp), ax=ax[6])
+    ax[6].set_title("det D phiinv")
+    ax[6].set_axis_off()
+    for key in ("energy", "match", "reg"):
+        ax[7].semilogy([e[key] / d["nvox"].get(e["scale"], 1.0) for e in d["accepted"]], label=key)
+    ax[7].legend()
+    ax[7].set_title("energy per voxel")
+    fig.suptitle(d["title"])
+    fig.savefig(path)
+
+
+def import_seconds(module):
+    """Seconds to import `module` in a fresh interpreter that has NumPy loaded (best of 3)."""
+    code = f"import numpy, time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    return min(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+               for _ in range(3))
+
+
 def ca_host(objs):
     """Host copies of the device ones (the files are timed, not the device->host copies)."""
     return [x.clone(ca.MEM_HOST) if x.is_on_device else x for x in objs]
@@ -143,8 +192,14 @@ def main():
             res, fixed, moving, out("e"), save_inputs=True, compress=False), a.repeat)))
         rows.append(("device->host copies of the 4 results", best(
             lambda: [x.clone(ca.MEM_HOST) for x in (res.deformed, res.phiinv, res.phi, res.jacobian)], a.repeat)))
-        rows.append(("report.png (data + drawing)", best(
-            lambda: draw_report(report_data(res, fixed), os.path.join(d, "r.png")), a.repeat)))
+        t_report = best(lambda: draw_report(report_data(res, fixed), os.path.join(d, "r.png")), a.repeat)
+        rows.append(("report.png (data + drawing)", t_report))
+        rdata = report_data(res, fixed)
+        matplotlib_report(rdata, os.path.join(d, "m.png"))  # the peer's first figure (imports, font cache)
+        t_mpl = best(lambda: matplotlib_report(rdata, os.path.join(d, "m.png")), a.repeat)
+        rows.append(("  peer: matplotlib, the same panels (imported)", t_mpl))
+        rows.append(("  peer: matplotlib's import (a fresh process)",
+                     import_seconds("matplotlib.figure, matplotlib.backends.backend_agg")))
         for name, obj in (("phiinv.nii.gz (a field)", res.phiinv), ("deformed.nii.gz (an image)", res.deformed)):
             save = pio.save_field if isinstance(obj, ca.Field3D) else pio.save_image
             rows.append((name, best(lambda: save(obj, os.path.join(d, "x.nii.gz")), a.repeat)))
@@ -183,7 +238,8 @@ def main():
                      t * nbytes / len(raw) / (os.cpu_count() or 1)))
     for name, t in rows:
         print(f"  {name:<58s} {t:8.3f} s")
-    print(f"  pyca / nib.save: {t_pyca / t_nib:.2f}; pyca / limit: {t_pyca / rows[-1][1]:.1f}")
+    print(f"  NIfTI files: pyca / nib.save: {t_pyca / t_nib:.2f}; pyca / limit: {t_pyca / rows[-1][1]:.1f}")
+    print(f"  report.png: pyca / matplotlib (imported): {t_report / t_mpl:.2f}")
     print("registration of the default run: see `pyca lddmm -v` (timings per scale)")
 
 
