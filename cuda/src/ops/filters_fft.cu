@@ -7,6 +7,7 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <deque>
 #include <map>
@@ -14,9 +15,11 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cuda_common.cuh"
+#include "ops/fft_zpass.cuh"
 #include "ops/filters_cuda.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
@@ -35,6 +38,33 @@ void checkFft(cufftResult r, const char* what) {
   throw CudaError(std::string(kOp) + ": " + what + " failed with cufftResult " + std::to_string(int(r)));
 }
 
+// Calls f(std::integral_constant<int, nz>) for the nz zPassKernel is instantiated for.
+template <class F>
+void withZPass(int nz, F&& f) {
+  switch (nz) {
+    case 8:
+      f(std::integral_constant<int, 8>{});
+      break;
+    case 16:
+      f(std::integral_constant<int, 16>{});
+      break;
+    case 32:
+      f(std::integral_constant<int, 32>{});
+      break;
+    case 64:
+      f(std::integral_constant<int, 64>{});
+      break;
+    case 128:
+      f(std::integral_constant<int, 128>{});
+      break;
+    case 256:
+      f(std::integral_constant<int, 256>{});
+      break;
+    default:
+      throw CudaError(std::string(kOp) + ": no z pass for nz = " + std::to_string(nz));
+  }
+}
+
 // Plans and buffers of one (size, device, stream).
 struct CufftPlans {
   Vec3Di size;
@@ -44,10 +74,15 @@ struct CufftPlans {
   std::size_t nReal = 0, nCplx = 0;
   cufftHandle r2c3 = 0, c2r3 = 0;  // batch of 3 contiguous components
   cufftHandle r2c1 = 0, c2r1 = 0;  // one component (fields whose planes are not contiguous); lazy
-  bool hasR2c3 = false, hasC2r3 = false, hasR2c1 = false, hasC2r1 = false;
+  // 3-D grids whose nz zPassKernel handles: 2-D transforms of the 3 * nz planes, z by zPassKernel.
+  bool zPass = false;
+  cufftHandle r2c2 = 0, c2r2 = 0;
+  float2* twiddles = nullptr;  // exp(-2 pi i m / nz), m < nz
+  bool hasR2c3 = false, hasC2r3 = false, hasR2c1 = false, hasC2r1 = false, hasR2c2 = false, hasC2r2 = false;
   cufftComplex* cplx = nullptr;  // 3 * nCplx
   float* tables = nullptr;       // t_x, s_x (nx/2+1 each), t_y, s_y (ny), t_z, s_z (nz), unscaled
   std::vector<float> hostTables;
+  std::vector<float2> hostTwiddles;
   std::mutex use;  // one caller queues work at a time (plans and buffer are shared)
 
   CufftPlans(const Vec3Di& s, cudaStream_t st) : size(s), stream(st) {
@@ -62,6 +97,8 @@ struct CufftPlans {
     try {
       plan(&r2c3, &hasR2c3, CUFFT_R2C, 3);
       plan(&c2r3, &hasC2r3, CUFFT_C2R, 3);
+      zPass = rank == 3 && s.x > 1 && s.y > 1 && zPassSupports(s.z);
+      if (zPass) makeZPass();
       check(cudaMalloc(&cplx, 3 * nCplx * sizeof(cufftComplex)), kOp, "cudaMalloc");
 
       const int nxh = s.x / 2 + 1;
@@ -88,7 +125,41 @@ struct CufftPlans {
   CufftPlans(const CufftPlans&) = delete;
   CufftPlans& operator=(const CufftPlans&) = delete;
 
+  // The 2-D plans (batch 3 nz), the twiddles and zPassKernel's shared memory limit.
+  void makeZPass() {
+    const int d2[2] = {size.y, size.x};
+    for (int k = 0; k < 2; ++k) {
+      cufftHandle* h = k == 0 ? &r2c2 : &c2r2;
+      checkFft(cufftPlanMany(h, 2, const_cast<int*>(d2), nullptr, 1, 0, nullptr, 1, 0,
+                             k == 0 ? CUFFT_R2C : CUFFT_C2R, 3 * size.z),
+               "cufftPlanMany");
+      (k == 0 ? hasR2c2 : hasC2r2) = true;
+      checkFft(cufftSetStream(*h, stream), "cufftSetStream");
+    }
+    const int m = size.z;
+    hostTwiddles.resize(std::size_t(m));
+    for (int i = 0; i < m; ++i) {
+      const double a = -2.0 * 3.14159265358979323846 * double(i) / double(size.z);
+      hostTwiddles[std::size_t(i)] = make_float2(float(std::cos(a)), float(std::sin(a)));
+    }
+    check(cudaMalloc(&twiddles, std::size_t(m) * sizeof(float2)), kOp, "cudaMalloc");
+    check(cudaMemcpyAsync(twiddles, hostTwiddles.data(), std::size_t(m) * sizeof(float2),
+                          cudaMemcpyHostToDevice, stream),
+          kOp, "cudaMemcpyAsync");
+    withZPass(size.z, [&](auto nz) {
+      constexpr int NZ = decltype(nz)::value;
+      check(cudaFuncSetAttribute(zPassKernel<NZ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(zPassSharedBytes<NZ>())),
+            kOp, "cudaFuncSetAttribute");
+    });
+  }
+
   void release() {
+    if (hasR2c2) cufftDestroy(r2c2);
+    if (hasC2r2) cufftDestroy(c2r2);
+    hasR2c2 = hasC2r2 = false;
+    if (twiddles) cudaFree(twiddles);
+    twiddles = nullptr;
     if (hasR2c3) cufftDestroy(r2c3);
     if (hasC2r3) cufftDestroy(c2r3);
     if (hasR2c1) cufftDestroy(r2c1);
@@ -174,8 +245,26 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
   const std::size_t nR = P.nReal, nC = P.nCplx;
   cufftComplex* C[3] = {P.cplx, P.cplx + nC, P.cplx + 2 * nC};
 
+  const Vec3Df sp = grid.spacing();
+  const bool inJoined = in[1] == in[0] + nR && in[2] == in[1] + nR;
+  const bool outJoined = out[1] == out[0] + nR && out[2] == out[1] + nR;
+  if (P.zPass && inJoined && outJoined) {  // x, y by cuFFT per z-plane; z and the operator in one pass
+    checkFft(cufftExecR2C(P.r2c2, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
+    const int nxh = s.x / 2 + 1, plane = nxh * s.y;
+    withZPass(s.z, [&](auto nz) {
+      constexpr int NZ = decltype(nz)::value;
+      const unsigned blocks = unsigned((plane + zPassColumns<NZ>() - 1) / zPassColumns<NZ>());
+      zPassKernel<NZ><<<blocks, kZPassThreads, zPassSharedBytes<NZ>(), st>>>(
+          C[0], nC, plane, nxh, s.y, P.twiddles, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
+          float(1.0 / double(nR)));
+    });
+    pyca::checkLaunch(kOp);
+    checkFft(cufftExecC2R(P.c2r2, C[0], out[0]), "cufftExecC2R");
+    return;
+  }
+
   // Forward transforms (R2C keeps its input, so `in` is left alone).
-  if (in[1] == in[0] + nR && in[2] == in[1] + nR) {
+  if (inJoined) {
     checkFft(cufftExecR2C(P.r2c3, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
   } else {
     P.ensureSingle();
@@ -183,7 +272,6 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
       checkFft(cufftExecR2C(P.r2c1, const_cast<float*>(in[c]), C[c]), "cufftExecR2C");
   }
 
-  const Vec3Df sp = grid.spacing();
   const int block = 256;
   const std::size_t blocks = std::min<std::size_t>((nC + block - 1) / block, std::size_t(1) << 20);
   fluidKernel<<<unsigned(std::max<std::size_t>(blocks, 1)), block, 0, st>>>(
@@ -192,7 +280,7 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
   pyca::checkLaunch(kOp);
 
   // Inverse transforms (C2R overwrites the complex buffer, which is ours).
-  if (out[1] == out[0] + nR && out[2] == out[1] + nR) {
+  if (outJoined) {
     checkFft(cufftExecC2R(P.c2r3, C[0], out[0]), "cufftExecC2R");
   } else {
     P.ensureSingle();

@@ -1,0 +1,185 @@
+// The kernel K's middle pass in one kernel (filters_fft.cu): along z, the forward FFT, the operator
+// per frequency (math::fluidApplyAt) and the inverse FFT, on columns held in shared memory. cuFFT
+// does the x and y passes (a 2-D plan per z-plane); each of its passes, like this one, reads and
+// writes the three half spectra once, so K takes 5 passes over them instead of 3 + 1 + 3
+// (docs/design/fluid-fft.md).
+//
+// Layout: component c, frequency (kx, ky, kz) at c * nCplx + kz * plane + ky * nxh + kx, plane =
+// ny * nxh. A block takes TX consecutive columns j = ky * nxh + kx (coalesced loads) of all three
+// components, NZ (a power of two) values each, into shared memory. The transforms along z are
+// four-step FFTs (NZ = R1 * R2, each step a DFT of R1 or R2 points in registers), with cuFFT's sign
+// and unnormalised as cuFFT's; the 1 / N is the operator's `scale`.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cufft.h>
+
+#include <cstddef>
+
+#include "pyca/math/filters.h"
+
+namespace pyca {
+namespace cuda_impl {
+
+// Column lengths this pass handles (other grids take cuFFT's 3-D transforms).
+__host__ __device__ constexpr bool zPassSupports(int nz) {
+  return nz >= 8 && nz <= 256 && (nz & (nz - 1)) == 0;
+}
+// Columns per block: 128 bytes of each z-row for NZ <= 128, 64 above (shared memory).
+template <int NZ>
+__host__ __device__ constexpr int zPassColumns() {
+  return NZ <= 128 ? 16 : 8;
+}
+// NZ = R1 * R2, the two register transforms of the four-step FFT.
+template <int NZ>
+__host__ __device__ constexpr int zPassR1() {
+  return NZ >= 128 ? 16 : (NZ >= 32 ? 8 : 4);
+}
+template <int NZ>
+__host__ __device__ constexpr std::size_t zPassSharedBytes() {
+  return std::size_t(3) * NZ * zPassColumns<NZ>() * sizeof(float2) + std::size_t(NZ) * sizeof(float2);
+}
+constexpr int kZPassThreads = 256;
+
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) {
+  return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+__device__ __forceinline__ float2 cmulConj(float2 a, float2 b) {  // a * conj(b)
+  return make_float2(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y);
+}
+template <int R>
+__host__ __device__ constexpr int bitRev(int i) {
+  int r = 0;
+  for (int b = 1; b < R; b <<= 1, i >>= 1) r = (r << 1) | (i & 1);
+  return r;
+}
+
+// In-register DFT of R points (R a power of two <= 16), in natural order in and out: sum_n a[n]
+// exp(-+2 pi i n k / R), the sign + when INV. w: exp(-2 pi i m / NZ), m < NZ.
+template <int R, int NZ, bool INV>
+__device__ __forceinline__ void dftRegisters(float2 (&a)[R], const float2* w) {
+  float2 b[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) b[i] = a[bitRev<R>(i)];
+#pragma unroll
+  for (int half = 1; half < R; half <<= 1) {
+#pragma unroll
+    for (int k = 0; k < R / 2; ++k) {
+      const int kk = k & (half - 1), i = (k - kk) * 2 + kk;
+      const float2 t = w[kk * (NZ / (2 * half))];
+      const float2 v = INV ? cmulConj(b[i + half], t) : cmul(b[i + half], t);
+      const float2 u = b[i];
+      b[i] = make_float2(u.x + v.x, u.y + v.y);
+      b[i + half] = make_float2(u.x - v.x, u.y - v.y);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < R; ++i) a[i] = b[i];
+}
+
+// The four steps on the columns in shared memory, each in place per thread (a __syncthreads()
+// between steps). Forward, NZ = R1 * R2: (1) for each n2, the R1-point DFT over positions n2 + R2 n1,
+// times exp(-2 pi i n2 k1 / NZ), back to positions n2 + R2 k1; (2) for each k1, the R2-point DFT
+// over positions k1 R2 + n2, back to positions k1 R2 + k2: frequency k1 + R1 k2 ends at position
+// k1 R2 + k2. The inverse runs the same steps backwards with the conjugate roots, from that order to
+// the natural one.
+template <int NZ, int TX, bool INV>
+__device__ __forceinline__ void zPassStep(float2* s, const float2* w, bool first) {
+  constexpr int R1 = zPassR1<NZ>(), R2 = NZ / R1;
+  // The R1-point transforms (forward step 1, inverse step 2): for each n2, over n2 + R2 n1.
+  // The R2-point transforms (forward step 2, inverse step 1): for each k1, over k1 R2 + n2.
+  const bool strided = INV ? !first : first;
+  const int items = 3 * TX * (strided ? R2 : R1);
+  for (int it = int(threadIdx.x); it < items; it += kZPassThreads) {
+    const int col = it % TX, rest = it / TX;
+    if (strided) {
+      const int c = rest / R2, n2 = rest - c * R2;
+      float2* x = s + c * NZ * TX + col;
+      float2 a[R1];
+#pragma unroll
+      for (int n1 = 0; n1 < R1; ++n1) a[n1] = x[(n2 + R2 * n1) * TX];
+      if (INV) {
+#pragma unroll
+        for (int k1 = 0; k1 < R1; ++k1) a[k1] = cmulConj(a[k1], w[n2 * k1]);
+      }
+      dftRegisters<R1, NZ, INV>(a, w);
+      if (!INV) {
+#pragma unroll
+        for (int k1 = 0; k1 < R1; ++k1) a[k1] = cmul(a[k1], w[n2 * k1]);
+      }
+#pragma unroll
+      for (int n1 = 0; n1 < R1; ++n1) x[(n2 + R2 * n1) * TX] = a[n1];
+    } else {
+      const int c = rest / R1, k1 = rest - c * R1;
+      float2* x = s + (c * NZ + k1 * R2) * TX + col;
+      float2 a[R2];
+#pragma unroll
+      for (int n2 = 0; n2 < R2; ++n2) a[n2] = x[n2 * TX];
+      dftRegisters<R2, NZ, INV>(a, w);
+#pragma unroll
+      for (int n2 = 0; n2 < R2; ++n2) x[n2 * TX] = a[n2];
+    }
+  }
+  __syncthreads();
+}
+
+template <int NZ>
+__global__ void __launch_bounds__(kZPassThreads)
+    zPassKernel(cufftComplex* __restrict__ C, std::size_t nCplx, int plane, int nxh, int ny,
+                const float2* __restrict__ tw, const float* __restrict__ tab, float isx, float isy, float isz,
+                math::FluidParams P, float scale) {
+  constexpr int TX = zPassColumns<NZ>(), R1 = zPassR1<NZ>(), R2 = NZ / R1;
+  extern __shared__ float2 smem[];
+  float2* s = smem;                // s[(c * NZ + z) * TX + col]
+  float2* w = smem + 3 * NZ * TX;  // exp(-2 pi i m / NZ), m < NZ
+  const int j0 = int(blockIdx.x) * TX;
+  const int t = int(threadIdx.x);
+
+  for (int m = t; m < NZ; m += kZPassThreads) w[m] = tw[m];
+  for (int idx = t; idx < 3 * NZ * TX; idx += kZPassThreads) {
+    const int col = idx % TX, cz = idx / TX, c = cz / NZ, z = cz - c * NZ;
+    const int j = j0 + col;
+    float2 v = make_float2(0.f, 0.f);
+    if (j < plane) v = C[std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j)];
+    s[idx] = v;
+  }
+  __syncthreads();
+  zPassStep<NZ, TX, false>(s, w, true);
+  zPassStep<NZ, TX, false>(s, w, false);
+
+  // The operator per frequency, its three components together (kz = k1 + R1 k2 at k1 R2 + k2).
+  for (int idx = t; idx < NZ * TX; idx += kZPassThreads) {
+    const int col = idx % TX, pos = idx / TX, j = j0 + col;
+    if (j >= plane) continue;
+    const int k1 = pos / R2, kz = k1 + R1 * (pos - k1 * R2);
+    const int ky = j / nxh, kx = j - ky * nxh;
+    float re[3], im[3];
+    for (int c = 0; c < 3; ++c) {
+      const float2 v = s[(c * NZ + pos) * TX + col];
+      re[c] = v.x;
+      im[c] = v.y;
+    }
+    const float* tx = tab;
+    const float* sxT = tx + nxh;
+    const float* ty = sxT + nxh;
+    const float* syT = ty + ny;
+    const float* tz = syT + ny;
+    const float* szT = tz + NZ;
+    math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
+                       __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale,
+                       kx == 0 && ky == 0 && kz == 0, re, im);
+    for (int c = 0; c < 3; ++c) s[(c * NZ + pos) * TX + col] = make_float2(re[c], im[c]);
+  }
+  __syncthreads();
+  zPassStep<NZ, TX, true>(s, w, true);
+  zPassStep<NZ, TX, true>(s, w, false);
+
+  for (int idx = t; idx < 3 * NZ * TX; idx += kZPassThreads) {
+    const int col = idx % TX, cz = idx / TX, c = cz / NZ, z = cz - c * NZ;
+    const int j = j0 + col;
+    if (j < plane) C[std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j)] = s[idx];
+  }
+}
+
+}  // namespace cuda_impl
+}  // namespace pyca
