@@ -54,10 +54,49 @@ __host__ __device__ constexpr int bitRev(int i) {
   return r;
 }
 
+// exp(-2 pi i m / 16), m < 16: with m known at compile time (the unrolled loops below), a constant.
+__device__ __forceinline__ float2 root16(int m) {
+  constexpr float c1 = 0.923879532511286756f, s1 = 0.382683432365089772f, h = 0.707106781186547524f;
+  switch (m & 15) {
+    case 0:
+      return make_float2(1.f, 0.f);
+    case 1:
+      return make_float2(c1, -s1);
+    case 2:
+      return make_float2(h, -h);
+    case 3:
+      return make_float2(s1, -c1);
+    case 4:
+      return make_float2(0.f, -1.f);
+    case 5:
+      return make_float2(-s1, -c1);
+    case 6:
+      return make_float2(-h, -h);
+    case 7:
+      return make_float2(-c1, -s1);
+    case 8:
+      return make_float2(-1.f, 0.f);
+    case 9:
+      return make_float2(-c1, s1);
+    case 10:
+      return make_float2(-h, h);
+    case 11:
+      return make_float2(-s1, c1);
+    case 12:
+      return make_float2(0.f, 1.f);
+    case 13:
+      return make_float2(s1, c1);
+    case 14:
+      return make_float2(h, h);
+    default:
+      return make_float2(c1, s1);
+  }
+}
+
 // In-register DFT of R points (R a power of two <= 16), in natural order in and out: sum_n a[n]
-// exp(-+2 pi i n k / R), the sign + when INV. w: exp(-2 pi i m / NZ), m < NZ.
-template <int R, int NZ, bool INV>
-__device__ __forceinline__ void dftRegisters(float2 (&a)[R], const float2* w) {
+// exp(-+2 pi i n k / R), the sign + when INV.
+template <int R, bool INV>
+__device__ __forceinline__ void dftRegisters(float2 (&a)[R]) {
   float2 b[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) b[i] = a[bitRev<R>(i)];
@@ -66,7 +105,7 @@ __device__ __forceinline__ void dftRegisters(float2 (&a)[R], const float2* w) {
 #pragma unroll
     for (int k = 0; k < R / 2; ++k) {
       const int kk = k & (half - 1), i = (k - kk) * 2 + kk;
-      const float2 t = w[kk * (NZ / (2 * half))];
+      const float2 t = root16(kk * (16 / (2 * half)));
       const float2 v = INV ? cmulConj(b[i + half], t) : cmul(b[i + half], t);
       const float2 u = b[i];
       b[i] = make_float2(u.x + v.x, u.y + v.y);
@@ -102,7 +141,7 @@ __device__ __forceinline__ void zPassStep(float2* s, const float2* w, bool first
 #pragma unroll
         for (int k1 = 0; k1 < R1; ++k1) a[k1] = cmulConj(a[k1], w[n2 * k1]);
       }
-      dftRegisters<R1, NZ, INV>(a, w);
+      dftRegisters<R1, INV>(a);
       if (!INV) {
 #pragma unroll
         for (int k1 = 0; k1 < R1; ++k1) a[k1] = cmul(a[k1], w[n2 * k1]);
@@ -115,7 +154,7 @@ __device__ __forceinline__ void zPassStep(float2* s, const float2* w, bool first
       float2 a[R2];
 #pragma unroll
       for (int n2 = 0; n2 < R2; ++n2) a[n2] = x[n2 * TX];
-      dftRegisters<R2, NZ, INV>(a, w);
+      dftRegisters<R2, INV>(a);
 #pragma unroll
       for (int n2 = 0; n2 < R2; ++n2) x[n2 * TX] = a[n2];
     }
