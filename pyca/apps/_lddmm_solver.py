@@ -79,8 +79,8 @@ class _Level:
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
         self.I0, self.I1 = I0, I1
-        # v, m and m_new each in one allocation, so that the regularisation energy sum_j <m_j, v_j>
-        # is one reduction (one wait for its value, not T). v_prev and J0_prev keep the state before
+        # v, m and m_new each in one allocation, so that the regularisation energy sum_j <m_j, v_j>,
+        # where K has not accumulated it (reg_energy()), is one reduction (one wait, not T). v_prev and J0_prev keep the state before
         # the last update and forward(), so that undo() swaps it back instead of recomputing it.
         self._flat = {}
         self.v, self.v_prev, self.m, self.m_new = (self._stack(grid, mem) for _ in range(4))
@@ -106,6 +106,7 @@ class _Level:
         # (a metric hook) this must be False, and the general path below is the one that runs.
         self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None
         self._due = False  # gradients() was called; the fused path has not computed them yet
+        self._dot_due = False  # update() accumulated sum_j <m_j, v_j> in K (reg_energy() takes it)
 
     def _stack(self, grid, mem):
         fields, flat = _field_stack(self.T, grid, mem)
@@ -131,7 +132,12 @@ class _Level:
         ca.Sub(self.diff, self.J0[self.T], self.I1)
         return ca.Sum2(self.diff) / self.sigma2, h
 
+    # dt sum_j <m_j, v_j>: after update(), the sum its kernel applications accumulated from the
+    # spectra (FluidKernelFFT.applyInverseOperatorDot: no pass of its own); else one Dot.
     def reg_energy(self):
+        if self._dot_due:
+            self._dot_due = False
+            return self.dt * self.K.takeDot()
         return self.dt * ca.Dot(self._flat[id(self.m)], self._flat[id(self.v)])
 
     # phi_{0,1} (composition only, for the outputs).
@@ -186,17 +192,21 @@ class _Level:
             worst = max(worst, float(ca.LInf(self.tmp)))
         return worst / sp
 
-    # m <- (1 - 2 eps) m + eps (2 / sigma^2) b; v = K m. The previous m and v stay in m_new, v_prev.
+    # m <- (1 - 2 eps) m + eps (2 / sigma^2) b; v = K m (with sum_j <m_j, v_j> accumulated in K for
+    # reg_energy()). The previous m and v stay in m_new, v_prev.
     def update(self, eps):
         c = 2.0 / self.sigma2
+        if self._dot_due:  # an update whose energy nobody took: drop its sum
+            self.K.takeDot()
         if self._due:
             self._fused_sweep(eps)
         else:
             for j in range(self.T):
                 ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
-                self.K.applyInverseOperator(self.v_prev[j], self.m_new[j])
+                self.K.applyInverseOperatorDot(self.v_prev[j], self.m_new[j])
         self.m, self.m_new = self.m_new, self.m
         self.v, self.v_prev = self.v_prev, self.v
+        self._dot_due = True
 
     # The fused backward sweep with the current v (J0 from the last forward()): with eps None,
     # m_new[j] = b_j (what gradients() computes); else m_new[j] = (1 - 2 eps) m_j + eps (2 / sigma^2)
@@ -211,11 +221,14 @@ class _Level:
             h, hn = hn, h
             ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s)
             if eps is not None:
-                self.K.applyInverseOperator(self.v_prev[j], self.m_new[j])
+                self.K.applyInverseOperatorDot(self.v_prev[j], self.m_new[j])
 
     # Back to the state before the last update() and forward(): m, v and J0 (and so the match
     # energy the caller kept) as they were; nothing is recomputed.
     def undo(self):
+        if self._dot_due:
+            self.K.takeDot()
+            self._dot_due = False
         self.m, self.m_new = self.m_new, self.m
         self.v, self.v_prev = self.v_prev, self.v
         self.J0, self.J0_prev = self.J0_prev, self.J0

@@ -85,8 +85,16 @@ class FluidKernelFFT {
   void applyOperator(Field3D& f);
   void applyInverseOperator(Field3D& f);
 
+  // out = K in, as applyInverseOperator, and <in, out> (the sum over voxels and components of
+  // in * out) added to this object's accumulator. The sum is taken from the spectra in the pass
+  // that applies the operator (Parseval), so it costs no pass of its own and no wait.
+  void applyInverseOperatorDot(Field3D& out, const Field3D& in);
+  // The sum accumulated by applyInverseOperatorDot since the last call (0 if none), which resets
+  // it. On the GPU this waits for the queued work once.
+  double takeDot();
+
  private:
-  void apply(const char* op, Field3D& out, const Field3D& in, bool inverse);
+  void apply(const char* op, Field3D& out, const Field3D& in, bool inverse, bool dot = false);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

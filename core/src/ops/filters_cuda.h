@@ -23,8 +23,16 @@ void Convolve(float* out, const float* im, const Vec3Di& size, const float* kern
 
 // out = L^lpow in or L^-lpow in (p.inverse) per pyca/math/filters.h, for fields on `grid`
 // (component planes given separately; out may equal in).
+// dot (device, may be null): adds <in, out> (Parseval, from the spectra) to *dot.
 void FluidApply(float* const out[3], const float* const in[3], const GridInfo& grid,
-                const math::FluidParams& p);
+                const math::FluidParams& p, double* dot = nullptr);
+
+// One double on the current device, zeroed (FluidKernelFFT's accumulator); its value, reset to 0
+// (waits for the stream); freeing it (never throws).
+double* DotAlloc(int* device);
+int CurrentDevice();
+double DotTake(double* dot);
+void DotFree(double* dot) noexcept;
 
 }  // namespace cuda_impl
 }  // namespace pyca

@@ -121,8 +121,9 @@ std::shared_ptr<FftwPlans> getPlans(const Vec3Di& size) {
 }
 
 // out = L^p in (or its inverse) on the host; out may equal in.
+// dot (may be null): adds <in, out> (Parseval over the half spectrum) to *dot.
 void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], const Vec3Df& spacing,
-                   const math::FluidParams& prm) {
+                   const math::FluidParams& prm, double* dot) {
   std::lock_guard<std::mutex> lk(P.use);
   const Vec3Di s = P.size;
   for (int c = 0; c < 3; ++c) {
@@ -152,7 +153,8 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
   }
   const float scale = float(1.0 / double(P.nReal));
   fftwf_complex *X = P.cplx[0], *Y = P.cplx[1], *Z = P.cplx[2];
-#pragma omp parallel for collapse(2) schedule(static) \
+  double sum = 0.0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(+ : sum) \
     num_threads(detail::threadsFor(std::size_t(s.z) * s.y * nxh))
   for (int kz = 0; kz < s.z; ++kz) {
     for (int ky = 0; ky < s.y; ++ky) {
@@ -160,7 +162,9 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
       for (int kx = 0; kx < nxh; ++kx, ++i) {
         float re[3] = {X[i][0], Y[i][0], Z[i][0]};
         float im[3] = {X[i][1], Y[i][1], Z[i][1]};
+        const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
         math::fluidApplyAt(prm, cx[kx], cy[ky], cz[kz], sx[kx], sy[ky], sz[kz], scale, i == 0, re, im);
+        if (dot) sum += math::parsevalTerm(kx, s.x, re0, im0, re, im);
         X[i][0] = re[0];
         Y[i][0] = re[1];
         Z[i][0] = re[2];
@@ -170,6 +174,7 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
       }
     }
   }
+  if (dot) *dot += sum;
 
   for (int c = 0; c < 3; ++c) {
     if (P.aligned(out[c])) {
@@ -197,12 +202,15 @@ void checkParams(const char* op, float alpha, float beta, float gamma, int lpow)
 }
 
 // Shared by the function and the class: checks done, runs on the arguments' side.
+// hostDot / devDot (may be null): the accumulator of <in, out> on the side that runs.
 void runFluid(const char* op, bool dev, Field3D& out, const Field3D& in, const GridInfo& grid,
-              const math::FluidParams& prm, std::shared_ptr<FftwPlans>* cached) {
+              const math::FluidParams& prm, std::shared_ptr<FftwPlans>* cached, double* hostDot = nullptr,
+              double* devDot = nullptr) {
   float* const o[3] = {out.x(), out.y(), out.z()};
   const float* const i[3] = {in.x(), in.y(), in.z()};
   if (dev) {
-    PYCA_CUDA_CALL(op, cuda_impl::FluidApply(o, i, grid, prm));
+    PYCA_CUDA_CALL(op, cuda_impl::FluidApply(o, i, grid, prm, devDot));
+    (void)devDot;
     return;
   }
   std::shared_ptr<FftwPlans> plans;
@@ -212,7 +220,7 @@ void runFluid(const char* op, bool dev, Field3D& out, const Field3D& in, const G
     plans = getPlans(grid.size());
     if (cached) *cached = plans;
   }
-  fluidApplyCpu(*plans, o, i, grid.spacing(), prm);
+  fluidApplyCpu(*plans, o, i, grid.spacing(), prm, hostDot);
   (void)op;
 }
 
@@ -243,6 +251,20 @@ struct FluidKernelFFT::Impl {
   GridInfo grid;
   bool hasGrid = false;
   std::shared_ptr<FftwPlans> plans;  // host plans of grid's size, made on first host use
+  // applyInverseOperatorDot's accumulator: host part, and device part (one double on devDotDevice,
+  // made on the first device call).
+  double hostDot = 0.0;
+  double* devDot = nullptr;
+  int devDotDevice = -1;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+#ifdef PYCA_WITH_CUDA
+    if (devDot) cuda_impl::DotFree(devDot);
+#endif
+  }
 };
 
 FluidKernelFFT::FluidKernelFFT() : impl_(new Impl) {}
@@ -280,7 +302,7 @@ void FluidKernelFFT::setGrid(const GridInfo& grid) {
 }
 const GridInfo& FluidKernelFFT::grid() const { return impl_->grid; }
 
-void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool inverse) {
+void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool inverse, bool dot) {
   if (!impl_->hasGrid) throw ValueError(std::string(op) + ": call setGrid(grid) first");
   const bool dev = detail::prepare(op, {{"out", &out}, {"in", &in}});
   const Vec3Di& gs = impl_->grid.size();
@@ -290,7 +312,20 @@ void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool
   }
   math::FluidParams prm = impl_->prm;
   prm.inverse = inverse;
-  runFluid(op, dev, out, in, impl_->grid, prm, &impl_->plans);
+  double* devDot = nullptr;
+#ifdef PYCA_WITH_CUDA
+  if (dot && dev) {
+    if (!impl_->devDot) {
+      impl_->devDot = cuda_impl::DotAlloc(&impl_->devDotDevice);
+    } else if (cuda_impl::CurrentDevice() != impl_->devDotDevice) {
+      throw ValueError(std::string(op) + ": this object accumulates on device " +
+                       std::to_string(impl_->devDotDevice) + "; use one FluidKernelFFT per device");
+    }
+    devDot = impl_->devDot;
+  }
+#endif
+  runFluid(op, dev, out, in, impl_->grid, prm, &impl_->plans, dot && !dev ? &impl_->hostDot : nullptr,
+           devDot);
 }
 
 void FluidKernelFFT::applyOperator(Field3D& out, const Field3D& in) {
@@ -302,6 +337,17 @@ void FluidKernelFFT::applyInverseOperator(Field3D& out, const Field3D& in) {
 void FluidKernelFFT::applyOperator(Field3D& f) { apply("FluidKernelFFT.applyOperator", f, f, false); }
 void FluidKernelFFT::applyInverseOperator(Field3D& f) {
   apply("FluidKernelFFT.applyInverseOperator", f, f, true);
+}
+void FluidKernelFFT::applyInverseOperatorDot(Field3D& out, const Field3D& in) {
+  apply("FluidKernelFFT.applyInverseOperatorDot", out, in, true, true);
+}
+double FluidKernelFFT::takeDot() {
+  double sum = impl_->hostDot;
+  impl_->hostDot = 0.0;
+#ifdef PYCA_WITH_CUDA
+  if (impl_->devDot) sum += cuda_impl::DotTake(impl_->devDot);
+#endif
+  return sum;
 }
 
 }  // namespace pyca

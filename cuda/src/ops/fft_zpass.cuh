@@ -162,11 +162,28 @@ __device__ __forceinline__ void zPassStep(float2* s, const float2* w, bool first
   __syncthreads();
 }
 
+// Adds the block's sum of v (one value per thread; every thread of the block calls this) to *dot
+// with one atomic. blockDim.x: a multiple of 32, at most 1024.
+__device__ __forceinline__ void blockAddDot(double* dot, double v) {
+  __shared__ double warpSums[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  if (lane == 0) warpSums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < int(blockDim.x >> 5) ? warpSums[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) atomicAdd(dot, v);
+  }
+}
+
+// dot (may be null): adds <in, out> (math::parsevalTerm over the frequencies) to *dot.
 template <int NZ>
 __global__ void __launch_bounds__(kZPassThreads)
-    zPassKernel(cufftComplex* __restrict__ C, std::size_t nCplx, int plane, int nxh, int ny,
+    zPassKernel(cufftComplex* __restrict__ C, std::size_t nCplx, int plane, int nx, int ny,
                 const float2* __restrict__ tw, const float* __restrict__ tab, float isx, float isy, float isz,
-                math::FluidParams P, float scale) {
+                math::FluidParams P, float scale, double* __restrict__ dot) {
+  const int nxh = nx / 2 + 1;
   constexpr int TX = zPassColumns<NZ>(), R1 = zPassR1<NZ>(), R2 = NZ / R1;
   extern __shared__ float2 smem[];
   float2* s = smem;                // s[(c * NZ + z) * TX + col]
@@ -187,6 +204,7 @@ __global__ void __launch_bounds__(kZPassThreads)
   zPassStep<NZ, TX, false>(s, w, false);
 
   // The operator per frequency, its three components together (kz = k1 + R1 k2 at k1 R2 + k2).
+  double sum = 0.0;
   for (int idx = t; idx < NZ * TX; idx += kZPassThreads) {
     const int col = idx % TX, pos = idx / TX, j = j0 + col;
     if (j >= plane) continue;
@@ -204,11 +222,14 @@ __global__ void __launch_bounds__(kZPassThreads)
     const float* syT = ty + ny;
     const float* tz = syT + ny;
     const float* szT = tz + NZ;
+    const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
     math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
                        __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale,
                        kx == 0 && ky == 0 && kz == 0, re, im);
+    if (dot) sum += math::parsevalTerm(kx, nx, re0, im0, re, im);
     for (int c = 0; c < 3; ++c) s[(c * NZ + pos) * TX + col] = make_float2(re[c], im[c]);
   }
+  if (dot) blockAddDot(dot, sum);  // (its barrier is also the one the next step needs)
   __syncthreads();
   zPassStep<NZ, TX, true>(s, w, true);
   zPassStep<NZ, TX, true>(s, w, false);

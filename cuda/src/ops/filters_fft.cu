@@ -206,10 +206,13 @@ std::shared_ptr<CufftPlans> getPlans(const Vec3Di& size, cudaStream_t st) {
   return plans;
 }
 
+// dot (may be null): adds <in, out> (math::parsevalTerm) to *dot.
 __global__ void fluidKernel(cufftComplex* __restrict__ X, cufftComplex* __restrict__ Y,
-                            cufftComplex* __restrict__ Z, int nxh, int ny, int nz,
+                            cufftComplex* __restrict__ Z, int nx, int ny, int nz,
                             const float* __restrict__ tab, float isx, float isy, float isz,
-                            math::FluidParams P, float scale) {
+                            math::FluidParams P, float scale, double* __restrict__ dot) {
+  const int nxh = nx / 2 + 1;
+  double sum = 0.0;
   const std::size_t n = std::size_t(nxh) * ny * nz;
   const float* tx = tab;
   const float* sxT = tx + nxh;
@@ -224,19 +227,22 @@ __global__ void fluidKernel(cufftComplex* __restrict__ X, cufftComplex* __restri
     const cufftComplex x = X[i], y = Y[i], z = Z[i];
     float re[3] = {x.x, y.x, z.x};
     float im[3] = {x.y, y.y, z.y};
+    const float re0[3] = {x.x, y.x, z.x}, im0[3] = {x.y, y.y, z.y};
     math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
                        __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale, i == 0, re,
                        im);
+    if (dot) sum += math::parsevalTerm(kx, nx, re0, im0, re, im);
     X[i] = make_cuFloatComplex(re[0], im[0]);
     Y[i] = make_cuFloatComplex(re[1], im[1]);
     Z[i] = make_cuFloatComplex(re[2], im[2]);
   }
+  if (dot) blockAddDot(dot, sum);
 }
 
 }  // namespace
 
 void FluidApply(float* const out[3], const float* const in[3], const GridInfo& grid,
-                const math::FluidParams& p) {
+                const math::FluidParams& p, double* dot) {
   const Vec3Di s = grid.size();
   cudaStream_t st = stream();
   std::shared_ptr<CufftPlans> plans = getPlans(s, st);
@@ -255,8 +261,8 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
       constexpr int NZ = decltype(nz)::value;
       const unsigned blocks = unsigned((plane + zPassColumns<NZ>() - 1) / zPassColumns<NZ>());
       zPassKernel<NZ><<<blocks, kZPassThreads, zPassSharedBytes<NZ>(), st>>>(
-          C[0], nC, plane, nxh, s.y, P.twiddles, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
-          float(1.0 / double(nR)));
+          C[0], nC, plane, s.x, s.y, P.twiddles, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
+          float(1.0 / double(nR)), dot);
     });
     pyca::checkLaunch(kOp);
     checkFft(cufftExecC2R(P.c2r2, C[0], out[0]), "cufftExecC2R");
@@ -275,8 +281,8 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
   const int block = 256;
   const std::size_t blocks = std::min<std::size_t>((nC + block - 1) / block, std::size_t(1) << 20);
   fluidKernel<<<unsigned(std::max<std::size_t>(blocks, 1)), block, 0, st>>>(
-      C[0], C[1], C[2], s.x / 2 + 1, s.y, s.z, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
-      float(1.0 / double(nR)));
+      C[0], C[1], C[2], s.x, s.y, s.z, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
+      float(1.0 / double(nR)), dot);
   pyca::checkLaunch(kOp);
 
   // Inverse transforms (C2R overwrites the complex buffer, which is ours).
@@ -287,6 +293,35 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
     for (int c = 0; c < 3; ++c) checkFft(cufftExecC2R(P.c2r1, C[c], out[c]), "cufftExecC2R");
   }
 }
+
+double* DotAlloc(int* device) {
+  check(cudaGetDevice(device), kOp, "cudaGetDevice");
+  double* p = nullptr;
+  check(cudaMalloc(&p, sizeof(double)), kOp, "cudaMalloc");
+  const cudaError_t e = cudaMemset(p, 0, sizeof(double));
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    check(e, kOp, "cudaMemset");
+  }
+  return p;
+}
+
+int CurrentDevice() {
+  int d = 0;
+  check(cudaGetDevice(&d), kOp, "cudaGetDevice");
+  return d;
+}
+
+double DotTake(double* dot) {
+  double v = 0.0;
+  cudaStream_t st = stream();
+  check(cudaMemcpyAsync(&v, dot, sizeof(double), cudaMemcpyDeviceToHost, st), kOp, "cudaMemcpyAsync");
+  check(cudaMemsetAsync(dot, 0, sizeof(double), st), kOp, "cudaMemsetAsync");
+  check(cudaStreamSynchronize(st), kOp, "cudaStreamSynchronize");
+  return v;
+}
+
+void DotFree(double* dot) noexcept { cudaFree(dot); }
 
 }  // namespace cuda_impl
 }  // namespace pyca

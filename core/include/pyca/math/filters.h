@@ -64,6 +64,19 @@ inline void fluidAxisTable(int n, float* t, float* s) {
   }
 }
 
+// One frequency's share of <in, out> = sum over voxels and components of in * out, from the
+// half spectrum of a real-to-complex transform along x (nx points): in = (re0, im0) before the
+// operator, out = (re, im) after it (times 1/N, as the operator's scale), so that the sum over the
+// half spectrum of these terms is <in, out> (Parseval). kx = 0 and, for an even nx, kx = nx / 2
+// count once; the other kx stand for themselves and their conjugates.
+PYCA_HD double parsevalTerm(int kx, int nx, const float* re0, const float* im0, const float* re,
+                            const float* im) {
+  const double w = (kx == 0 || 2 * kx == nx) ? 1.0 : 2.0;
+  double t = 0.0;
+  for (int c = 0; c < 3; ++c) t += double(re0[c]) * double(re[c]) + double(im0[c]) * double(im[c]);
+  return w * t;
+}
+
 // Applies L^lpow (or its inverse), times `scale`, to the complex 3-vector (re[i] + i im[i]) of one
 // frequency whose scaled symbols are (cx, cy, cz) and (sx, sy, sz). `zeroFreq` marks k = 0.
 PYCA_HD void fluidApplyAt(const FluidParams& P, float cx, float cy, float cz, float sx, float sy, float sz,
