@@ -29,8 +29,9 @@ import numpy as np  # noqa: E402
 # trip of the spectrum, write v), energies fused into those passes.
 MIN_BYTES_PER_VOXEL_STEP = 44 + 68 + 48
 # What this implementation moves at least: forward 44, backward ComposeHV 36 + LDDMMGradStep 44,
-# K through cuFFT 73 (R2C, symbol, C2R: one pass each), the regularisation energy's Dot 24.
-IMPL_BYTES_PER_VOXEL_STEP = 44 + 36 + 44 + 73 + 24
+# K 73 (R2C, symbol, C2R counted as one pass each; the regularisation energy is read off the
+# spectra in the symbol's pass: FluidKernelFFT.applyInverseOperatorDot).
+IMPL_BYTES_PER_VOXEL_STEP = 44 + 36 + 44 + 73
 
 
 def _pair(n, mem):
