@@ -162,6 +162,28 @@ __device__ __forceinline__ void zPassStep(float2* s, const float2* w, bool first
   __syncthreads();
 }
 
+// The operator at frequency (kx, ky, kz) on the three components (re, im), in place, from the
+// unscaled axis tables tab (t_x, s_x: nx / 2 + 1 each; t_y, s_y: ny; t_z, s_z: nz) and the inverse
+// spacings; returns the frequency's share of <in, out> (math::parsevalTerm) when dot, else 0. Used
+// by zPassKernel and by filters_fft.cu's fluidKernel.
+__device__ __forceinline__ double fluidAtFrequency(const math::FluidParams& P, const float* __restrict__ tab,
+                                                   int nx, int ny, int nz, int kx, int ky, int kz, float isx,
+                                                   float isy, float isz, float scale, bool dot, float* re,
+                                                   float* im) {
+  const int nxh = nx / 2 + 1;
+  const float* tx = tab;
+  const float* sxT = tx + nxh;
+  const float* ty = sxT + nxh;
+  const float* syT = ty + ny;
+  const float* tz = syT + ny;
+  const float* szT = tz + nz;
+  const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
+  math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
+                     __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale,
+                     kx == 0 && ky == 0 && kz == 0, re, im);
+  return dot ? math::parsevalTerm(kx, nx, re0, im0, re, im) : 0.0;
+}
+
 // Adds the block's sum of v (one value per thread; every thread of the block calls this) to *dot
 // with one atomic. blockDim.x: a multiple of 32, at most 1024.
 __device__ __forceinline__ void blockAddDot(double* dot, double v) {
@@ -216,17 +238,7 @@ __global__ void __launch_bounds__(kZPassThreads)
       re[c] = v.x;
       im[c] = v.y;
     }
-    const float* tx = tab;
-    const float* sxT = tx + nxh;
-    const float* ty = sxT + nxh;
-    const float* syT = ty + ny;
-    const float* tz = syT + ny;
-    const float* szT = tz + NZ;
-    const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
-    math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
-                       __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale,
-                       kx == 0 && ky == 0 && kz == 0, re, im);
-    if (dot) sum += math::parsevalTerm(kx, nx, re0, im0, re, im);
+    sum += fluidAtFrequency(P, tab, nx, ny, NZ, kx, ky, kz, isx, isy, isz, scale, dot != nullptr, re, im);
     for (int c = 0; c < 3; ++c) s[(c * NZ + pos) * TX + col] = make_float2(re[c], im[c]);
   }
   if (dot) blockAddDot(dot, sum);  // (its barrier is also the one the next step needs)

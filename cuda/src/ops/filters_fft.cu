@@ -1,6 +1,8 @@
 // CUDA backend of FluidKernelFFT / ApplyFluidOperator: cuFFT real-to-complex transforms of the
 // three components (one batched plan), the operator applied per frequency by a kernel calling
-// pyca/math/filters.h, and the complex-to-real transforms back. Plans, the complex buffer and the
+// pyca/math/filters.h, and the complex-to-real transforms back; on 3-D grids with a power-of-two
+// nz, cuFFT transforms each z-plane and one kernel does z and the operator (fft_zpass.cuh,
+// docs/design/fluid-fft.md). Plans, the complex buffer and the
 // symbol tables are made on the first use of a (grid size, device, stream) and cached; later calls
 // only queue work on pyca's current stream (no synchronisation).
 #include <cuda_runtime.h>
@@ -214,12 +216,6 @@ __global__ void fluidKernel(cufftComplex* __restrict__ X, cufftComplex* __restri
   const int nxh = nx / 2 + 1;
   double sum = 0.0;
   const std::size_t n = std::size_t(nxh) * ny * nz;
-  const float* tx = tab;
-  const float* sxT = tx + nxh;
-  const float* ty = sxT + nxh;
-  const float* syT = ty + ny;
-  const float* tz = syT + ny;
-  const float* szT = tz + nz;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t r = i / nxh;
@@ -227,11 +223,7 @@ __global__ void fluidKernel(cufftComplex* __restrict__ X, cufftComplex* __restri
     const cufftComplex x = X[i], y = Y[i], z = Z[i];
     float re[3] = {x.x, y.x, z.x};
     float im[3] = {x.y, y.y, z.y};
-    const float re0[3] = {x.x, y.x, z.x}, im0[3] = {x.y, y.y, z.y};
-    math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
-                       __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale, i == 0, re,
-                       im);
-    if (dot) sum += math::parsevalTerm(kx, nx, re0, im0, re, im);
+    sum += fluidAtFrequency(P, tab, nx, ny, nz, kx, ky, kz, isx, isy, isz, scale, dot != nullptr, re, im);
     X[i] = make_cuFloatComplex(re[0], im[0]);
     Y[i] = make_cuFloatComplex(re[1], im[1]);
     Z[i] = make_cuFloatComplex(re[2], im[2]);
