@@ -2,9 +2,9 @@
 // three components (one batched plan), the operator applied per frequency by a kernel calling
 // pyca/math/filters.h, and the complex-to-real transforms back; on 3-D grids with a power-of-two
 // nz, cuFFT transforms each z-plane and one kernel does z and the operator (fft_zpass.cuh,
-// docs/design/fluid-fft.md). Plans, the complex buffer and the
-// symbol tables are made on the first use of a (grid size, device, stream) and cached; later calls
-// only queue work on pyca's current stream (no synchronisation).
+// docs/design/fluid-fft.md). Plans, the complex buffer and the symbol tables are made on the first
+// use of a (grid size, device, stream) and cached; later calls only queue work on pyca's current
+// stream (no synchronisation).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
