@@ -80,8 +80,9 @@ class _Level:
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
         self.I0, self.I1 = I0, I1
         # v, m and m_new each in one allocation, so that the regularisation energy sum_j <m_j, v_j>,
-        # where K has not accumulated it (reg_energy()), is one reduction (one wait, not T). v_prev and J0_prev keep the state before
-        # the last update and forward(), so that undo() swaps it back instead of recomputing it.
+        # where K has not accumulated it (reg_energy()), is one reduction (one wait, not T). v_prev
+        # and J0_prev keep the state before the last update and forward(), so that undo() swaps it
+        # back instead of recomputing it.
         self._flat = {}
         self.v, self.v_prev, self.m, self.m_new = (self._stack(grid, mem) for _ in range(4))
         # (m_new also holds the gradients b_j during a sweep)

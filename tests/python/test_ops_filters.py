@@ -169,7 +169,8 @@ def test_fluid_operator_matches_numpy_symbol(grid, rng, mem, beta, lpow, inverse
 # Grids whose nz is a power of two from 8 to 256: on the GPU these take the fused z pass (cuFFT per
 # z-plane, then one kernel for the z transforms and the operator; cuda/src/ops/fft_zpass.cuh).
 @pytest.mark.parametrize("mem", MEMS)
-@pytest.mark.parametrize("size", [(9, 6, 8), (5, 7, 16), (12, 10, 32), (6, 5, 64), (4, 3, 128), (3, 2, 256), (7, 1, 16)])
+@pytest.mark.parametrize("size", [(9, 6, 8), (5, 7, 16), (12, 10, 32), (6, 5, 64), (4, 3, 128), (3, 2, 256),
+                                  (7, 1, 16)])
 @pytest.mark.parametrize("beta, lpow, inverse", [(0.0, 1, False), (0.3, 2, True), (0.0, 2, True)])
 def test_fluid_operator_on_power_of_two_depths(rng, mem, size, beta, lpow, inverse):
     grid = ca.GridInfo(size, (1.5, 1.0, 0.7))

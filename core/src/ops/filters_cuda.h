@@ -27,12 +27,10 @@ void Convolve(float* out, const float* im, const Vec3Di& size, const float* kern
 void FluidApply(float* const out[3], const float* const in[3], const GridInfo& grid,
                 const math::FluidParams& p, double* dot = nullptr);
 
-// One double on the current device, zeroed (FluidKernelFFT's accumulator); its value, reset to 0
-// (waits for the stream); freeing it (never throws).
-double* DotAlloc(int* device);
+// The current device; the value of FluidKernelFFT's accumulator (one double on the device), reset
+// to 0 (waits for the stream).
 int CurrentDevice();
 double DotTake(double* dot);
-void DotFree(double* dot) noexcept;
 
 }  // namespace cuda_impl
 }  // namespace pyca

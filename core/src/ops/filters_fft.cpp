@@ -24,6 +24,7 @@
 #include "pyca/filters.h"
 #include "pyca/math/filters.h"
 #include "pyca/ops/filters.h"
+#include "pyca/runtime.h"
 
 namespace pyca {
 
@@ -252,7 +253,7 @@ struct FluidKernelFFT::Impl {
   bool hasGrid = false;
   std::shared_ptr<FftwPlans> plans;  // host plans of grid's size, made on first host use
   // applyInverseOperatorDot's accumulator: host part, and device part (one double on devDotDevice,
-  // made on the first device call).
+  // from the device pool on the first device call).
   double hostDot = 0.0;
   double* devDot = nullptr;
   int devDotDevice = -1;
@@ -261,9 +262,7 @@ struct FluidKernelFFT::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
-#ifdef PYCA_WITH_CUDA
-    if (devDot) cuda_impl::DotFree(devDot);
-#endif
+    if (devDot) detail::deviceFree(devDot);
   }
 };
 
@@ -316,7 +315,8 @@ void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool
 #ifdef PYCA_WITH_CUDA
   if (dot && dev) {
     if (!impl_->devDot) {
-      impl_->devDot = cuda_impl::DotAlloc(&impl_->devDotDevice);
+      impl_->devDot = static_cast<double*>(detail::deviceAlloc(sizeof(double), &impl_->devDotDevice));
+      detail::deviceFill(reinterpret_cast<float*>(impl_->devDot), 2, 0.f);  // 0.0 (all bits 0)
     } else if (cuda_impl::CurrentDevice() != impl_->devDotDevice) {
       throw ValueError(std::string(op) + ": this object accumulates on device " +
                        std::to_string(impl_->devDotDevice) + "; use one FluidKernelFFT per device");

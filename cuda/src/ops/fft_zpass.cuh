@@ -15,6 +15,7 @@
 #include <cufft.h>
 
 #include <cstddef>
+#include <cub/block/block_reduce.cuh>
 
 #include "pyca/math/filters.h"
 
@@ -184,19 +185,13 @@ __device__ __forceinline__ double fluidAtFrequency(const math::FluidParams& P, c
   return dot ? math::parsevalTerm(kx, nx, re0, im0, re, im) : 0.0;
 }
 
-// Adds the block's sum of v (one value per thread; every thread of the block calls this) to *dot
-// with one atomic. blockDim.x: a multiple of 32, at most 1024.
+// Adds the block's sum of v (one value per thread; every thread of the block, of kZPassThreads, calls
+// this) to *dot: cub::BlockReduce, as the reductions (reductions.cu), then one atomic.
 __device__ __forceinline__ void blockAddDot(double* dot, double v) {
-  __shared__ double warpSums[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  if (lane == 0) warpSums[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < int(blockDim.x >> 5) ? warpSums[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (lane == 0) atomicAdd(dot, v);
-  }
+  using BlockReduce = cub::BlockReduce<double, kZPassThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  const double sum = BlockReduce(temp).Sum(v);
+  if (threadIdx.x == 0) atomicAdd(dot, sum);
 }
 
 // dot (may be null): adds <in, out> (math::parsevalTerm over the frequencies) to *dot.
@@ -241,7 +236,7 @@ __global__ void __launch_bounds__(kZPassThreads)
     sum += fluidAtFrequency(P, tab, nx, ny, NZ, kx, ky, kz, isx, isy, isz, scale, dot != nullptr, re, im);
     for (int c = 0; c < 3; ++c) s[(c * NZ + pos) * TX + col] = make_float2(re[c], im[c]);
   }
-  if (dot) blockAddDot(dot, sum);  // (its barrier is also the one the next step needs)
+  if (dot) blockAddDot(dot, sum);
   __syncthreads();
   zPassStep<NZ, TX, true>(s, w, true);
   zPassStep<NZ, TX, true>(s, w, false);

@@ -40,31 +40,15 @@ void checkFft(cufftResult r, const char* what) {
   throw CudaError(std::string(kOp) + ": " + what + " failed with cufftResult " + std::to_string(int(r)));
 }
 
-// Calls f(std::integral_constant<int, nz>) for the nz zPassKernel is instantiated for.
+// Calls f(std::integral_constant<int, nz>) for the nz zPassKernel is instantiated for (8 to 256).
+template <int... Ns, class F>
+void withZPassOf(int nz, F&& f) {
+  const bool done = ((nz == Ns ? (f(std::integral_constant<int, Ns>{}), true) : false) || ...);
+  if (!done) throw CudaError(std::string(kOp) + ": no z pass for nz = " + std::to_string(nz));
+}
 template <class F>
 void withZPass(int nz, F&& f) {
-  switch (nz) {
-    case 8:
-      f(std::integral_constant<int, 8>{});
-      break;
-    case 16:
-      f(std::integral_constant<int, 16>{});
-      break;
-    case 32:
-      f(std::integral_constant<int, 32>{});
-      break;
-    case 64:
-      f(std::integral_constant<int, 64>{});
-      break;
-    case 128:
-      f(std::integral_constant<int, 128>{});
-      break;
-    case 256:
-      f(std::integral_constant<int, 256>{});
-      break;
-    default:
-      throw CudaError(std::string(kOp) + ": no z pass for nz = " + std::to_string(nz));
-  }
+  withZPassOf<8, 16, 32, 64, 128, 256>(nz, f);
 }
 
 // Plans and buffers of one (size, device, stream).
@@ -270,7 +254,7 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
       checkFft(cufftExecR2C(P.r2c1, const_cast<float*>(in[c]), C[c]), "cufftExecR2C");
   }
 
-  const int block = 256;
+  const int block = kZPassThreads;  // (blockAddDot reduces blocks of this size)
   const std::size_t blocks = std::min<std::size_t>((nC + block - 1) / block, std::size_t(1) << 20);
   fluidKernel<<<unsigned(std::max<std::size_t>(blocks, 1)), block, 0, st>>>(
       C[0], C[1], C[2], s.x, s.y, s.z, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
@@ -284,18 +268,6 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
     P.ensureSingle();
     for (int c = 0; c < 3; ++c) checkFft(cufftExecC2R(P.c2r1, C[c], out[c]), "cufftExecC2R");
   }
-}
-
-double* DotAlloc(int* device) {
-  check(cudaGetDevice(device), kOp, "cudaGetDevice");
-  double* p = nullptr;
-  check(cudaMalloc(&p, sizeof(double)), kOp, "cudaMalloc");
-  const cudaError_t e = cudaMemset(p, 0, sizeof(double));
-  if (e != cudaSuccess) {
-    cudaFree(p);
-    check(e, kOp, "cudaMemset");
-  }
-  return p;
 }
 
 int CurrentDevice() {
@@ -312,8 +284,6 @@ double DotTake(double* dot) {
   check(cudaStreamSynchronize(st), kOp, "cudaStreamSynchronize");
   return v;
 }
-
-void DotFree(double* dot) noexcept { cudaFree(dot); }
 
 }  // namespace cuda_impl
 }  // namespace pyca
