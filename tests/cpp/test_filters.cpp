@@ -6,7 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "pyca/errors.h"
 #include "pyca/filters.h"
@@ -255,4 +260,22 @@ TEST(Filters, FluidKernelChecks) {
   // lpow = 0: identity.
   ApplyFluidOperator(f, v, 1.f, 0.f, 1.f, 0, false);
   for (std::size_t i = 0; i < v.nVox(); ++i) ASSERT_NEAR(f.x()[i], v.x()[i], 1e-5);
+}
+
+TEST(Filters, FluidHostPlansThreadOverRowsNotInsideThem) {
+#ifdef _OPENMP
+  // FFTW's estimated threaded plan for these sizes splits each 1-D transform along x (odd, composite
+  // lengths) over the threads, thousands of times a call (100-500x slower than one thread); the
+  // plans must thread over rows, or run on one thread. An even x keeps its threads.
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  for (const Vec3Di& n : {Vec3Di(49, 58, 47), Vec3Di(99, 40, 40)}) {
+    const std::string text = detail::fftwPlanText(n);
+    EXPECT_EQ(text.find("thr-ct"), std::string::npos) << n.x << "x" << n.y << "x" << n.z << ":\n" << text;
+  }
+  EXPECT_NE(detail::fftwPlanText(Vec3Di(48, 58, 47)).find("thr-"), std::string::npos);
+  omp_set_num_threads(before);
+#else
+  GTEST_SKIP() << "built without OpenMP: the host plans run on one thread";
+#endif
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "pyca/array3d.h"
@@ -98,5 +99,11 @@ class FluidKernelFFT {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+namespace detail {
+// FFTW's description of the host plans (forward, then inverse) FluidKernelFFT uses for a grid of
+// this size with the current OpenMP thread count; for tests and diagnostics.
+std::string fftwPlanText(const Vec3Di& size);
+}  // namespace detail
 
 }  // namespace pyca

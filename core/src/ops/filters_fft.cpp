@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -36,6 +37,15 @@ std::mutex& plannerMutex() {
   return *m;
 }
 
+// FFTW's description of a plan ("" for none).
+std::string planText(fftwf_plan p) {
+  if (!p) return {};
+  char* text = fftwf_sprint_plan(p);
+  std::string out = text ? text : "";
+  std::free(text);
+  return out;
+}
+
 // Plans and scratch of one grid size. The scratch is shared, so one caller at a time (`use`).
 struct FftwPlans {
   Vec3Di size;
@@ -62,11 +72,18 @@ struct FftwPlans {
     }
     {
       std::lock_guard<std::mutex> lk(plannerMutex());
-      fftwf_plan_with_nthreads(nthreads);
       // Measuring pays off for large grids; small ones are planned at once.
       const unsigned flags = nReal >= (std::size_t(1) << 18) ? FFTW_MEASURE : FFTW_ESTIMATE;
-      fwd = fftwf_plan_dft_r2c(rank, dims + first, real, cplx[0], flags);
-      bwd = fftwf_plan_dft_c2r(rank, dims + first, cplx[0], real, flags);
+      plan(rank, dims + first, nthreads, flags);
+      // Estimated (not measured) threaded plans of some odd x sizes (49, 99, ...) split each 1-D
+      // transform along x over the threads, thousands of times a call: 100-500x slower than one
+      // thread (benchmarks/lab/notes.md, "FFTW's threaded odd rows"). Such a plan is made again on
+      // one thread.
+      if (flags == FFTW_ESTIMATE && nthreads > 1 &&
+          (threadsInsideTransforms(fwd) || threadsInsideTransforms(bwd))) {
+        destroyPlans();
+        plan(rank, dims + first, 1, flags);
+      }
     }
     if (!fwd || !bwd) {
       release();
@@ -77,12 +94,27 @@ struct FftwPlans {
   FftwPlans(const FftwPlans&) = delete;
   FftwPlans& operator=(const FftwPlans&) = delete;
 
+  // The planner's mutex is held by the caller of these three.
+  void plan(int rank, const int* dims, int nthreads, unsigned flags) {
+    fftwf_plan_with_nthreads(nthreads);
+    fwd = fftwf_plan_dft_r2c(rank, dims, real, cplx[0], flags);
+    bwd = fftwf_plan_dft_c2r(rank, dims, cplx[0], real, flags);
+  }
+  void destroyPlans() {
+    if (fwd) fftwf_destroy_plan(fwd);
+    if (bwd) fftwf_destroy_plan(bwd);
+    fwd = bwd = nullptr;
+  }
+  // True when the plan parallelises inside single 1-D transforms (FFTW's threaded Cooley-Tukey
+  // solvers, "dft-thr-ct" / "rdft-thr-ct" in its plan description) rather than over the rows.
+  static bool threadsInsideTransforms(fftwf_plan p) {
+    return planText(p).find("thr-ct") != std::string::npos;
+  }
+
   void release() {
     {
       std::lock_guard<std::mutex> lk(plannerMutex());
-      if (fwd) fftwf_destroy_plan(fwd);
-      if (bwd) fftwf_destroy_plan(bwd);
-      fwd = bwd = nullptr;
+      destroyPlans();
     }
     fftwf_free(real);
     real = nullptr;
@@ -120,6 +152,16 @@ std::shared_ptr<FftwPlans> getPlans(const Vec3Di& size) {
   }
   return plans;
 }
+
+}  // namespace
+
+std::string detail::fftwPlanText(const Vec3Di& size) {
+  const std::shared_ptr<FftwPlans> P = getPlans(size);
+  std::lock_guard<std::mutex> lk(plannerMutex());
+  return planText(P->fwd) + "\n" + planText(P->bwd) + "\n";
+}
+
+namespace {
 
 // out = L^p in (or its inverse) on the host; out may equal in.
 // dot (may be null): adds <in, out> (Parseval over the half spectrum) to *dot.
