@@ -74,7 +74,7 @@ class _Level:
 
     fused = True
 
-    def __init__(self, grid, mem, T, I0, I1, p, metric=None):
+    def __init__(self, grid, mem, T, I0, I1, p, metric=None, source=None):
         F = lambda: ca.Field3D(grid, mem)  # noqa: E731
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
@@ -105,7 +105,13 @@ class _Level:
         self.resid = Im() if self.metric is not None else None
         # The fused path computes the sum-of-squared-differences match only: with another match term
         # (a metric hook) this must be False, and the general path below is the one that runs.
-        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None
+        # source = (the moving image on its own grid, the linear stage's AffineResult A): J0_j samples
+        # the moving image once, through A after phi_{t_j,0}, instead of I0 (itself the moving image
+        # sampled through A) through phi_{t_j,0}. The fused path samples I0 only.
+        self.source = source
+        if source is not None:
+            self._hs, self._hs_scratch = F(), (F(), [Im() for _ in range(3)])
+        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None and source is None
         self._due = False  # gradients() was called; the fused path has not computed them yet
         self._dot_due = False  # update() accumulated sum_j <m_j, v_j> in K (reg_energy() takes it)
 
@@ -127,7 +133,11 @@ class _Level:
                 continue
             ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
             h, hn = hn, h
-            ca.ApplyH(self.J0[j + 1], self.I0, h)
+            if self.source is None:
+                ca.ApplyH(self.J0[j + 1], self.I0, h)
+            else:
+                src, aff = self.source
+                ca.ApplyH(self.J0[j + 1], src, aff.hfield(self.mem, h, self._hs, self._hs_scratch))
         if self.metric is not None:
             return self.metric.energy(self.J0[self.T], self.I1), h
         ca.Sub(self.diff, self.J0[self.T], self.I1)

@@ -118,11 +118,12 @@ class AffineResult:
         r = np.round(M)
         return np.where(np.abs(M - r) < 1e-9, r, M)
 
-    def hfield(self, mem, src=None):
+    def hfield(self, mem, src=None, out=None, scratch=None):
         """Field3D on the fixed grid: moving voxel coordinates of each fixed voxel (of src(x) when an
-        H-field src on the fixed grid is given: the affine after src)."""
-        out = ca.Field3D(self.fixed_grid, mem)
-        return affine_hfield(out, self.voxel_matrix(), src)
+        H-field src on the fixed grid is given: the affine after src). out, scratch: see
+        affine_hfield (allocated when not given)."""
+        out = out if out is not None else ca.Field3D(self.fixed_grid, mem)
+        return affine_hfield(out, self.voxel_matrix(), src, scratch)
 
     def summary(self):
         return {"kind": self.kind, "matrix_world": self.matrix.tolist(), "seconds": self.seconds,

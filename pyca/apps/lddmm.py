@@ -460,6 +460,10 @@ def register(fixed, moving, *, progress=False, **params):
     Haff = aff.hfield(mem)
     _check_overlap(Haff, Mn.grid(), names)
     I0 = _on_fixed(grid, Mn, Haff)
+    # At full resolution the solver samples the moving image itself through the affine after each
+    # phi_{t,0} (one interpolation, as the outputs do), unless I0 is the moving image voxel for voxel.
+    same = tuple(Mn.grid().size()) == tuple(grid.size()) and np.array_equal(aff.voxel_matrix(), np.eye(4))
+    source = None if same else (Mn, aff)
     mask = fmask
     if mmask is not None:
         mm = _on_fixed(grid, mmask, Haff, labels=True)
@@ -498,7 +502,7 @@ def register(fixed, moving, *, progress=False, **params):
                     ca.ResampleAA(mk, mask)
                     ca.GTC_I(mk, 0.5)
             metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"])
-            lev = _Level(g, mem, T, J0, J1, p, metric=metric)
+            lev = _Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None)
             if prev is not None:
                 lev.take_velocities(prev)
             prev = None
