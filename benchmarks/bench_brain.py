@@ -9,7 +9,9 @@ intensities changed), all in one process, same inputs, same metrics:
 - the Jacobian determinant of the whole map (fixed world -> moving world, affine included): max, and
   the fraction <= 0 (folds), over the brain (fixed labels > 0);
 - target registration error (TRE): for 3000 brain voxels y of the moving grid, the known fixed point
-  psi(y), and the distance in mm between y and the tool's map evaluated at psi(y).
+  psi(y), and the distance in mm between y and the tool's map evaluated at psi(y);
+- for a generated pair, the same for the exact map psi^-1 (data.brain_pair_true_map): the Dice a
+  perfect tool reaches through nearest-neighbour labels.
 
     python benchmarks/bench_brain.py --resolution 2 --pairs 2 --peers ants          # CPU, 2 mm
     python benchmarks/bench_brain.py --resolution 1 --device gpu --peers fireants   # GPU, 1 mm
@@ -97,7 +99,9 @@ def run_pyca(pair, device, params):
     return res.full_map.numpy().astype(float), res.labels.numpy(), sec, res
 
 
-def run_ants(pair, threads):
+def run_ants(pair, threads, kind="s"):
+    """antspyx's antsRegistrationSyN[kind]: 's' rigid, affine and SyN; 'so' SyN only (from the
+    identity, as the issue names it)."""
     ants = optional_import("ants")
     if ants is None:
         return None
@@ -113,7 +117,7 @@ def run_ants(pair, threads):
     f, m = img(pair["fixed"], pair["fixed_affine"]), img(pair["moving"], pair["moving_affine"])
     ml = img(pair["moving_labels"].astype(np.float32), pair["moving_affine"])
     t0 = time.perf_counter()
-    reg = ants.registration(f, m, type_of_transform="antsRegistrationSyN[s]")
+    reg = ants.registration(f, m, type_of_transform=f"antsRegistrationSyN[{kind}]")
     sec = time.perf_counter() - t0
     lab = ants.apply_transforms(f, ml, reg["fwdtransforms"], interpolator="nearestNeighbor").numpy()
     with tempfile.TemporaryDirectory() as d:
@@ -125,6 +129,9 @@ def run_ants(pair, threads):
     world = idx @ Wf[:3, :3].T + Wf[:3, 3] + disp * np.array([-1.0, -1.0, 1.0])
     mvox = (world - Wm[:3, 3]) @ np.linalg.inv(Wm[:3, :3]).T
     return mvox, lab, sec
+
+
+ANTS_KINDS = {"ants": "s", "ants-so": "so"}  # bench peer name -> antsRegistrationSyN's transform
 
 
 def run_fireants(pair):
@@ -193,7 +200,8 @@ def main(argv=None):
     ap.add_argument("--resolution", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=1)
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
-    ap.add_argument("--peers", default="ants", help="comma-separated: ants, fireants, none")
+    ap.add_argument("--peers", default="ants", help="comma-separated: ants (antsRegistrationSyN[s]), ants-so "
+                    "(antsRegistrationSyN[so], SyN only), fireants, none")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--params", default="{}", help="JSON dict of lddmm parameters for pyca, or a list of them "
                     "(one pyca row each)")
@@ -215,6 +223,9 @@ def main(argv=None):
         brain = pair["fixed_labels"] > 0
         rows.append({"pair": seed, **evaluate("none (identity)", identity_map(pair), _nn_identity(pair), 0.0, pair,
                                               brain)})
+        if not a.pair_file:  # the exact map: what a perfect tool reaches through nearest-neighbour labels
+            m = data.brain_pair_true_map(seed=seed, resolution=a.resolution)
+            rows.append({"pair": seed, **evaluate("exact map", m, _nn_map(pair, m), 0.0, pair, brain)})
         for k, prm in enumerate(settings):
             mvox, lab, sec, res = run_pyca(pair, a.device, prm)
             rows.append({"pair": seed, **evaluate(f"pyca-{k} ({a.device})", mvox, lab, sec, pair, brain),
@@ -222,7 +233,8 @@ def main(argv=None):
                          "stops": [s["stop"].split(" (")[0] + f" @{s['iterations']}" for s in res.timings["scales"]]})
         for peer in peers:
             try:
-                out = run_ants(pair, a.threads) if peer == "ants" else run_fireants(pair) if peer == "fireants" else None
+                out = (run_ants(pair, a.threads, ANTS_KINDS[peer]) if peer in ANTS_KINDS else run_fireants(pair)
+                       if peer == "fireants" else None)
             except Exception as e:  # noqa: BLE001 - a peer that breaks is reported, not fatal
                 print(f"  {peer}: failed: {type(e).__name__}: {e}")
                 continue
@@ -247,11 +259,15 @@ def main(argv=None):
     return 0
 
 
-def _nn_identity(pair):
+def _nn_map(pair, m):
+    """The moving labels through a map (fixed voxel -> moving voxel), nearest neighbour, 0 outside."""
     from scipy import ndimage
 
-    m = identity_map(pair)
     return ndimage.map_coordinates(pair["moving_labels"], [m[..., k] for k in range(3)], order=0, mode="constant")
+
+
+def _nn_identity(pair):
+    return _nn_map(pair, identity_map(pair))
 
 
 def load_pair(path):

@@ -168,6 +168,49 @@ def random_svf_warp(shape, spacing, rng, amplitude=4.0, smooth=10.0, steps=6, co
     return np.stack([ndimage.map_coordinates(u[..., c], fine, order=1, mode="nearest") for c in range(3)], -1)
 
 
+def _world_points(shape, aff):
+    idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in shape], indexing="ij"), -1)
+    return idx @ aff[:3, :3].T + aff[:3, 3]
+
+
+def _brain_warp(shape, aff, rng, warp_mm, rotation_deg, translation_mm):
+    """brain_pair's psi(y) = R (y + u(y) - c) + c + t: u (world units, on the template grid), R, t, c."""
+    from scipy.spatial.transform import Rotation
+
+    u = random_svf_warp(shape, np.sqrt((aff[:3, :3] ** 2).sum(0)), rng, amplitude=warp_mm)
+    axis = rng.standard_normal(3)
+    R = Rotation.from_rotvec(np.deg2rad(rotation_deg) * axis / np.linalg.norm(axis)).as_matrix()
+    d = rng.standard_normal(3)
+    c = aff[:3, :3] @ ((np.array(shape) - 1) / 2.0) + aff[:3, 3]
+    return {"u": u, "R": R, "t": translation_mm * d / np.linalg.norm(d), "c": c}
+
+
+def brain_pair_true_map(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_mm=6.0, las=False,
+                        tol=1e-4):
+    """The exact answer for brain_pair(seed, resolution, ...) with the same arguments: for every fixed
+    voxel x, the moving voxel coordinates of psi^-1(x) ((X, Y, Z, 3) float64), found by the fixed-point
+    iteration y <- R^T (x - c - t) + c - u(y) (u is smooth and small) to `tol` world units."""
+    from scipy import ndimage
+
+    t1, _, aff = mni_template(resolution)
+    shape = t1.shape
+    w = _brain_warp(shape, aff, np.random.default_rng(seed), warp_mm, rotation_deg, translation_mm)
+    z = (_world_points(shape, aff) - w["c"] - w["t"]) @ w["R"] + w["c"]
+    Ainv = np.linalg.inv(aff[:3, :3])
+    y = z
+    for _ in range(50):
+        yv = (y - aff[:3, 3]) @ Ainv.T
+        uy = np.stack([ndimage.map_coordinates(w["u"][..., k], [yv[..., j] for j in range(3)], order=1,
+                                               mode="nearest") for k in range(3)], -1)
+        y, prev = z - uy, y
+        if np.abs(y - prev).max() < tol:
+            break
+    vox = (y - aff[:3, 3]) @ Ainv.T  # template voxels = moving voxels (before a LAS flip)
+    if las:
+        vox[..., 0] = shape[0] - 1 - vox[..., 0]
+    return vox
+
+
 def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_mm=6.0, intensity=(0.6, 0.15),
                gamma=1.1, las=False, cache=True, n_landmarks=3000):
     """A synthetic T1 pair with a known map. The fixed image is the MNI template; the moving image is
@@ -190,20 +233,13 @@ def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_
         z = np.load(path)
         return {k: (np.asfortranarray(z[k]) if z[k].ndim >= 3 else z[k]) for k in z.files}
     from scipy import ndimage
-    from scipy.spatial.transform import Rotation
 
     t1, lab, aff = mni_template(resolution)
     rng = np.random.default_rng(seed)
-    shape, sp = t1.shape, np.sqrt((aff[:3, :3] ** 2).sum(0))
-    u = random_svf_warp(shape, sp, rng, amplitude=warp_mm)
-    idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in shape], indexing="ij"), -1)
-    world = idx @ aff[:3, :3].T + aff[:3, 3]
-    axis = rng.standard_normal(3)
-    R = Rotation.from_rotvec(np.deg2rad(rotation_deg) * axis / np.linalg.norm(axis)).as_matrix()
-    d = rng.standard_normal(3)
-    t = translation_mm * d / np.linalg.norm(d)
-    c = aff[:3, :3] @ ((np.array(shape) - 1) / 2.0) + aff[:3, 3]
-    psi = (world + u - c) @ R.T + c + t  # template world point of each moving voxel
+    shape = t1.shape
+    w = _brain_warp(shape, aff, rng, warp_mm, rotation_deg, translation_mm)
+    world = _world_points(shape, aff)
+    psi = (world + w["u"] - w["c"]) @ w["R"].T + w["c"] + w["t"]  # template world point of each moving voxel
     vox = (psi - aff[:3, 3]) @ np.linalg.inv(aff[:3, :3]).T
     coords = [vox[..., k] for k in range(3)]
     moving = ndimage.map_coordinates(t1, coords, order=1, mode="constant", cval=0.0)

@@ -277,3 +277,11 @@ def test_brain_pair_known_map(tmp_path, monkeypatch):
     assert set(np.unique(d["moving_labels"])) <= {0.0, 1.0, 2.0}
     d2 = data.brain_pair(seed=1, resolution=4)  # from the cache
     np.testing.assert_array_equal(d2["moving"], d["moving"])
+    # The exact answer (psi^-1 in moving voxels) takes the landmarks' fixed points back to them, also
+    # with the moving image stored LAS.
+    for las in (False, True):
+        d = data.brain_pair(seed=1, resolution=4, las=las)
+        m = data.brain_pair_true_map(seed=1, resolution=4, las=las)
+        vox = (d["landmarks_fixed_world"] - W[:3, 3]) @ np.linalg.inv(W[:3, :3]).T
+        back = np.stack([ndimage.map_coordinates(m[..., k], vox.T, order=1) for k in range(3)], -1)
+        np.testing.assert_allclose(back, d["landmarks"], atol=0.05)
