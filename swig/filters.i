@@ -35,6 +35,8 @@ docs/operations/filters.md.";
 // Moves are C++-only.
 %ignore pyca::FluidKernelFFT::FluidKernelFFT(FluidKernelFFT&&);
 %ignore pyca::FluidKernelFFT::operator=;
+// A test helper (tests/cpp/test_filters.cpp), not Python API.
+%ignore pyca::detail::fftwPlanText;
 
 %include "pyca/filters.h"
 
