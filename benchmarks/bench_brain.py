@@ -172,17 +172,23 @@ def run_fireants(pair):
     F = BatchedImages([img(pair["fixed"], pair["fixed_affine"])])
     M = BatchedImages([img(pair["moving"], pair["moving_affine"])])
     ML = BatchedImages([img(pair["moving_labels"].astype(np.float32), pair["moving_affine"])])
+
+    def register(affine_iterations, syn_iterations):
+        mom = MomentsRegistration(1.0, F, M, moments=1)
+        mom.optimize()
+        aff = AffineRegistration([8, 4, 2, 1], affine_iterations, F, M, loss_type="cc", optimizer="Adam",
+                                 optimizer_lr=3e-4, cc_kernel_size=5, init_rigid=mom.get_affine_init())
+        aff.optimize()
+        reg = SyNRegistration(scales=[4, 2, 1], iterations=syn_iterations, fixed_images=F, moving_images=M,
+                              cc_kernel_size=5, deformation_type="compositive", optimizer="adam", optimizer_lr=0.5,
+                              smooth_grad_sigma=1, init_affine=aff.get_affine_matrix().detach())
+        reg.optimize()
+        return reg
+
+    register([2, 2, 2, 2], [2, 2, 2])  # warm-up (CUDA context, kernels, allocator), as pyca gets one
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    mom = MomentsRegistration(1.0, F, M, moments=1)
-    mom.optimize()
-    aff = AffineRegistration([8, 4, 2, 1], [100, 50, 25, 20], F, M, loss_type="cc", optimizer="Adam",
-                             optimizer_lr=3e-4, cc_kernel_size=5, init_rigid=mom.get_affine_init())
-    aff.optimize()
-    reg = SyNRegistration(scales=[4, 2, 1], iterations=[100, 75, 50], fixed_images=F, moving_images=M,
-                          cc_kernel_size=5, deformation_type="compositive", optimizer="adam", optimizer_lr=0.5,
-                          smooth_grad_sigma=1, init_affine=aff.get_affine_matrix().detach())
-    reg.optimize()
+    reg = register([100, 50, 25, 20], [100, 75, 50])
     torch.cuda.synchronize()
     sec = time.perf_counter() - t0
     with torch.no_grad():
