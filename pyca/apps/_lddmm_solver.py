@@ -105,12 +105,13 @@ class _Level:
         self.resid = Im() if self.metric is not None else None
         # The fused path computes the sum-of-squared-differences match only: with another match term
         # (a metric hook) this must be False, and the general path below is the one that runs.
-        # source = (the moving image on its own grid, the linear stage's AffineResult A): J0_j samples
-        # the moving image once, through A after phi_{t_j,0}, instead of I0 (itself the moving image
-        # sampled through A) through phi_{t_j,0}. The fused path samples I0 only.
+        # source = (the moving image on its own grid, to_source(out, h): out = A o h, A the linear
+        # stage's map into that image's voxels): J0_j samples the moving image once, through A after
+        # phi_{t_j,0}, instead of I0 (itself the moving image sampled through A) through phi_{t_j,0}.
+        # The fused path samples I0 only.
         self.source = source
         if source is not None:
-            self._hs, self._hs_scratch = F(), (F(), [Im() for _ in range(3)])
+            self._hs = F()
         self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None and source is None
         self._due = False  # gradients() was called; the fused path has not computed them yet
         self._dot_due = False  # update() accumulated sum_j <m_j, v_j> in K (reg_energy() takes it)
@@ -136,8 +137,8 @@ class _Level:
             if self.source is None:
                 ca.ApplyH(self.J0[j + 1], self.I0, h)
             else:
-                src, aff = self.source
-                ca.ApplyH(self.J0[j + 1], src, aff.hfield(self.mem, h, self._hs, self._hs_scratch))
+                src, to_source = self.source
+                ca.ApplyH(self.J0[j + 1], src, to_source(self._hs, h))
         if self.metric is not None:
             return self.metric.energy(self.J0[self.T], self.I1), h
         ca.Sub(self.diff, self.J0[self.T], self.I1)

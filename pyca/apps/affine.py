@@ -34,8 +34,8 @@ from .. import core as ca
 from ._lddmm_solver import _coarse_grid
 from ._metrics import make_metric
 
-__all__ = ["register", "AffineResult", "vox2world", "center_of_mass", "affine_hfield", "write_itk", "read_itk",
-           "KINDS"]
+__all__ = ["register", "AffineResult", "vox2world", "center_of_mass", "affine_hfield", "scratch_for", "write_itk",
+           "read_itk", "KINDS"]
 
 KINDS = ("none", "rigid", "affine")
 _LPS = np.diag([-1.0, -1.0, 1.0])  # RAS (NIfTI, pyca world) <-> LPS (ITK physical space)
@@ -56,24 +56,27 @@ def vox2world(grid):
 
 def affine_hfield(out, M, src=None, scratch=None):
     """out(x) = M[:3, :3] src(x) + M[:3, 3] for a Field3D src (default: the identity, voxel indices
-    of out's grid), with pyca operations; out may be src. scratch: optional (Field3D, 3 Image3D)."""
-    g, mem = out.grid(), out.memType()
-    if scratch is None:
-        scratch = (ca.Field3D(g, mem), [ca.Image3D(g, mem) for _ in range(3)])
-    idf, c = scratch
+    of out's grid), with pyca operations; out may be src. scratch: optional scratch_for(out), so that
+    a caller in a loop allocates nothing."""
+    idf, c = scratch if scratch is not None else scratch_for(out)
     if src is None:
         ca.SetToIdentity(idf)
-    else:
-        ca.Copy(idf, src)
-    for d in range(3):
-        ca.Copy(c[d], idf, d)
-    tmp = ca.Image3D(g, mem)
+        src = idf
+    for d in range(3):  # the components first: out may be src
+        ca.Copy(c[d], src, d)
+    row = c[3]
     for i in range(3):
-        ca.MulC_Add_MulC(tmp, c[0], float(M[i, 0]), c[1], float(M[i, 1]))
-        ca.Add_MulC_I(tmp, c[2], float(M[i, 2]))
-        ca.AddC_I(tmp, float(M[i, 3]))
-        ca.Copy(out, tmp, i)
+        ca.MulC_Add_MulC(row, c[0], float(M[i, 0]), c[1], float(M[i, 1]))
+        ca.Add_MulC_I(row, c[2], float(M[i, 2]))
+        ca.AddC_I(row, float(M[i, 3]))
+        ca.Copy(out, row, i)
     return out
+
+
+def scratch_for(field):
+    """The scratch affine_hfield uses on field's grid: a Field3D and four Image3D."""
+    g, mem = field.grid(), field.memType()
+    return ca.Field3D(g, mem), [ca.Image3D(g, mem) for _ in range(4)]
 
 
 def center_of_mass(im):
@@ -120,8 +123,8 @@ class AffineResult:
 
     def hfield(self, mem, src=None, out=None, scratch=None):
         """Field3D on the fixed grid: moving voxel coordinates of each fixed voxel (of src(x) when an
-        H-field src on the fixed grid is given: the affine after src). out, scratch: see
-        affine_hfield (allocated when not given)."""
+        H-field src on the fixed grid is given: the affine after src). out: written when given;
+        scratch: see affine_hfield."""
         out = out if out is not None else ca.Field3D(self.fixed_grid, mem)
         return affine_hfield(out, self.voxel_matrix(), src, scratch)
 
@@ -149,7 +152,7 @@ class _Scale:
         self.W, self.r, self.pj = ca.Image3D(gf, mem), ca.Image3D(gf, mem), ca.Image3D(gf, mem)
         self.tmpF = ca.Field3D(gf, mem)
         self.J = [ca.Image3D(gf, mem) for _ in range(6 if rigid else 12)]
-        self.scratch = (ca.Field3D(gf, mem), [ca.Image3D(gf, mem) for _ in range(3)])
+        self.scratch = scratch_for(self.H)
         # P(x) = world(x) - c
         Wf = vox2world(gf)
         Wf[:3, 3] -= c
