@@ -35,7 +35,8 @@ command line or input (nothing done), 130 interrupted (Ctrl-C). Algorithm, param
 _MAX_AXIS = 4096  # voxels per axis of the built-in pair
 _MAX_VOXELS = 1 << 28  # voxels of the built-in pair (a Field3D of them is 3 GiB)
 _BOUNDS = {"lpow": (1, 16), "time_steps": (1, 1000), "iterations": (0, 100_000)}
-_NORMALIZE = {True: "percentiles", False: "none", "percentiles": "percentiles", "histogram": "histogram", "none": "none"}
+_NORMALIZE = {True: "percentiles", False: "none", "percentiles": "percentiles", "histogram": "histogram",
+              "none": "none"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -249,8 +250,9 @@ def cmd_lddmm(a):
         return _fail("lddmm", "give both --fixed and --moving, or neither (built-in data)")
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
                   max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
-                  scales=a.scales, time_steps=a.time_steps, normalize="none" if a.no_normalize else a.normalize, device=a.device,
-                  tol=a.tol, metric=a.metric, radius=a.radius, affine=a.affine)
+                  scales=a.scales, time_steps=a.time_steps, device=a.device, tol=a.tol,
+                  normalize="none" if a.no_normalize else a.normalize, metric=a.metric, radius=a.radius,
+                  affine=a.affine)
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.
     if not _importable("nibabel"):
