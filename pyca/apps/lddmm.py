@@ -242,11 +242,12 @@ def _robust_range(im, p, mask=None):
     return float(lo), float(hi)
 
 
-def _normalised(im, mem, p, mask=None):
-    """A copy of im in `mem`, scaled so that its robust range (percentiles) is [0, 1], clamped."""
+def _normalised(im, mem, p, mask=None, ref=None, ref_mask=None):
+    """A copy of im in `mem`, scaled so that the robust range (percentiles) of `ref` (default: im
+    itself) is [0, 1], clamped."""
     out = im.clone(mem)
     if p["normalize"]:
-        lo, hi = _robust_range(im, p, mask)
+        lo, hi = _robust_range(im, p, mask) if ref is None else _robust_range(ref, p, ref_mask)
         ca.SubC_I(out, lo)
         ca.MulC_I(out, 1.0 / (hi - lo))
         ca.Clamp_I(out, 0.0, 1.0)
@@ -270,12 +271,8 @@ def _histogram_matched(moving, fixed, mem, p, mmask=None, fmask=None, levels=102
     qm, qf = quantiles(moving, mmask), quantiles(fixed, fmask)
     qm, first = np.unique(qm, return_index=True)  # a plateau (the background) maps to its first level
     matched = np.interp(moving.numpy(), qm, qf[first]).astype(np.float32)
-    out = ca.Image3D.from_array(np.asfortranarray(matched), moving.grid()).clone(mem)
-    lo, hi = _robust_range(fixed, p, fmask)
-    ca.SubC_I(out, lo)
-    ca.MulC_I(out, 1.0 / (hi - lo))
-    ca.Clamp_I(out, 0.0, 1.0)
-    return out
+    return _normalised(ca.Image3D.from_array(np.asfortranarray(matched), moving.grid()), mem, p, ref=fixed,
+                       ref_mask=fmask)
 
 
 def _binary(im, mem):
