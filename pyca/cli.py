@@ -35,8 +35,6 @@ command line or input (nothing done), 130 interrupted (Ctrl-C). Algorithm, param
 _MAX_AXIS = 4096  # voxels per axis of the built-in pair
 _MAX_VOXELS = 1 << 28  # voxels of the built-in pair (a Field3D of them is 3 GiB)
 _BOUNDS = {"lpow": (1, 16), "time_steps": (1, 1000), "iterations": (0, 100_000)}
-_NORMALIZE = {True: "percentiles", False: "none", "percentiles": "percentiles", "histogram": "histogram",
-              "none": "none"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,7 +115,7 @@ def _step(text):
 
 
 def _parser():
-    from .apps.lddmm import DEFAULTS as D
+    from .apps.lddmm import DEFAULTS as D, NORMALIZE
 
     def common(p, top):
         # -v/-q are accepted before and after the command (`pyca -v lddmm`, `pyca lddmm -v`).
@@ -165,11 +163,13 @@ def _parser():
                    help="downsampling factors, coarse to fine, ending with 1 (default %(default)s)")
     g.add_argument("--time-steps", type=_bounded("time_steps", *_BOUNDS["time_steps"]), default=D["time_steps"],
                    help="time steps T (default %(default)s)")
-    g.add_argument("--normalize", choices=["percentiles", "histogram", "none"], default=_NORMALIZE[D["normalize"]],
-                   help="intensities: 'percentiles' scales each image's 0.5-99.5 percentile range to [0, 1]; "
-                   "'histogram' maps the moving image's quantiles onto the fixed image's, then scales both alike "
-                   "(same contrast, e.g. T1 to T1); 'none' (default %(default)s)")
-    g.add_argument("--no-normalize", action="store_true", help="the same as --normalize none")
+    norm = g.add_mutually_exclusive_group()
+    norm.add_argument("--normalize", choices=NORMALIZE, default=D["normalize"],
+                      help="intensities: 'percentiles' scales each image's 0.5-99.5 percentile range to [0, 1]; "
+                      "'histogram' maps the moving image's quantiles onto the fixed image's, then scales both "
+                      "alike (same contrast, e.g. T1 to T1); 'none' (default %(default)s)")
+    norm.add_argument("--no-normalize", dest="normalize", action="store_const", const="none",
+                      help="the same as --normalize none")
     g.add_argument("--tol", type=float, default=D["tol"],
                    help="a scale stops when its last 5 iterations gained less than 5 x this of its gain so far "
                    "(default %(default)s)")
@@ -251,8 +251,7 @@ def cmd_lddmm(a):
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
                   max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
                   scales=a.scales, time_steps=a.time_steps, device=a.device, tol=a.tol,
-                  normalize="none" if a.no_normalize else a.normalize, metric=a.metric, radius=a.radius,
-                  affine=a.affine)
+                  normalize=a.normalize, metric=a.metric, radius=a.radius, affine=a.affine)
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.
     if not _importable("nibabel"):

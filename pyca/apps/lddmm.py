@@ -39,7 +39,7 @@ from ._lddmm_outputs import make_report, write_outputs
 from ._lddmm_solver import _coarse_grid, _jac_det, _Level
 from ._metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
 
-__all__ = ["register", "LDDMMResult", "DEFAULTS", "resolve_device", "check_inputs", "write_outputs",
+__all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
 
 # Defaults (docs/lddmm.md explains each, and the measurements that chose them). sigma applies to
@@ -50,10 +50,11 @@ DEFAULTS = dict(
     alpha=None, beta=0.0, gamma=0.04, lpow=2, sigma=None, metric="lncc", radius=3,
     step="auto", max_step=0.5, tol=1e-2, time_steps=8,
     scales=(4, 2, 1), iterations=(100, 60, 30),
-    normalize=True, percentiles=(0.5, 99.5), affine="auto",
+    normalize="percentiles", percentiles=(0.5, 99.5), affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None,
     device="auto", names=None,
 )
+NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (docs/lddmm.md, 'Intensities')
 _STEP_GROW, _STEP_MAX = 1.25, 0.45  # step='auto': growth after an accepted step, and its cap (< 0.5)
 _AFFINE_SCALES, _AFFINE_ITERATIONS = (4, 2), (60, 30)
 
@@ -148,10 +149,11 @@ def _check_params(p):
         raise ValueError(f"lddmm: radius (the LNCC window radius, voxels) must be an integer >= 1, got {p['radius']}")
     if p["affine"] not in ("auto",) + affine.KINDS:
         raise ValueError(f"lddmm: affine must be 'auto', 'none', 'rigid' or 'affine', not {p['affine']!r}")
-    if not any(p["normalize"] is v or p["normalize"] == v for v in (True, False, "percentiles", "histogram", "none")):
-        raise ValueError(f"lddmm: normalize must be 'percentiles' (True), 'histogram' or 'none' (False), not "
+    if isinstance(p["normalize"], (bool, np.bool_)):  # True / False: the earlier spellings
+        p["normalize"] = "percentiles" if p["normalize"] else "none"
+    if p["normalize"] not in NORMALIZE:
+        raise ValueError(f"lddmm: normalize must be one of {', '.join(NORMALIZE)} (or True / False), not "
                          f"{p['normalize']!r}")
-    p["normalize"] = {"percentiles": True, "none": False}.get(p["normalize"], p["normalize"])
     lo, hi = p["percentiles"]
     if not 0 <= lo < hi <= 100:
         raise ValueError(f"lddmm: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
@@ -242,37 +244,37 @@ def _robust_range(im, p, mask=None):
     return float(lo), float(hi)
 
 
-def _normalised(im, mem, p, mask=None, ref=None, ref_mask=None):
-    """A copy of im in `mem`, scaled so that the robust range (percentiles) of `ref` (default: im
-    itself) is [0, 1], clamped."""
+def _normalised(im, mem, p, mask=None, rng=None):
+    """A copy of im in `mem`, scaled so that a robust range (lo, hi) is [0, 1], clamped: `rng`, or
+    im's own (percentiles, inside mask) when none is given. Unscaled with normalize 'none'."""
     out = im.clone(mem)
-    if p["normalize"]:
-        lo, hi = _robust_range(im, p, mask) if ref is None else _robust_range(ref, p, ref_mask)
+    if p["normalize"] != "none":
+        lo, hi = rng if rng is not None else _robust_range(im, p, mask)
         ca.SubC_I(out, lo)
         ca.MulC_I(out, 1.0 / (hi - lo))
         ca.Clamp_I(out, 0.0, 1.0)
     return out
 
 
-def _histogram_matched(moving, fixed, mem, p, mmask=None, fmask=None, levels=1024, sample=1 << 20):
-    """The moving image's intensities mapped onto the fixed image's by matching their quantiles
-    (levels + 1 of them, over each image's voxels, inside its mask when one is given; at most
-    `sample` voxels, taken at a regular stride): a monotone piecewise-linear map. Then scaled by the
-    fixed image's robust range as _normalised scales it: one scale for both images, so that a sum of
-    squared differences compares like with like (docs/lddmm.md, 'Intensities')."""
+def _histogram_matched(moving, fixed, mmask=None, fmask=None, levels=1024, sample=1 << 20):
+    """The moving image (a host Image3D on its own grid) with its intensities mapped onto the fixed
+    image's by matching their quantiles (levels + 1 of them, over each image's voxels, inside its
+    mask when one is given; at most `sample` voxels, taken at a regular stride): a monotone
+    piecewise-linear map (docs/lddmm.md, 'Intensities'). register() then scales both images by the
+    fixed image's robust range, so that a sum of squared differences compares like with like."""
     q = np.linspace(0.0, 100.0, levels + 1)
 
-    def quantiles(im, mask):
-        a = im.numpy().ravel(order="K")
+    def quantiles(a, mask):
+        a = a.ravel(order="K")
         if mask is not None:
             a = a[mask.numpy().ravel(order="K") > 0]
         return np.percentile(a[:: max(1, a.size // sample)], q)
 
-    qm, qf = quantiles(moving, mmask), quantiles(fixed, fmask)
+    m = moving.numpy()  # one host copy, whatever the memory type
+    qm, qf = quantiles(m, mmask), quantiles(fixed.numpy(), fmask)
     qm, first = np.unique(qm, return_index=True)  # a plateau (the background) maps to its first level
-    matched = np.interp(moving.numpy(), qm, qf[first]).astype(np.float32)
-    return _normalised(ca.Image3D.from_array(np.asfortranarray(matched), moving.grid()), mem, p, ref=fixed,
-                       ref_mask=fmask)
+    matched = np.interp(m, qm, qf[first]).astype(np.float32)
+    return ca.Image3D.from_array(np.asfortranarray(matched), moving.grid())
 
 
 def _binary(im, mem):
@@ -445,9 +447,11 @@ def register(fixed, moving, *, progress=False, **params):
     ('auto' or eps in (0, 0.5)), max_step (voxels: the largest velocity change of the first step of
     each scale when step='auto'), tol (stop a scale when the energy falls by less than tol per
     iteration), time_steps (T), scales (downsampling factors, decreasing, ending with 1), iterations
-    (caps per scale, or one for every scale), normalize (per-image robust scaling to [0, 1] at
-    `percentiles`), affine ('auto' | 'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1
-    images on their image's grid), moving_labels (integer label image on the moving grid, warped by
+    (caps per scale, or one for every scale), normalize ('percentiles': per-image robust scaling
+    to [0, 1] at `percentiles`; 'histogram': the moving image's quantiles matched to the fixed
+    image's, then both scaled by the fixed image's range; 'none'; True / False as 'percentiles' /
+    'none'), affine ('auto' | 'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on
+    their image's grid), moving_labels (integer label image on the moving grid, warped by
     nearest neighbour), device ('auto' | 'cpu' | 'gpu').
     """
     unknown = set(params) - set(DEFAULTS)
@@ -472,9 +476,13 @@ def register(fixed, moving, *, progress=False, **params):
     # moving image, its mask and labels stay on their own grid: ApplyH samples a source of any size,
     # so each image brought onto the fixed grid is interpolated once, through one map (fixed voxel ->
     # the moving image's own voxels: the affine, then the affine after phiinv for the outputs).
-    I1 = _normalised(fixed, mem, p, extra["fixed_mask"])
+    # With normalize 'histogram' the moving image's intensities are first matched to the fixed
+    # image's, and both images take the fixed image's range.
+    frange = _robust_range(fixed, p, extra["fixed_mask"]) if p["normalize"] != "none" else None
+    I1 = _normalised(fixed, mem, p, rng=frange)
     if p["normalize"] == "histogram":
-        Mn = _histogram_matched(moving, fixed, mem, p, extra["moving_mask"], extra["fixed_mask"])
+        matched = _histogram_matched(moving, fixed, extra["moving_mask"], extra["fixed_mask"])
+        Mn = _normalised(matched, mem, p, rng=frange)
     else:
         Mn = _normalised(moving, mem, p, extra["moving_mask"])
     fmask = _binary(extra["fixed_mask"], mem)

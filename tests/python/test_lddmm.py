@@ -42,7 +42,7 @@ def small_result(small_pair):
 # ------------------------------------------------------------------------------------------------
 # An independent evaluation of the energy (NumPy/SciPy, float64)
 def _normalised(fixed, moving):
-    # Each image by its own 0.5 / 99.5 percentiles, clamped to [0, 1] (register's normalize=True).
+    # Each image by its own 0.5 / 99.5 percentiles, clamped to [0, 1] (register's normalize='percentiles').
     out = []
     for im in (fixed, moving):
         a = im.numpy().astype(np.float64)
