@@ -105,14 +105,20 @@ class _Level:
         self.resid = Im() if self.metric is not None else None
         # The fused path computes the sum-of-squared-differences match only: with another match term
         # (a metric hook) this must be False, and the general path below is the one that runs.
-        # source = (the moving image on its own grid, to_source(out, h): out = A o h, A the linear
-        # stage's map into that image's voxels): J0_j samples the moving image once, through A after
-        # phi_{t_j,0}, instead of I0 (itself the moving image sampled through A) through phi_{t_j,0}.
-        # The fused path samples I0 only.
+        # source = (the moving image on its own grid, M: the 4 x 4 map of the linear stage from fixed
+        # voxels into that image's voxels): J0_j samples the moving image once, through M after
+        # phi_{t_j,0}, instead of I0 (itself the moving image sampled through M) through phi_{t_j,0}.
         self.source = source
-        if source is not None:
-            self._hs = F()
-        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None and source is None
+        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None
+        if source is not None and self._fast:  # LDDMMTransportStep's affine: A's rows, then t
+            M = np.asarray(source[1], float)
+            self._rows = [ca.Vec3Df(*(float(x) for x in M[i, :3])) for i in range(3)] + [
+                ca.Vec3Df(*(float(x) for x in M[:3, 3]))]
+        elif source is not None:  # M after h by affine_hfield's passes
+            from .affine import affine_hfield, scratch_for  # (affine imports this module)
+
+            hs, scratch = F(), scratch_for(self.I1)
+            self._to_source = lambda h: affine_hfield(hs, source[1], h, scratch)
         self._due = False  # gradients() was called; the fused path has not computed them yet
         self._dot_due = False  # update() accumulated sum_j <m_j, v_j> in K (reg_energy() takes it)
 
@@ -128,8 +134,11 @@ class _Level:
         h, hn = self.h
         ca.SetToIdentity(h)
         for j in range(self.T):
-            if self._fast:  # both lines below in one pass
-                ca.LDDMMTransportStep(hn, self.J0[j + 1], h, self.v[j], self.I0, -self.dt)
+            if self._fast:  # the lines below in one pass
+                if self.source is None:
+                    ca.LDDMMTransportStep(hn, self.J0[j + 1], h, self.v[j], self.I0, -self.dt)
+                else:
+                    ca.LDDMMTransportStep(hn, self.J0[j + 1], h, self.v[j], self.source[0], -self.dt, *self._rows)
                 h, hn = hn, h
                 continue
             ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
@@ -137,8 +146,7 @@ class _Level:
             if self.source is None:
                 ca.ApplyH(self.J0[j + 1], self.I0, h)
             else:
-                src, to_source = self.source
-                ca.ApplyH(self.J0[j + 1], src, to_source(self._hs, h))
+                ca.ApplyH(self.J0[j + 1], self.source[0], self._to_source(h))
         if self.metric is not None:
             return self.metric.energy(self.J0[self.T], self.I1), h
         ca.Sub(self.diff, self.J0[self.T], self.I1)

@@ -500,11 +500,7 @@ def register(fixed, moving, *, progress=False, **params):
     # At full resolution the solver samples the moving image itself through the affine after each
     # phi_{t,0} (one interpolation, as the outputs do), unless I0 is the moving image voxel for voxel.
     same = tuple(Mn.grid().size()) == tuple(grid.size()) and np.array_equal(aff.voxel_matrix(), np.eye(4))
-    if same:
-        source = None
-    else:
-        scratch = affine.scratch_for(Haff)
-        source = (Mn, lambda out, h: aff.hfield(mem, h, out, scratch))
+    source = None if same else (Mn, aff.voxel_matrix())
     mask = fmask
     if mmask is not None:
         mm = _on_fixed(grid, mmask, Haff, labels=True)

@@ -50,6 +50,37 @@ def test_transport_step_is_compose_then_apply(grid, rng, mem, delta):
     np.testing.assert_allclose(j_out.numpy(), j_ref.numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("mem", MEMS)
+def test_transport_step_through_an_affine_is_the_chain(rng, mem):
+    """With an affine (A, t): J = ApplyH(im, A hOut + t), im on a grid of its own size, as the solver
+    samples the moving image through the linear stage (ComposeHVInv, affine_hfield, ApplyH)."""
+    from pyca.apps.affine import affine_hfield
+
+    g = ca.GridInfo((13, 11, 9), (1.5, 1.0, 2.0), (0.5, -1.0, 2.0))
+    h, v, _, _ = _inputs(g, rng, mem)
+    im = _image(ca.GridInfo((10, 14, 8)), rng.uniform(0, 1, (10, 14, 8)), mem)
+    c, s = np.cos(0.3), np.sin(0.3)
+    M = np.array([[0.9 * c, -s, 0.05, 1.2], [s, 1.1 * c, 0.0, -0.7], [0.02, 0.1, 0.8, 0.4], [0, 0, 0, 1]])
+    rows = [ca.Vec3Df(*M[i, :3]) for i in range(3)] + [ca.Vec3Df(*M[:3, 3])]
+    h_ref, j_ref, hs = ca.Field3D(g, mem), ca.Image3D(g, mem), ca.Field3D(g, mem)
+    ca.ComposeHVInv(h_ref, h, v, 0.4)
+    ca.ApplyH(j_ref, im, affine_hfield(hs, M, h_ref))
+    h_out, j_out = ca.Field3D(g, mem), ca.Image3D(g, mem)
+    ca.SetMem(j_out, np.nan)
+    ca.LDDMMTransportStep(h_out, j_out, h, v, im, -0.4, *rows)
+    np.testing.assert_array_equal(h_out.numpy(), h_ref.numpy())  # the first output is the affine-free op's
+    # A hOut + t in the order of affine_hfield's passes, but in one expression (which a compiler may
+    # contract): equal up to the rounding of the sample positions.
+    np.testing.assert_allclose(j_out.numpy(), j_ref.numpy(), rtol=1e-5, atol=1e-5)
+    assert np.isfinite(j_out.numpy()).all()
+    # The identity affine is the affine-free op.
+    eye = [ca.Vec3Df(1, 0, 0), ca.Vec3Df(0, 1, 0), ca.Vec3Df(0, 0, 1), ca.Vec3Df(0, 0, 0)]
+    j_eye, j_plain = ca.Image3D(g, mem), ca.Image3D(g, mem)
+    ca.LDDMMTransportStep(h_out, j_eye, h, v, im, -0.4, *eye)
+    ca.LDDMMTransportStep(h_out, j_plain, h, v, im, -0.4)
+    np.testing.assert_array_equal(j_eye.numpy(), j_plain.numpy())
+
+
 def _grad_step_chain(mem, g, m, h, J0, I1, a, s):
     """The unfused solver's chain: ApplyH, JacDetH * volume, Gradient, (J0 - J1) grad * jac, update."""
     J1, jac, b, out = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Field3D(g, mem), ca.Field3D(g, mem)
@@ -103,19 +134,42 @@ def test_aliasing_refused(rng):
 
 # ------------------------------------------------------------------------------------------------
 # The fused solver gives the unfused solver's result.
-SMALL = dict(scales=(2, 1), iterations=(10, 6), time_steps=4)
+# (the SSD: the match term of the fused path)
+SMALL = dict(scales=(2, 1), iterations=(10, 6), time_steps=4, metric="ssd")
 
 
-def _register(pair, fused, device, monkeypatch):
+def _count_fused_steps(monkeypatch):
+    """Counts the calls of LDDMMTransportStep by the solver (so a test shows the fused path ran)."""
+    calls = []
+    op = _lddmm_solver.ca.LDDMMTransportStep
+
+    def counted(*a):
+        calls.append(len(a))
+        return op(*a)
+
+    monkeypatch.setattr(_lddmm_solver.ca, "LDDMMTransportStep", counted)
+    return calls
+
+
+def _register(pair, fused, device, monkeypatch, **kw):
     monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
-    return lddmm.register(*pair, device=device, **SMALL)
+    calls = _count_fused_steps(monkeypatch)
+    r = lddmm.register(*pair, device=device, **SMALL, **kw)
+    assert bool(calls) == fused
+    return r, calls
 
 
+@pytest.mark.parametrize("affine", ["none", "affine"], ids=["no-linear-stage", "through-the-affine"])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
-def test_fused_solver_matches_unfused(device, monkeypatch):
+def test_fused_solver_matches_unfused(device, affine, monkeypatch):
+    """With a linear stage the fused forward step samples the moving image through the affine
+    (LDDMMTransportStep's affine overload); the unfused one composes the affine by single ops."""
     pair = data.builtin_pair(size=(32, 32, 24), spacing=(2.0, 2.0, 8.0 / 3.0))
-    ref = _register(pair, False, device, monkeypatch)
-    new = _register(pair, True, device, monkeypatch)
+    ref, _ = _register(pair, False, device, monkeypatch, affine=affine)
+    new, calls = _register(pair, True, device, monkeypatch, affine=affine)
+    if affine != "none":  # the case under test happened: the op's affine overload (10 arguments) ran
+        assert not np.array_equal(new.affine.voxel_matrix(), np.eye(4))
+        assert 10 in calls
     assert [e["accepted"] for e in new.energies] == [e["accepted"] for e in ref.energies]
     for a, b in zip(new.energies, ref.energies):
         assert a["energy"] == pytest.approx(b["energy"], rel=1e-4)
@@ -142,7 +196,7 @@ def test_undo_restores_the_state_a_recomputation_gives(device, fused, monkeypatc
     """A rejected step swaps back the kept velocities and images; the run (energies, accept/reject
     decisions, result) is the one recomputing them gives. The schedule forces rejected steps."""
     pair = data.builtin_pair(size=(24, 24, 16), spacing=(2.0, 2.0, 3.0))
-    kw = dict(scales=(1,), iterations=25, time_steps=3, tol=0.0, affine="none", device=device)
+    kw = dict(scales=(1,), iterations=25, time_steps=3, tol=0.0, affine="none", device=device, metric="ssd")
     monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
     new = lddmm.register(*pair, **kw)
     monkeypatch.setattr(lddmm, "_Level", _RecomputingLevel)

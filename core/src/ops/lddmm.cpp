@@ -32,11 +32,11 @@ void voxelRows(const Vec3Di& n, F&& f) {
 }  // namespace
 
 void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],
-                   const float* im, const Vec3Di& n, const Vec3Df& scale, const char*) {
+                   const float* im, const math::TransportParams& P, const char*) {
   const math::MutPlanes<3> o = math::mutPlanes<3>(hOut);
   const math::Planes<3> hp = math::planes<3>(h), vp = math::planes<3>(v);
-  voxelRows(n, [&](int x, int y, int z, std::size_t id) {
-    math::transportVoxel(o, J, hp, vp, im, n, scale, x, y, z, id);
+  voxelRows(P.n, [&](int x, int y, int z, std::size_t id) {
+    math::transportVoxel(o, J, hp, vp, im, P, x, y, z, id);
   });
 }
 
@@ -64,10 +64,13 @@ float voxelVolume(const Array3D& a) {
 
 }  // namespace
 
-void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im,
-                        float delta) {
+namespace {
+void transport(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im, float delta,
+               const Vec3Df* affine) {
   const char* op = "LDDMMTransportStep";
-  const bool dev = detail::prepare(op, {{"hOut", &hOut}, {"J", &J}, {"h", &h}, {"v", &v}, {"im", &im}});
+  // im may have any size (as ApplyH's): hOut holds voxel coordinates of its grid (through the affine).
+  const bool dev = detail::prepare(op, {{"hOut", &hOut}, {"J", &J}, {"h", &h}, {"v", &v}});
+  detail::onDevice(op, {{"hOut", &hOut}, {"im", &im}});
   detail::checkNoAlias(op, {"hOut", &hOut}, {"h", &h});
   detail::checkNoAlias(op, {"hOut", &hOut}, {"im", &im});
   detail::checkNoAlias(op, {"J", &J}, {"h", &h});
@@ -75,11 +78,33 @@ void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field
   detail::checkNoAlias(op, {"J", &J}, {"im", &im});
   detail::checkNoAlias(op, {"J", &J}, {"hOut", &hOut});
   const Vec3Df sp = hOut.spacing();
-  const Vec3Df scale(delta / sp.x, delta / sp.y, delta / sp.z);
+  math::TransportParams P;
+  P.n = hOut.size();
+  P.scale = Vec3Df(delta / sp.x, delta / sp.y, delta / sp.z);
+  P.nIm = im.size();
+  if (affine != nullptr) {
+    P.affine = true;
+    P.a0 = affine[0];
+    P.a1 = affine[1];
+    P.a2 = affine[2];
+    P.t = affine[3];
+  }
   float* o[3] = {hOut.x(), hOut.y(), hOut.z()};
   const float* hp[3] = {h.x(), h.y(), h.z()};
   const float* vp[3] = {v.x(), v.y(), v.z()};
-  PYCA_BACKEND_RUN(dev, op, transportStep(o, J.data(), hp, vp, im.data(), hOut.size(), scale, op));
+  PYCA_BACKEND_RUN(dev, op, transportStep(o, J.data(), hp, vp, im.data(), P, op));
+}
+}  // namespace
+
+void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im,
+                        float delta) {
+  transport(hOut, J, h, v, im, delta, nullptr);
+}
+
+void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im,
+                        float delta, const Vec3Df& a0, const Vec3Df& a1, const Vec3Df& a2, const Vec3Df& t) {
+  const Vec3Df affine[4] = {a0, a1, a2, t};
+  transport(hOut, J, h, v, im, delta, affine);
 }
 
 void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,

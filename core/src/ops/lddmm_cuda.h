@@ -9,11 +9,11 @@
 
 namespace pyca {
 
-//   transportStep  hOut, J = math::transportVoxel(h, v, im) over the n voxels (scale = delta / spacing)
+//   transportStep  hOut, J = math::transportVoxel(h, v, im, P) over the voxels of P.n
 //   ssdGradStep    mOut = math::ssdGradStepVoxel(m, h, J0, I1) over the voxels of P.g
 #define PYCA_LDDMM_BACKEND_DECLARATIONS                                                                     \
   void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],      \
-                     const float* im, const Vec3Di& n, const Vec3Df& scale, const char* op);                \
+                     const float* im, const math::TransportParams& P, const char* op);                      \
   void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0, \
                    const float* I1, const math::GradStepParams& P, const char* op);
 namespace cpu_impl {

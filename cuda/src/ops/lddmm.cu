@@ -34,10 +34,10 @@ Launch launchFor(const Vec3Di& n) {
 
 template <class Index>
 __global__ void transportKernel(math::MutPlanes<3> hOut, float* __restrict__ J, math::Planes<3> h,
-                                math::Planes<3> v, const float* __restrict__ im, Vec3Di n, Vec3Df scale) {
-  PYCA_VOXEL_RUNS(n, kZPerThread) {
-    const std::size_t id = math::linearIndex(x, y, z, n);
-    math::transportVoxel<Index>(hOut, J, h, v, im, n, scale, x, y, z, id);
+                                math::Planes<3> v, const float* __restrict__ im, math::TransportParams P) {
+  PYCA_VOXEL_RUNS(P.n, kZPerThread) {
+    const std::size_t id = math::linearIndex(x, y, z, P.n);
+    math::transportVoxel<Index>(hOut, J, h, v, im, P, x, y, z, id);
   }
 }
 
@@ -57,15 +57,15 @@ bool small(const Vec3Di& n) { return math::nVoxOf(n) <= std::size_t(UINT32_MAX);
 }  // namespace
 
 void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],
-                   const float* im, const Vec3Di& n, const Vec3Df& scale, const char* op) {
-  if (math::nVoxOf(n) == 0) return;
-  const Launch l = launchFor(n);
+                   const float* im, const math::TransportParams& P, const char* op) {
+  if (math::nVoxOf(P.n) == 0) return;
+  const Launch l = launchFor(P.n);
   const auto o = math::mutPlanes<3>(hOut);
   const auto hp = math::planes<3>(h), vp = math::planes<3>(v);
-  if (small(n)) {
-    transportKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, n, scale);
+  if (small(P.n) && small(P.nIm)) {
+    transportKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, P);
   } else {
-    transportKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, n, scale);
+    transportKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, P);
   }
   checkLaunch(op);
 }

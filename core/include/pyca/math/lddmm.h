@@ -36,16 +36,34 @@ PYCA_HD float sampleClamp(const float* im, const Vec3Di& n, const Vec3Df& p) {
   return r;
 }
 
-// One voxel of LDDMMTransportStep: hOut = ComposeHV(h, v, delta) and J = ApplyH(im, hOut) there.
+// What LDDMMTransportStep needs besides its arrays: n (the grid of h, v, hOut and J), scale (delta /
+// spacing), nIm (the grid of im) and, when affine, the map p = A q + t (A's rows a0, a1, a2) from
+// hOut's values q to the voxels of im where J samples it.
+struct TransportParams {
+  Vec3Di n;
+  Vec3Df scale;
+  Vec3Di nIm;
+  bool affine = false;
+  Vec3Df a0, a1, a2, t;
+};
+
+// A q + t, in the order of pyca.apps.affine.affine_hfield's passes: ((a.x q.x + a.y q.y) + a.z q.z) + t.
+PYCA_HD Vec3Df affineAt(const TransportParams& P, const Vec3Df& q) {
+  return Vec3Df(((P.a0.x * q.x + P.a0.y * q.y) + P.a0.z * q.z) + P.t.x,
+                ((P.a1.x * q.x + P.a1.y * q.y) + P.a1.z * q.z) + P.t.y,
+                ((P.a2.x * q.x + P.a2.y * q.y) + P.a2.z * q.z) + P.t.z);
+}
+
+// One voxel of LDDMMTransportStep: hOut = ComposeHV(h, v, delta) and J = ApplyH(im, hOut) there (of
+// A hOut + t with an affine).
 template <class Index = std::size_t>
 PYCA_HD void transportVoxel(const MutPlanes<3>& hOut, float* J, const Planes<3>& h, const Planes<3>& v,
-                            const float* im, const Vec3Di& n, const Vec3Df& scale, int x, int y, int z,
-                            std::size_t id) {
-  const Vec3Df q = composeHVAt<Index>(h, v, n, scale, x, y, z, id);
+                            const float* im, const TransportParams& P, int x, int y, int z, std::size_t id) {
+  const Vec3Df q = composeHVAt<Index>(h, v, P.n, P.scale, x, y, z, id);
   hOut.p[0][id] = q.x;
   hOut.p[1][id] = q.y;
   hOut.p[2][id] = q.z;
-  J[id] = sampleClamp<Index>(im, n, q);
+  J[id] = sampleClamp<Index>(im, P.nIm, P.affine ? affineAt(P, q) : q);
 }
 
 // The match gradient of the sum of squared differences at one voxel, in the order of the unfused
