@@ -16,10 +16,10 @@ intensities changed), all in one process, same inputs, same metrics:
     python benchmarks/bench_brain.py --resolution 2 --pairs 2 --peers ants          # CPU, 2 mm
     python benchmarks/bench_brain.py --resolution 1 --device gpu --peers fireants   # GPU, 1 mm
 
-    # pyca with histogram matching and SSD (docs/lddmm.md, "T1 brain MRI"), beside its defaults:
-    python benchmarks/bench_brain.py --resolution 1 --device gpu --peers fireants --params '[{}, {"normalize":
-        "histogram", "metric": "ssd", "alpha": 2.0, "gamma": 0.02, "tol": 0.003, "iterations": [200, 150, 50],
-        "time_steps": 4}]'
+    # pyca's defaults beside its LNCC setting (docs/lddmm.md, "Defaults for T1 brain MRI"):
+    python benchmarks/bench_brain.py --resolution 1 --device gpu --peers fireants --params '[{}, {"metric":
+        "lncc", "normalize": "percentiles", "bias_sigma": 0, "gamma": 0.04, "time_steps": 8, "tol": 0.01,
+        "iterations": [100, 60, 30]}]'
 
 Needs nilearn (the template); antspyx and fireants are used when installed. Prints a table and,
 with --json FILE, writes the numbers.

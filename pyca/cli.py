@@ -143,8 +143,7 @@ def _parser():
     lp.add_argument("--device", default=D["device"], choices=["auto", "cpu", "gpu"],
                     help="where to run (default: %(default)s: the GPU when one can be used)")
     g = lp.add_argument_group("regularisation: L = (-alpha Laplacian - beta grad div + gamma)^lpow")
-    g.add_argument("--alpha", type=float, default=D["alpha"],
-                   help=f"default: the metric's ({_per_metric('DEFAULT_ALPHA')})")
+    g.add_argument("--alpha", type=float, default=D["alpha"], help="default %(default)s")
     g.add_argument("--beta", type=float, default=D["beta"], help="default %(default)s")
     g.add_argument("--gamma", type=float, default=D["gamma"], help="default %(default)s")
     g.add_argument("--lpow", type=_bounded("lpow", *_BOUNDS["lpow"]), default=D["lpow"], help="default %(default)s")
@@ -170,6 +169,9 @@ def _parser():
                       "alike (same contrast, e.g. T1 to T1); 'none' (default %(default)s)")
     norm.add_argument("--no-normalize", dest="normalize", action="store_const", const="none",
                       help="the same as --normalize none")
+    g.add_argument("--bias-sigma", type=float, default=D["bias_sigma"],
+                   help="bias correction: the fixed image takes, at each scale, the warped moving image's smooth "
+                   "intensity gain (a Gaussian of this many world units, mm); 0: off (default %(default)s)")
     g.add_argument("--tol", type=float, default=D["tol"],
                    help="a scale stops when its last 5 iterations gained less than 5 x this of its gain so far "
                    "(default %(default)s)")
@@ -251,7 +253,8 @@ def cmd_lddmm(a):
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
                   max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
                   scales=a.scales, time_steps=a.time_steps, device=a.device, tol=a.tol,
-                  normalize=a.normalize, metric=a.metric, radius=a.radius, affine=a.affine)
+                  normalize=a.normalize, bias_sigma=a.bias_sigma, metric=a.metric, radius=a.radius,
+                  affine=a.affine)
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.
     if not _importable("nibabel"):

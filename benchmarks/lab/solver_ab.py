@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pyca as ca  # noqa: E402
-from bench_lddmm import _pair  # noqa: E402
+from bench_lddmm import RUN, _pair  # noqa: E402
 from pyca.apps import _lddmm_solver, lddmm  # noqa: E402
 
 
@@ -51,8 +51,7 @@ def main(argv=None):
     for spec in a.sizes.split(","):
         n, its = (int(x) for x in spec.split(":"))
         f, m = _pair(n, mem)
-        # the SSD match: the fused path (the default LNCC match runs the general one)
-        kw = dict(scales=(1,), time_steps=10, device=a.device, tol=0.0, affine="none", metric="ssd")
+        kw = dict(scales=(1,), time_steps=10, device=a.device, tol=0.0, affine="none", **RUN)
         per_it = {"old": [], "new": []}
         for rep in range(a.repeat):
             for name, cls in (("old", old), ("new", new)):

@@ -42,15 +42,16 @@ from ._metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
 
-# Defaults (docs/lddmm.md explains each, and the measurements that chose them). sigma applies to
-# intensities scaled to [0, 1] when normalize is on; sigma and alpha None: the metric's default
-# (_metrics.DEFAULT_SIGMA, DEFAULT_ALPHA);
-# alpha, gamma are per world unit (the fluid operator's spacing enters); iterations are caps (tol stops).
+# Defaults (docs/lddmm.md explains each, and the measurements that chose them: 'T1 brain MRI'). sigma
+# applies to intensities scaled to [0, 1] when normalize is on; sigma and alpha None: the metric's
+# default (_metrics.DEFAULT_SIGMA, DEFAULT_ALPHA; pyca atlas's alpha); alpha, gamma are per world unit
+# (the fluid operator's spacing enters); iterations are caps (tol stops); bias_sigma is in world units
+# (0: off).
 DEFAULTS = dict(
-    alpha=None, beta=0.0, gamma=0.04, lpow=2, sigma=None, metric="lncc", radius=3,
-    step="auto", max_step=0.5, tol=1e-2, time_steps=8,
-    scales=(4, 2, 1), iterations=(100, 60, 30),
-    normalize="percentiles", percentiles=(0.5, 99.5), affine="auto",
+    alpha=2.0, beta=0.0, gamma=0.02, lpow=2, sigma=None, metric="ssd", radius=3,
+    step="auto", max_step=0.5, tol=3e-3, time_steps=4,
+    scales=(4, 2, 1), iterations=(200, 150, 50),
+    normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None,
     device="auto", names=None,
 )
@@ -154,6 +155,9 @@ def _check_params(p):
     if p["normalize"] not in NORMALIZE:
         raise ValueError(f"lddmm: normalize must be one of {', '.join(NORMALIZE)} (or True / False), not "
                          f"{p['normalize']!r}")
+    if not (isinstance(p["bias_sigma"], numbers.Real) and np.isfinite(p["bias_sigma"]) and p["bias_sigma"] >= 0):
+        raise ValueError(f"lddmm: bias_sigma (world units; 0: no bias correction) must be >= 0, "
+                         f"got {p['bias_sigma']!r}")
     lo, hi = p["percentiles"]
     if not 0 <= lo < hi <= 100:
         raise ValueError(f"lddmm: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
@@ -258,11 +262,14 @@ def _normalised(im, mem, p, mask=None, rng=None):
 
 def _histogram_matched(moving, fixed, mmask=None, fmask=None, levels=1024, sample=1 << 20):
     """The moving image (a host Image3D on its own grid) with its intensities mapped onto the fixed
-    image's by matching their quantiles (levels + 1 of them, over each image's voxels, inside its
-    mask when one is given; at most `sample` voxels, taken at a regular stride): a monotone
-    piecewise-linear map (docs/lddmm.md, 'Intensities'). register() then scales both images by the
-    fixed image's robust range, so that a sum of squared differences compares like with like."""
+    image's by matching their quantiles (levels + 1 of them, over each image's voxels, inside the
+    masks when both are given: with one mask only, the two sets of voxels would hold different
+    tissues; at most `sample` voxels, taken at a regular stride): a monotone piecewise-linear map
+    (docs/lddmm.md, 'Intensities'). register() then scales both images by the fixed image's robust
+    range, so that a sum of squared differences compares like with like."""
     q = np.linspace(0.0, 100.0, levels + 1)
+    if mmask is None or fmask is None:
+        mmask = fmask = None
 
     def quantiles(a, mask):
         a = a.ravel(order="K")
@@ -380,6 +387,26 @@ class LDDMMResult:
             "energies": self.energies,
             "notes": self.notes,
         }
+
+
+def _gain_corrected(I1, W, sigma):
+    """(I1 g, g's range): the fixed image I1 times the smooth gain g = (G(W I1) + c) / (G(I1^2) + c)
+    that best maps it onto the warped moving image W locally (G: a Gaussian of `sigma` world units;
+    c, 1% of I1^2's mean, takes g to 1 where I1 is dark). The squared differences then compare
+    anatomy, not a bias field's slow intensity changes (docs/lddmm.md, 'Intensities')."""
+    g, mem = I1.grid(), I1.memType()
+    num, den, out = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Image3D(g, mem)
+    ca.Mul(num, W, I1)
+    ca.Mul(den, I1, I1)
+    s = ca.Vec3Df(*(sigma if n > 1 else 0.0 for n in tuple(g.size())))
+    ca.GaussianBlur(num, num, s)
+    ca.GaussianBlur(den, den, s)
+    c = 0.01 * float(ca.Sum(den)) / float(g.nVox())
+    ca.AddC_I(num, c)
+    ca.AddC_I(den, c)
+    ca.Div_I(num, den)
+    ca.Mul(out, I1, num)
+    return out, tuple(float(x) for x in ca.MinMax(num))
 
 
 def _stop_rule(hist, tol, window=5):
@@ -543,9 +570,15 @@ def register(fixed, moving, *, progress=False, **params):
             if prev is not None:
                 lev.take_velocities(prev)
             prev = None
+            gain = None
+            if p["bias_sigma"] > 0:  # the fixed image given the current warped moving image's bias
+                lev.forward()
+                lev.I1, gain = _gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
             info = _optimise_scale(lev, f, n_it, p, energies, pbar)
             ca.synchronize()
             info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
+            if gain is not None:
+                info["bias_gain"] = list(gain)
             timings["scales"].append(info)
             prev = lev
     finally:
