@@ -477,7 +477,8 @@ def register(fixed, moving, *, progress=False, **params):
     (caps per scale, or one for every scale), normalize ('percentiles': per-image robust scaling
     to [0, 1] at `percentiles`; 'histogram': the moving image's quantiles matched to the fixed
     image's, then both scaled by the fixed image's range; 'none'; True / False as 'percentiles' /
-    'none'), affine ('auto' | 'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on
+    'none'), bias_sigma (world units of the smooth gain that corrects a bias field at each scale; 0:
+    off), affine ('auto' | 'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on
     their image's grid), moving_labels (integer label image on the moving grid, warped by
     nearest neighbour), device ('auto' | 'cpu' | 'gpu').
     """
