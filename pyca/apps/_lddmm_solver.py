@@ -147,10 +147,15 @@ class _Level:
                 ca.ApplyH(self.J0[j + 1], self.I0, h)
             else:
                 ca.ApplyH(self.J0[j + 1], self.source[0], self._to_source(h))
+        return self.match(), h
+
+    # The match energy of the last forward()'s J0_1 against I1 (after a change of I1 alone, without
+    # transporting again).
+    def match(self):
         if self.metric is not None:
-            return self.metric.energy(self.J0[self.T], self.I1), h
+            return self.metric.energy(self.J0[self.T], self.I1)
         ca.Sub(self.diff, self.J0[self.T], self.I1)
-        return ca.Sum2(self.diff) / self.sigma2, h
+        return ca.Sum2(self.diff) / self.sigma2
 
     # dt sum_j <m_j, v_j>: after update(), the sum its kernel applications accumulated from the
     # spectra (FluidKernelFFT.applyInverseOperatorDot: no pass of its own); else one Dot.

@@ -155,7 +155,8 @@ def _check_params(p):
     if p["normalize"] not in NORMALIZE:
         raise ValueError(f"lddmm: normalize must be one of {', '.join(NORMALIZE)} (or True / False), not "
                          f"{p['normalize']!r}")
-    if not (isinstance(p["bias_sigma"], numbers.Real) and np.isfinite(p["bias_sigma"]) and p["bias_sigma"] >= 0):
+    b = p["bias_sigma"]
+    if isinstance(b, (bool, np.bool_)) or not (isinstance(b, numbers.Real) and np.isfinite(b) and b >= 0):
         raise ValueError(f"lddmm: bias_sigma (world units; 0: no bias correction) must be >= 0, "
                          f"got {p['bias_sigma']!r}")
     lo, hi = p["percentiles"]
@@ -417,9 +418,10 @@ def _stop_rule(hist, tol, window=5):
     return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * (hist[0] - hist[-1])
 
 
-def _optimise_scale(lev, f, n_it, p, energies, pbar):
-    """Gradient descent of one scale (docs/lddmm.md, 'Optimiser'); returns the scale's report."""
-    match, _ = lev.forward()
+def _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=False):
+    """Gradient descent of one scale (docs/lddmm.md, 'Optimiser'); returns the scale's report.
+    forwarded: lev.forward() has run with the current velocities (only I1 may have changed since)."""
+    match = lev.match() if forwarded else lev.forward()[0]
     E = match + lev.reg_energy()
     hist = [E]
     auto = p["step"] == "auto"
@@ -575,7 +577,7 @@ def register(fixed, moving, *, progress=False, **params):
             if p["bias_sigma"] > 0:  # the fixed image given the current warped moving image's bias
                 lev.forward()
                 lev.I1, gain = _gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
-            info = _optimise_scale(lev, f, n_it, p, energies, pbar)
+            info = _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=gain is not None)
             ca.synchronize()
             info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
             if gain is not None:

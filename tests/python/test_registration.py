@@ -107,7 +107,7 @@ def test_gain_correction_takes_a_smooth_bias_field(pair):
     assert lo < 0.92 and hi > 1.08
 
 
-@pytest.mark.parametrize("bad", [-1.0, float("nan"), "10"])
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), "10", True])
 def test_bias_sigma_refuses_bad_values(pair, bad):
     with pytest.raises(ValueError, match="bias_sigma"):
         lddmm.register(*pair, bias_sigma=bad, iterations=0)
