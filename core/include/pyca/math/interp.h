@@ -244,12 +244,17 @@ PYCA_HD float loadRO(const float* p) {
 #endif
 }
 
+// The linear interpolation a + f (b - a) between two taps at fraction f in [0, 1), the one formula of
+// every trilinear sample on both backends (x first, then y, then z). It is exact where a == b (a
+// constant stays constant), and f == 0 gives a whatever b holds (a NaN or an infinity in a tap of
+// zero weight does not reach the sample).
+PYCA_HD float lerp(float a, float b, float f) { return f == 0.f ? a : a + f * (b - a); }
+
 // Trilinear sample of the NC planes src (grid size n) at p when p lies in [0, n - 1) on every axis
 // (every axis longer than 1): there every background strategy has the taps floor(p) and
-// floor(p) + 1 with weights 1 - t and t, all inside, and the sum below is interpolate()'s, term by
-// term in the same order, so the value is the same to the bit; without the per-axis strategy logic
-// it takes fewer instructions (the gathers are instruction-bound: benchmarks/lab/notes.md). Returns
-// false, writing nothing, elsewhere.
+// floor(p) + 1, all inside, and the lerps below are interpolate()'s, in the same order, so the value
+// is the same to the bit; without the per-axis strategy logic it takes fewer instructions (the
+// gathers are instruction-bound: benchmarks/lab/notes.md). Returns false, writing nothing, elsewhere.
 template <int NC, class Index = std::size_t>
 PYCA_HD bool interpolateInterior(float out[NC], const Planes<NC>& src, const Vec3Di& n, const Vec3Df& p) {
   if (!(p.x >= 0.f && p.x < float(n.x - 1) && p.y >= 0.f && p.y < float(n.y - 1) && p.z >= 0.f &&
@@ -257,33 +262,34 @@ PYCA_HD bool interpolateInterior(float out[NC], const Planes<NC>& src, const Vec
     return false;
   }
   const int ix = int(p.x), iy = int(p.y), iz = int(p.z);  // p >= 0: truncation is floor
-  float wx[2], wy[2], wz[2];
-  fractionWeights<INTERP_LINEAR>(p.x - float(ix), wx);
-  fractionWeights<INTERP_LINEAR>(p.y - float(iy), wy);
-  fractionWeights<INTERP_LINEAR>(p.z - float(iz), wz);
-  float acc[NC];
+  const float fx = p.x - float(ix), fy = p.y - float(iy), fz = p.z - float(iz);
+  const Index dy = Index(n.x), dz = Index(n.x) * Index(n.y);
+  const Index b = Index(iz) * dz + Index(iy) * dy + Index(ix);
   PYCA_UNROLL
-  for (int c = 0; c < NC; ++c) acc[c] = 0.f;
-  const Index nx = Index(n.x), nxy = Index(n.x) * Index(n.y);
-  PYCA_UNROLL
-  for (int kz = 0; kz < 2; ++kz) {
-    if (wz[kz] == 0.f) continue;
-    PYCA_UNROLL
-    for (int ky = 0; ky < 2; ++ky) {
-      if (wy[ky] == 0.f) continue;
-      const float wzy = wz[kz] * wy[ky];
-      const Index row = Index(iz + kz) * nxy + Index(iy + ky) * nx + Index(ix);
-      PYCA_UNROLL
-      for (int kx = 0; kx < 2; ++kx) {
-        const float w = wzy * wx[kx];
-        PYCA_UNROLL
-        for (int c = 0; c < NC; ++c) acc[c] += w * loadRO(src.p[c] + row + Index(kx));
-      }
-    }
+  for (int c = 0; c < NC; ++c) {
+    const float* s = src.p[c] + b;
+    const float y0 =
+        lerp(lerp(loadRO(s), loadRO(s + 1), fx), lerp(loadRO(s + dy), loadRO(s + dy + 1), fx), fy);
+    const float y1 = lerp(lerp(loadRO(s + dz), loadRO(s + dz + 1), fx),
+                          lerp(loadRO(s + dz + dy), loadRO(s + dz + dy + 1), fx), fy);
+    out[c] = lerp(y0, y1, fz);
   }
-  PYCA_UNROLL
-  for (int c = 0; c < NC; ++c) out[c] = acc[c];
   return true;
+}
+
+// One tap of a trilinear sample: the value of plane c at the taps (kx, ky, kz), or, for a tap
+// outside the grid under a PARTIAL strategy, 0 (PARTIAL_ZERO) or its identity coordinate (PARTIAL_ID).
+template <BackgroundStrategy BG, int NC, class Index>
+PYCA_HD float linearTap(const Planes<NC>& src, int c, const AxisTaps<2>& tx, const AxisTaps<2>& ty,
+                        const AxisTaps<2>& tz, int kx, int ky, int kz, Index nx, Index nxy) {
+  if (!isPartial(BG) || (tz.ok[kz] && ty.ok[ky] && tx.ok[kx])) {
+    return loadRO(src.p[c] + (Index(tz.idx[kz]) * nxy + Index(ty.idx[ky]) * nx + Index(tx.idx[kx])));
+  }
+  if (BG == BACKGROUND_STRATEGY_PARTIAL_ID) {
+    const float idc[3] = {tx.id[kx], ty.id[ky], tz.id[kz]};
+    return idc[c < 3 ? c : 0];
+  }
+  return 0.f;
 }
 
 // Interpolates the NC planes `src` (grid size n) at position p (voxel units) into out[NC].
@@ -305,10 +311,29 @@ PYCA_HD void interpolate(float out[NC], const Planes<NC>& src, const Vec3Di& n, 
     backgroundValue<BG, NC>(out, p, n, bgVal);
     return;
   }
+  const Index nx = Index(n.x), nxy = Index(n.x) * Index(n.y);
+  if constexpr (I == INTERP_LINEAR) {  // the weights are 1 - f and f: lerps, as interpolateInterior
+    const float fx = tx.w[1], fy = ty.w[1], fz = tz.w[1];
+    PYCA_UNROLL
+    for (int c = 0; c < NC; ++c) {
+      float yz[2];
+      PYCA_UNROLL
+      for (int kz = 0; kz < 2; ++kz) {
+        float xy[2];
+        PYCA_UNROLL
+        for (int ky = 0; ky < 2; ++ky) {
+          xy[ky] = lerp(linearTap<BG, NC, Index>(src, c, tx, ty, tz, 0, ky, kz, nx, nxy),
+                        linearTap<BG, NC, Index>(src, c, tx, ty, tz, 1, ky, kz, nx, nxy), fx);
+        }
+        yz[kz] = lerp(xy[0], xy[1], fy);
+      }
+      out[c] = lerp(yz[0], yz[1], fz);
+    }
+    return;
+  }
   float acc[NC];
   PYCA_UNROLL
   for (int c = 0; c < NC; ++c) acc[c] = 0.f;
-  const Index nx = Index(n.x), nxy = Index(n.x) * Index(n.y);
   PYCA_UNROLL
   for (int kz = 0; kz < N; ++kz) {
     if (tz.w[kz] == 0.f) continue;
