@@ -18,8 +18,8 @@ intensities changed), all in one process, same inputs, same metrics:
 
     # pyca's defaults beside its LNCC setting (docs/lddmm.md, "Defaults for T1 brain MRI"):
     python benchmarks/bench_brain.py --resolution 1 --device gpu --peers fireants --params '[{}, {"metric":
-        "lncc", "normalize": "percentiles", "bias_sigma": 0, "gamma": 0.04, "time_steps": 8, "tol": 0.01,
-        "iterations": [100, 60, 30]}]'
+        "lncc", "normalize": "percentiles", "bias_sigma": 0, "fixed_blur": 0, "gamma": 0.04, "time_steps": 8,
+        "tol": 0.01, "iterations": [100, 60, 30]}]'
 
 Needs nilearn (the template); antspyx and fireants are used when installed. Prints a table and,
 with --json FILE, writes the numbers.

@@ -47,11 +47,14 @@ __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device",
 # default (_metrics.DEFAULT_SIGMA, DEFAULT_ALPHA; pyca atlas's alpha); alpha, gamma are per world unit
 # (the fluid operator's spacing enters); iterations are caps (tol stops); bias_sigma is in world units
 # (0: off).
+# The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
+# axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
+INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
 DEFAULTS = dict(
     alpha=2.0, beta=0.0, gamma=0.02, lpow=2, sigma=None, metric="ssd", radius=3,
     step="auto", max_step=0.5, tol=3e-3, time_steps=4,
-    scales=(4, 2, 1), iterations=(200, 150, 50),
-    normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, affine="auto",
+    scales=(4, 2, 1), iterations=(200, 150, 100),
+    normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, fixed_blur=INTERP_BLUR, affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None,
     device="auto", names=None,
 )
@@ -159,6 +162,10 @@ def _check_params(p):
     if isinstance(b, (bool, np.bool_)) or not (isinstance(b, numbers.Real) and np.isfinite(b) and b >= 0):
         raise ValueError(f"lddmm: bias_sigma (world units; 0: no bias correction) must be >= 0, "
                          f"got {p['bias_sigma']!r}")
+    b = p["fixed_blur"]
+    if isinstance(b, (bool, np.bool_)) or not (isinstance(b, numbers.Real) and np.isfinite(b) and 0 <= b <= 10):
+        raise ValueError(f"lddmm: fixed_blur (moving-image voxels; 0: off) must be in [0, 10], "
+                         f"got {p['fixed_blur']!r}")
     lo, hi = p["percentiles"]
     if not 0 <= lo < hi <= 100:
         raise ValueError(f"lddmm: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
@@ -410,6 +417,17 @@ def _gain_corrected(I1, W, sigma):
     return out, tuple(float(x) for x in ca.MinMax(num))
 
 
+def _fixed_blur_sigma(fg, mg, blur):
+    """World sigma per axis of the fixed grid fg for `blur` moving-image voxels: blur times the
+    moving voxel's extent along each fixed axis, sqrt(sum_k (d_i . e_k)^2 s_k^2) (d_i, e_k: the
+    grids' axis directions, s_k the moving spacings; an axis of size 1 is neither interpolated nor
+    smoothed)."""
+    sm = np.array([s if n > 1 else 0.0 for s, n in zip(tuple(mg.spacing()), tuple(mg.size()))])
+    c = np.asarray(fg.direction()).T @ np.asarray(mg.direction())  # c[i, k] = d_i . e_k
+    sig = blur * np.sqrt((c ** 2) @ sm ** 2)
+    return tuple(float(x) if n > 1 else 0.0 for x, n in zip(sig, tuple(fg.size())))
+
+
 def _stop_rule(hist, tol, window=5):
     """True when the last `window` accepted iterations together lowered the energy by less than
     `window * tol` times what the scale has gained so far (hist[0] - hist[-1]). Measured against the
@@ -480,8 +498,10 @@ def register(fixed, moving, *, progress=False, **params):
     to [0, 1] at `percentiles`; 'histogram': the moving image's quantiles matched to the fixed
     image's, then both scaled by the fixed image's range; 'none'; True / False as 'percentiles' /
     'none'), bias_sigma (world units of the smooth gain that corrects a bias field at each scale; 0:
-    off), affine ('auto' | 'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on
-    their image's grid), moving_labels (integer label image on the moving grid, warped by
+    off), fixed_blur (moving-image voxels of the Gaussian that smooths the fixed image before any
+    comparison, the warped moving image's mean interpolation blur; 0: off), affine ('auto' |
+    'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid),
+    moving_labels (integer label image on the moving grid, warped by
     nearest neighbour), device ('auto' | 'cpu' | 'gpu').
     """
     unknown = set(params) - set(DEFAULTS)
@@ -515,6 +535,8 @@ def register(fixed, moving, *, progress=False, **params):
         Mn = _normalised(matched, mem, p, rng=frange)
     else:
         Mn = _normalised(moving, mem, p, extra["moving_mask"])
+    if p["fixed_blur"] > 0:  # as sharp as the warped moving image it is compared with (docs/lddmm.md)
+        ca.GaussianBlur(I1, I1, ca.Vec3Df(*_fixed_blur_sigma(grid, moving.grid(), float(p["fixed_blur"]))))
     fmask = _binary(extra["fixed_mask"], mem)
     mmask = _binary(extra["moving_mask"], mem)
     kind = _affine_kind(p["affine"], I1, Mn)

@@ -26,9 +26,9 @@ needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU
 FINAL_ENERGY_RTOL = 1e-3
 
 # The SSD match: the checks below compare with an independent SSD-LDDMM reference.
-# (the solver against independent references: percentile scaling, no bias correction)
+# (the solver against independent references: percentile scaling, no bias correction, no fixed blur)
 SMALL = dict(scales=(2, 1), iterations=(12, 6), time_steps=4, affine="none", metric="ssd", normalize="percentiles",
-             bias_sigma=0.0)
+             bias_sigma=0.0, fixed_blur=0.0)
 
 
 @pytest.fixture(scope="module")

@@ -67,8 +67,10 @@ def test_histogram_normalisation_undoes_a_monotone_intensity_change(pair):
     np.testing.assert_allclose(out.numpy(), a, atol=2e-3 * (hi - lo))
     assert out.grid() == fixed.grid() and m.numpy().min() == 25.0  # the input is left as it was
     # and so the sum of squared differences sees no mismatch left, where per-image scaling leaves one
-    res = lddmm.register(fixed, m, normalize="histogram", metric="ssd", affine="none", scales=1, iterations=0)
-    base = lddmm.register(fixed, m, normalize="percentiles", metric="ssd", affine="none", scales=1, iterations=0)
+    # (the fixed image unblurred: the intensities alone are compared)
+    kw = dict(metric="ssd", affine="none", scales=1, iterations=0, fixed_blur=0.0)
+    res = lddmm.register(fixed, m, normalize="histogram", **kw)
+    base = lddmm.register(fixed, m, normalize="percentiles", **kw)
     assert res.initial_mismatch < 1e-3 * base.initial_mismatch, (res.initial_mismatch, base.initial_mismatch)
 
 
@@ -118,6 +120,56 @@ def test_bias_correction_reported_per_scale(pair):
     assert [len(s["bias_gain"]) for s in res.timings["scales"]] == [2, 2]
     off = lddmm.register(*pair, **dict(FAST, bias_sigma=0.0))
     assert all("bias_gain" not in s for s in off.timings["scales"])
+
+
+def test_fixed_blur_follows_the_moving_voxels():
+    b = lddmm.INTERP_BLUR
+    assert b == pytest.approx(np.sqrt(1.0 / 6.0))
+    f = ca.GridInfo((20, 20, 20), (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    m = ca.GridInfo((10, 12, 14), (1.0, 2.0, 3.0), (0.0, 0.0, 0.0))
+    np.testing.assert_allclose(lddmm._fixed_blur_sigma(f, m, b), b * np.array([1.0, 2.0, 3.0]), rtol=1e-6)
+    # the moving grid's axes permuted in the world (x along world y and y along world x)
+    mp = ca.GridInfo((10, 12, 14), (1.0, 2.0, 3.0), (0.0, 0.0, 0.0), direction=[[0, 1, 0], [1, 0, 0], [0, 0, 1]])
+    np.testing.assert_allclose(lddmm._fixed_blur_sigma(f, mp, 1.0), [2.0, 1.0, 3.0], rtol=1e-6)
+    # rotated by 45 degrees about z: the x and y spacings mix
+    c = np.sqrt(0.5)
+    mr = ca.GridInfo((10, 12, 14), (1.0, 2.0, 3.0), (0.0, 0.0, 0.0), direction=[[c, -c, 0], [c, c, 0], [0, 0, 1]])
+    np.testing.assert_allclose(lddmm._fixed_blur_sigma(f, mr, 1.0), [np.sqrt(2.5), np.sqrt(2.5), 3.0], rtol=1e-6)
+    # 2-D: an axis of size 1 is neither interpolated nor smoothed
+    f2, m2 = ca.GridInfo((20, 20, 1), (1.0, 1.0, 1.0)), ca.GridInfo((10, 12, 1), (1.0, 2.0, 5.0))
+    assert lddmm._fixed_blur_sigma(f2, m2, 1.0) == pytest.approx((1.0, 2.0, 0.0))
+
+
+def test_fixed_blur_smooths_the_fixed_image_as_scipy(pair):
+    """The moving image is the fixed one and nothing is registered: the mismatch before registration is
+    then that of the fixed image against its own smoothed copy, computed here with SciPy."""
+    ndimage = pytest.importorskip("scipy.ndimage")
+    fixed = pair[0]
+    p = dict(lddmm.DEFAULTS, normalize="percentiles")
+    In = lddmm._normalised(fixed, ca.MEM_HOST, p).numpy().astype(np.float64)
+    want = ndimage.gaussian_filter(In, lddmm.INTERP_BLUR, mode="nearest", truncate=4.0)  # sigma: voxels (same grid)
+    kw = dict(normalize="percentiles", bias_sigma=0.0, affine="none", scales=1, iterations=0, device="cpu")
+    res = lddmm.register(fixed, fixed, **kw)
+    assert res.params["fixed_blur"] == lddmm.INTERP_BLUR
+    assert res.initial_mismatch == pytest.approx(((want - In) ** 2).sum(), rel=1e-3)
+    assert res.initial_mismatch > 0.1
+    assert lddmm.register(fixed, fixed, **dict(kw, fixed_blur=0.0)).initial_mismatch == 0.0
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), "0.4", True, 11.0])
+def test_fixed_blur_refuses_bad_values(pair, bad):
+    with pytest.raises(ValueError, match="fixed_blur"):
+        lddmm.register(*pair, fixed_blur=bad, iterations=0)
+
+
+def test_cli_fixed_blur_reaches_the_registration(tmp_path, capsys, pair):
+    f = tmp_path / "f.nii.gz"
+    ca.io.save_image(pair[0], f)
+    out = tmp_path / "out"
+    rc = cli.main(["lddmm", "--out", str(out), "--no-progress", "--no-report", "--device", "cpu", "--fixed", str(f),
+                   "--moving", str(f), "--scales", "1", "--iterations", "0", "--fixed-blur", "0.25"])
+    capsys.readouterr()
+    assert rc == 0 and json.loads((out / "summary.json").read_text())["params"]["fixed_blur"] == 0.25
 
 
 @pytest.mark.parametrize("flags, want", [(["--normalize", "percentiles"], "percentiles"), (["--no-normalize"], "none"),
