@@ -42,14 +42,15 @@ from ._metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
 
+# The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
+# axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
+INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
+
 # Defaults (docs/lddmm.md explains each, and the measurements that chose them: 'T1 brain MRI'). sigma
 # applies to intensities scaled to [0, 1] when normalize is on; sigma and alpha None: the metric's
 # default (_metrics.DEFAULT_SIGMA, DEFAULT_ALPHA; pyca atlas's alpha); alpha, gamma are per world unit
 # (the fluid operator's spacing enters); iterations are caps (tol stops); bias_sigma is in world units
-# (0: off).
-# The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
-# axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
-INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
+# (0: off); fixed_blur in moving-image voxels (0: off).
 DEFAULTS = dict(
     alpha=2.0, beta=0.0, gamma=0.02, lpow=2, sigma=None, metric="ssd", radius=3,
     step="auto", max_step=0.5, tol=3e-3, time_steps=4,
