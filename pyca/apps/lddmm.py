@@ -121,8 +121,13 @@ def _schedule(scales, iterations):
     return scales, [int(i) for i in its]
 
 
+def _real_in(v, lo, hi):
+    """v is a finite real number (not a boolean) in [lo, hi]."""
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and np.isfinite(v) and lo <= v <= hi
+
+
 def _int_in(v, lo, hi):
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) and v == int(v) and lo <= v <= hi
+    return _real_in(v, lo, hi) and v == int(v)
 
 
 def _check_params(p):
@@ -159,12 +164,10 @@ def _check_params(p):
     if p["normalize"] not in NORMALIZE:
         raise ValueError(f"lddmm: normalize must be one of {', '.join(NORMALIZE)} (or True / False), not "
                          f"{p['normalize']!r}")
-    b = p["bias_sigma"]
-    if isinstance(b, (bool, np.bool_)) or not (isinstance(b, numbers.Real) and np.isfinite(b) and b >= 0):
+    if not _real_in(p["bias_sigma"], 0, np.inf):
         raise ValueError(f"lddmm: bias_sigma (world units; 0: no bias correction) must be >= 0, "
                          f"got {p['bias_sigma']!r}")
-    b = p["fixed_blur"]
-    if isinstance(b, (bool, np.bool_)) or not (isinstance(b, numbers.Real) and np.isfinite(b) and 0 <= b <= 10):
+    if not _real_in(p["fixed_blur"], 0, 10):
         raise ValueError(f"lddmm: fixed_blur (moving-image voxels; 0: off) must be in [0, 10], "
                          f"got {p['fixed_blur']!r}")
     lo, hi = p["percentiles"]
