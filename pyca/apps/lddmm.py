@@ -450,11 +450,14 @@ def _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=False):
     eps = None if auto else float(p["step"])
     fails, stop, it = 0, "iteration cap", -1
     for it in range(n_it):
-        lev.gradients()
-        if eps is None:
-            dmax = lev.direction_max()
-            eps = min(0.25, float(p["max_step"]) / dmax) if dmax > 0 else 0.25
-        lev.update(eps)
+        if fails:  # the rejected step, halved: no gradients to compute again (_Level.halve)
+            lev.halve()
+        else:
+            lev.gradients()
+            if eps is None:
+                dmax = lev.direction_max()
+                eps = min(0.25, float(p["max_step"]) / dmax) if dmax > 0 else 0.25
+            lev.update(eps)
         m_new, _ = lev.forward()
         r_new = lev.reg_energy()
         E_new = m_new + r_new

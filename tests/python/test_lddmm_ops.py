@@ -185,6 +185,7 @@ class _RecomputingLevel(_lddmm_solver._Level):
 
     def undo(self):
         self.m, self.m_new = self.m_new, self.m
+        self.v, self.v_prev = self.v_prev, self.v  # halve() reads the rejected v there
         for j in range(self.T):
             self.K.applyInverseOperator(self.v[j], self.m[j])
         self.forward()
@@ -207,3 +208,39 @@ def test_undo_restores_the_state_a_recomputation_gives(device, fused, monkeypatc
         assert a["energy"] == pytest.approx(b["energy"], rel=1e-6)
     np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-5)
     np.testing.assert_allclose(new.phiinv.numpy(), ref.phiinv.numpy(), atol=1e-5)
+
+
+class _HalvingByUpdateLevel(_lddmm_solver._Level):
+    """halve() as update(eps / 2) from new gradients: the backward sweep and the T kernel
+    applications that halve() spares."""
+
+    def update(self, eps):
+        self.last_eps = eps
+        super().update(eps)
+
+    def halve(self):
+        self.gradients()
+        self.update(0.5 * self.last_eps)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
+def test_halving_a_rejected_step_equals_the_update_of_half_the_step(device, fused, monkeypatch):
+    """After a rejected step the solver takes the midpoint of the momenta and of the velocities
+    (K is linear) instead of new gradients and kernel applications: the same run as update(eps / 2)
+    within rounding. The schedule forces rejected steps, several of them in a row."""
+    pair = data.builtin_pair(size=(24, 24, 16), spacing=(2.0, 2.0, 3.0))
+    kw = dict(scales=(1,), iterations=25, time_steps=3, tol=0.0, affine="none", device=device, metric="ssd",
+              max_step=16.0)
+    monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
+    new = lddmm.register(*pair, **kw)
+    monkeypatch.setattr(lddmm, "_Level", _HalvingByUpdateLevel)
+    ref = lddmm.register(*pair, **kw)
+    accepted = [e["accepted"] for e in ref.energies]
+    assert any(not a and not b for a, b in zip(accepted, accepted[1:]))  # two rejections in a row happened
+    assert [e["accepted"] for e in new.energies] == accepted
+    for a, b in zip(new.energies, ref.energies):
+        assert a["step"] == b["step"]
+        assert a["energy"] == pytest.approx(b["energy"], rel=1e-5)
+    np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-4)
+    np.testing.assert_allclose(new.phiinv.numpy(), ref.phiinv.numpy(), atol=1e-3)
