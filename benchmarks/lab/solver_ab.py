@@ -5,7 +5,8 @@ built-in pair (one scale, T = 10, tol = 0, no linear stage), with the library un
     python benchmarks/lab/solver_ab.py old.py [--device gpu] [--sizes 128:100,256:20] [--repeat 2] [--old-unfused]
 
 --old-unfused runs the old solver's chain of single operations (its `fused = False`). An old solver
-whose undo() recomputes the state gets the forward pass its loop used to run after it.
+whose undo() recomputes the state gets the forward pass its loop used to run after it, and one
+without halve() the new gradients and update(eps / 2) its loop ran after a rejected step.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _load_old(path):
     mod = type(sys)("old_solver")
     exec(compile(src, path, "exec"), mod.__dict__)  # noqa: S102 - a lab script running a given file
     base = mod._Level
-    if "J0_prev" in src and "source=None" in src:
+    if "J0_prev" in src and "source=None" in src and "def halve" in src:
         return base
 
     class Old(base):
@@ -37,10 +38,17 @@ def _load_old(path):
             super().__init__(*args, **kw)
 
         def undo(self):
-            if "J0_prev" in src:
-                return super().undo()
             super().undo()
-            self.forward()  # what pyca.apps.lddmm's loop did after undo() then
+            if "J0_prev" not in src:
+                self.forward()  # what pyca.apps.lddmm's loop did after undo() then
+
+        def update(self, eps):
+            self.last_eps = eps
+            super().update(eps)
+
+        def halve(self):  # what the loop did before _Level.halve: new gradients, half the step
+            self.gradients()
+            self.update(0.5 * self.last_eps)
 
     return Old
 
