@@ -11,10 +11,12 @@
 // and unnormalised as cuFFT's; the 1 / N is the operator's `scale`.
 #pragma once
 
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cub/block/block_reduce.cuh>
 
 #include "pyca/math/filters.h"
@@ -202,20 +204,35 @@ __global__ void __launch_bounds__(kZPassThreads)
                 math::FluidParams P, float scale, double* __restrict__ dot) {
   const int nxh = nx / 2 + 1;
   constexpr int TX = zPassColumns<NZ>(), R1 = zPassR1<NZ>(), R2 = NZ / R1;
-  extern __shared__ float2 smem[];
+  extern __shared__ __align__(16) float2 smem[];
   float2* s = smem;                // s[(c * NZ + z) * TX + col]
   float2* w = smem + 3 * NZ * TX;  // exp(-2 pi i m / NZ), m < NZ
   const int j0 = int(blockIdx.x) * TX;
   const int t = int(threadIdx.x);
 
   for (int m = t; m < NZ; m += kZPassThreads) w[m] = tw[m];
-  for (int idx = t; idx < 3 * NZ * TX; idx += kZPassThreads) {
+  // The columns into shared memory by asynchronous copies (cp.async), all of a thread's in flight at
+  // once: two neighbouring columns (16 bytes) a copy where they are 16-byte aligned, else one.
+  static_assert(TX % 2 == 0, "the copies take columns in pairs");
+  const bool pairs = plane % 2 == 0 && nCplx % 2 == 0 && reinterpret_cast<std::uintptr_t>(C) % 16 == 0;
+  for (int idx = 2 * t; idx < 3 * NZ * TX; idx += 2 * kZPassThreads) {
     const int col = idx % TX, cz = idx / TX, c = cz / NZ, z = cz - c * NZ;
     const int j = j0 + col;
-    float2 v = make_float2(0.f, 0.f);
-    if (j < plane) v = C[std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j)];
-    s[idx] = v;
+    const cufftComplex* src = C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j));
+    if (pairs && j + 1 < plane) {
+      __pipeline_memcpy_async(s + idx, src, 2 * sizeof(float2));
+    } else {
+      for (int k = 0; k < 2; ++k) {
+        if (j + k < plane) {
+          __pipeline_memcpy_async(s + idx + k, src + k, sizeof(float2));
+        } else {
+          s[idx + k] = make_float2(0.f, 0.f);
+        }
+      }
+    }
   }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
   __syncthreads();
   zPassStep<NZ, TX, false>(s, w, true);
   zPassStep<NZ, TX, false>(s, w, false);
@@ -241,10 +258,17 @@ __global__ void __launch_bounds__(kZPassThreads)
   zPassStep<NZ, TX, true>(s, w, true);
   zPassStep<NZ, TX, true>(s, w, false);
 
-  for (int idx = t; idx < 3 * NZ * TX; idx += kZPassThreads) {
+  for (int idx = 2 * t; idx < 3 * NZ * TX; idx += 2 * kZPassThreads) {  // back in pairs as they came
     const int col = idx % TX, cz = idx / TX, c = cz / NZ, z = cz - c * NZ;
     const int j = j0 + col;
-    if (j < plane) C[std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j)] = s[idx];
+    cufftComplex* dst = C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j));
+    if (pairs && j + 1 < plane) {
+      *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(s + idx);
+    } else {
+      for (int k = 0; k < 2; ++k) {
+        if (j + k < plane) dst[k] = s[idx + k];
+      }
+    }
   }
 }
 
