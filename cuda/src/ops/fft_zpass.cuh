@@ -218,7 +218,8 @@ __global__ void __launch_bounds__(kZPassThreads)
   for (int idx = 2 * t; idx < 3 * NZ * TX; idx += 2 * kZPassThreads) {
     const int col = idx % TX, cz = idx / TX, c = cz / NZ, z = cz - c * NZ;
     const int j = j0 + col;
-    const cufftComplex* src = C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j));
+    const cufftComplex* src =
+        C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j));
     if (pairs && j + 1 < plane) {
       __pipeline_memcpy_async(s + idx, src, 2 * sizeof(float2));
     } else {
