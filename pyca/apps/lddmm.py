@@ -54,7 +54,7 @@ INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
 DEFAULTS = dict(
     alpha=2.0, beta=0.0, gamma=0.02, lpow=2, sigma=None, metric="ssd", radius=3,
     step="auto", max_step=0.5, tol=3e-3, time_steps=4,
-    scales=(4, 2, 1), iterations=(200, 150, 100),
+    scales=(4, 2, 1), iterations=(10, 150, 150),
     normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, fixed_blur=INTERP_BLUR, affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None,
     device="auto", names=None,
