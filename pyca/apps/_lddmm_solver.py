@@ -262,7 +262,7 @@ class _Level:
     # backward sweep and kernel applications. The rejected momenta are m + eps d (d = (2 / sigma^2) b
     # - 2 m, b the gradients of the current v), so half the step is their midpoint with m; K is linear,
     # so v = K m moves to the midpoint of v and the rejected velocities. The same as update(eps / 2)
-    # in exact arithmetic (tests/python/test_lddmm_solver.py compares the two); one pass over m and v.
+    # in exact arithmetic (tests/python/test_lddmm_ops.py compares the two); one pass over m and v.
     def halve(self):
         for new, old in ((self.m_new, self.m), (self.v_prev, self.v)):
             ca.MulC_Add_MulC_I(self._flat[id(new)], 0.5, self._flat[id(old)], 0.5)
