@@ -33,13 +33,16 @@ class Image:
 
 
 def install():
+    """True when the stand-in is in use (installed now or by an earlier call), False when the real
+    SimpleITK is."""
     try:
-        import SimpleITK  # noqa: F401
+        import SimpleITK
 
-        return False
+        return bool(getattr(SimpleITK, "_pyca_stand_in", False))
     except ImportError:
         pass
     m = types.ModuleType("SimpleITK")
+    m._pyca_stand_in = True
     m.Image = Image
     m.SimpleITK = types.SimpleNamespace(Image=Image)
     m.GetArrayFromImage = lambda im: im.a
