@@ -28,3 +28,29 @@ def test_bench_outputs_reads_the_commands_own_timings():
     out = _run("bench_outputs.py", "--size", "16,16,8", "--runs", "1", "--repeat", "1", "--device", "cpu")
     assert "writing shorter than the registration in" in out
     assert "peer: nib.save" in out
+
+
+def test_sitk_stand_in_serves_more_than_one_call(monkeypatch):
+    """bench_brain.py hands FireANTs in-memory images through the SimpleITK stand-in once per pair:
+    a second install() must still report the stand-in (it used to take itself for SimpleITK)."""
+    try:
+        import SimpleITK  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("the real SimpleITK is installed: the stand-in is not used")
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    monkeypatch.delitem(sys.modules, "SimpleITK", raising=False)
+    import _sitk_stub
+
+    try:
+        assert _sitk_stub.install() is True
+        assert _sitk_stub.install() is True
+        import SimpleITK as stub
+
+        im = stub.Image([[[1.0]]], (1.0, 1.0, 1.0), (0.0, 0.0, 0.0), (1, 0, 0, 0, 1, 0, 0, 0, 1))
+        assert stub.GetArrayFromImage(im).shape == (1, 1, 1)
+        with pytest.raises(NotImplementedError):
+            stub.GetImageFromArray(im.a)
+    finally:
+        sys.modules.pop("SimpleITK", None)  # other tests must see no SimpleITK again
