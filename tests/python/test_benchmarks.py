@@ -54,3 +54,13 @@ def test_sitk_stand_in_serves_more_than_one_call(monkeypatch):
             stub.GetImageFromArray(im.a)
     finally:
         sys.modules.pop("SimpleITK", None)  # other tests must see no SimpleITK again
+
+
+def test_brain_lab_runs_a_setting_with_a_bias_field():
+    from pyca.apps import data
+
+    if data.mni_dir() is None:
+        pytest.skip("needs the MNI152 template (nilearn)")
+    out = _run("lab/brain_lab.py", "--seeds", "1L", "--resolution", "2", "--device", "cpu", "--params",
+               '[{"iterations": [1, 1, 1], "_bias": 0.15}]')
+    assert "seed 1 LAS" in out and "iterations 3" in out
