@@ -262,13 +262,11 @@ class _Level:
     # backward sweep and kernel applications. The rejected momenta are m + eps d (d = (2 / sigma^2) b
     # - 2 m, b the gradients of the current v), so half the step is their midpoint with m; K is linear,
     # so v = K m moves to the midpoint of v and the rejected velocities. The same as update(eps / 2)
-    # in exact arithmetic (tests/python/test_lddmm_ops.py compares the two); one pass over m and v.
+    # in exact arithmetic (tests/python/test_lddmm_ops.py compares the two); one pass over each stack.
+    # undo() has left no kernel sum due, so reg_energy() then takes one Dot.
     def halve(self):
         for new, old in ((self.m_new, self.m), (self.v_prev, self.v)):
             ca.MulC_Add_MulC_I(self._flat[id(new)], 0.5, self._flat[id(old)], 0.5)
-        if self._dot_due:
-            self.K.takeDot()
-        self._due = self._dot_due = False  # reg_energy() takes one Dot
         self.m, self.m_new = self.m_new, self.m
         self.v, self.v_prev = self.v_prev, self.v
 
