@@ -342,3 +342,57 @@ def test_mixed_memory_is_refused(grid):
     k.setGrid(grid)
     with pytest.raises(ca.MemoryTypeError):
         k.applyOperator(ca.Field3D(grid, ca.MEM_DEVICE), ca.Field3D(grid, ca.MEM_HOST))
+
+
+# ------------------------------------------------------------------------------- the band (setBand)
+def np_band(v, band):
+    """v projected onto the frequencies |k_d| <= band[d] (band[d] < 0: every one), in float64."""
+    out = []
+    for c in range(3):
+        F = np.fft.fftn(v[..., c].astype(np.float64))
+        for d, (n, b) in enumerate(zip(v.shape[:3], band)):
+            if b >= 0:
+                shape = [1, 1, 1]
+                shape[d] = n
+                k = np.arange(n)
+                F = F * (np.minimum(k, n - k) <= b).reshape(shape)  # |k|: k and n - k are one frequency
+        out.append(np.fft.ifftn(F).real)
+    return np.stack(out, -1)
+
+
+# K on a band is K after the projection onto it. On the GPU: grids whose ny and nz the y and z
+# passes handle skip the frequencies outside (cuda/src/ops/fft_band.cuh; odd and even nx), a z-pass
+# grid with another ny and the other grids zero them; bands on one axis, on all, only k = 0, and a
+# band wider than the grid (no band).
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("size", [(32, 16, 8), (15, 32, 16), (20, 24, 16), (12, 10, 9), (9, 1, 12)])
+@pytest.mark.parametrize("band", [(3, 2, 1), (-1, 3, -1), (4, -1, -1), (-1, -1, 2), (0, 0, 0), (100, 100, 100)])
+@pytest.mark.parametrize("beta", [0.0, 0.3])
+def test_fluid_kernel_band_is_the_projection(rng, mem, size, band, beta):
+    grid = ca.GridInfo(size, (1.5, 1.0, 0.7))
+    v = rng.standard_normal(size + (3,)).astype(np.float32)
+    k = ca.FluidKernelFFT()
+    k.setAlpha(0.6)
+    k.setBeta(beta)
+    k.setGamma(0.2)
+    k.setLPow(2)
+    k.setGrid(grid)
+    assert tuple(k.getBand()) == (-1, -1, -1)
+    k.setBand(ca.Vec3Di(*band))
+    assert tuple(k.getBand()) == band
+    vin, out, lv = field(v, grid, mem), ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    k.applyInverseOperatorDot(out, vin)
+    ref = np_band(np_fluid(v, sp_of(grid), 0.6, beta, 0.2, 2, True), band)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=2e-5 * np.abs(ref).max())
+    np.testing.assert_allclose(k.takeDot(), np.sum(v.astype(np.float64) * ref), rtol=1e-4)
+    k.applyOperator(lv, vin)  # L on the band too
+    ref = np_band(np_fluid(v, sp_of(grid), 0.6, beta, 0.2, 2, False), band)
+    np.testing.assert_allclose(lv.numpy(), ref, rtol=1e-4, atol=2e-5 * np.abs(ref).max())
+    np.testing.assert_array_equal(vin.numpy(), v)  # input untouched
+
+
+def test_fluid_kernel_band_rejects_bad_values():
+    k = ca.FluidKernelFFT()
+    with pytest.raises(ValueError, match=r"setBand.*'band'"):
+        k.setBand(ca.Vec3Di(2, -2, 0))
+    assert tuple(k.getBand()) == (-1, -1, -1)

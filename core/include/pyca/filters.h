@@ -73,6 +73,13 @@ class FluidKernelFFT {
   // When true, the result is projected onto (discretely) divergence-free fields, as PyCA's option.
   void setDivergenceFree(bool divFree);
   bool getDivergenceFree() const;
+  // The band: per axis the largest |k| (frequency index, k and n - k being one frequency) that the
+  // operator keeps; every frequency with a larger |k| on some axis gives 0, as if the fields were
+  // first projected onto the band-limited ones. -1 (the default): the whole axis. Values below -1
+  // throw ValueError. A band where K's symbol has fallen below a tolerance skips work on the GPU
+  // (docs/design/fluid-fft.md); pyca.apps.lddmm chooses it so (band_tol).
+  void setBand(const Vec3Di& band);
+  Vec3Di getBand() const;
 
   // The grid of the fields to process (size and spacing). Must be called before applying.
   void setGrid(const GridInfo& grid);

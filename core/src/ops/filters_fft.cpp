@@ -212,7 +212,8 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
         float re[3] = {X[i][0], Y[i][0], Z[i][0]};
         float im[3] = {X[i][1], Y[i][1], Z[i][1]};
         const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
-        math::fluidApplyAt(prm, cx[kx], cy[ky], cz[kz], sx[kx], sy[ky], sz[kz], scale, i == 0, re, im);
+        math::fluidApplyBanded(prm, kx, ky, kz, s.x, s.y, s.z, cx[kx], cy[ky], cz[kz], sx[kx], sy[ky], sz[kz],
+                               scale, re, im);
         if (dot) sum += math::parsevalTerm(kx, s.x, re0, im0, re, im);
         X[i][0] = re[0];
         Y[i][0] = re[1];
@@ -340,6 +341,17 @@ void FluidKernelFFT::setLPow(int lpow) {
 }
 int FluidKernelFFT::getLPow() const { return impl_->prm.lpow; }
 void FluidKernelFFT::setDivergenceFree(bool divFree) { impl_->prm.divFree = divFree; }
+void FluidKernelFFT::setBand(const Vec3Di& band) {
+  if (band.x < -1 || band.y < -1 || band.z < -1) {
+    throw ValueError(
+        "FluidKernelFFT.setBand: argument 'band' must hold values >= -1 (-1: the whole axis), not " +
+        detail::vecStr(band));
+  }
+  for (int a = 0; a < 3; ++a) impl_->prm.band[a] = band[a];
+}
+Vec3Di FluidKernelFFT::getBand() const {
+  return Vec3Di(impl_->prm.band[0], impl_->prm.band[1], impl_->prm.band[2]);
+}
 bool FluidKernelFFT::getDivergenceFree() const { return impl_->prm.divFree; }
 
 void FluidKernelFFT::setGrid(const GridInfo& grid) {

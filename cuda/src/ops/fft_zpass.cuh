@@ -38,9 +38,9 @@ template <int NZ>
 __host__ __device__ constexpr int zPassR1() {
   return NZ >= 128 ? 16 : (NZ >= 32 ? 8 : 4);
 }
-template <int NZ>
+template <int NZ, int TX = zPassColumns<NZ>()>
 __host__ __device__ constexpr std::size_t zPassSharedBytes() {
-  return std::size_t(3) * NZ * zPassColumns<NZ>() * sizeof(float2) + std::size_t(NZ) * sizeof(float2);
+  return std::size_t(3) * NZ * TX * sizeof(float2) + std::size_t(NZ) * sizeof(float2);
 }
 constexpr int kZPassThreads = 256;
 
@@ -181,9 +181,9 @@ __device__ __forceinline__ double fluidAtFrequency(const math::FluidParams& P, c
   const float* tz = syT + ny;
   const float* szT = tz + nz;
   const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
-  math::fluidApplyAt(P, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy, __ldg(tz + kz) * isz * isz,
-                     __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy, __ldg(szT + kz) * isz, scale,
-                     kx == 0 && ky == 0 && kz == 0, re, im);
+  math::fluidApplyBanded(P, kx, ky, kz, nx, ny, nz, __ldg(tx + kx) * isx * isx, __ldg(ty + ky) * isy * isy,
+                         __ldg(tz + kz) * isz * isz, __ldg(sxT + kx) * isx, __ldg(syT + ky) * isy,
+                         __ldg(szT + kz) * isz, scale, re, im);
   return dot ? math::parsevalTerm(kx, nx, re0, im0, re, im) : 0.0;
 }
 
@@ -196,36 +196,59 @@ __device__ __forceinline__ void blockAddDot(double* dot, double v) {
   if (threadIdx.x == 0) atomicAdd(dot, sum);
 }
 
+// The columns of the z pass: column q (0 <= q < perRow * rows) is frequency (kx, ky) = (q % perRow,
+// the row q / perRow), at j = ky * nxh + kx of a z-plane. Every column: perRow = nxh, rows = ny, by =
+// ny - 1 (then j = q). A band (FluidKernelFFT.setBand): perRow = bx + 1, rows = 2 by + 1, the rows
+// ky = 0..by, then ny - by..ny - 1.
+struct ZColumns {
+  int perRow, rows, by, ny, nxh;
+  bool all;  // every column: j = q
+  static ZColumns every(int nxh, int ny) { return {nxh, ny, ny - 1, ny, nxh, true}; }
+  __device__ __forceinline__ int count() const { return perRow * rows; }
+  __device__ __forceinline__ void at(int q, int& kx, int& ky) const {
+    const int r = q / perRow;
+    kx = q - r * perRow;
+    ky = r <= by ? r : ny - (rows - r);
+  }
+  __device__ __forceinline__ int j(int q) const {
+    if (all) return q;
+    int kx, ky;
+    at(q, kx, ky);
+    return ky * nxh + kx;
+  }
+};
+
 // dot (may be null): adds <in, out> (math::parsevalTerm over the frequencies) to *dot.
-template <int NZ>
+// TX: columns per block (fewer than zPassColumns<NZ>() where a band leaves few columns: more blocks).
+template <int NZ, int TX = zPassColumns<NZ>()>
 __global__ void __launch_bounds__(kZPassThreads)
-    zPassKernel(cufftComplex* __restrict__ C, std::size_t nCplx, int plane, int nx, int ny,
+    zPassKernel(cufftComplex* __restrict__ C, std::size_t nCplx, int plane, int nx, int ny, ZColumns cols,
                 const float2* __restrict__ tw, const float* __restrict__ tab, float isx, float isy, float isz,
                 math::FluidParams P, float scale, double* __restrict__ dot) {
-  const int nxh = nx / 2 + 1;
-  constexpr int TX = zPassColumns<NZ>(), R1 = zPassR1<NZ>(), R2 = NZ / R1;
+  constexpr int R1 = zPassR1<NZ>(), R2 = NZ / R1;
   extern __shared__ __align__(16) float2 smem[];
   float2* s = smem;                // s[(c * NZ + z) * TX + col]
   float2* w = smem + 3 * NZ * TX;  // exp(-2 pi i m / NZ), m < NZ
-  const int j0 = int(blockIdx.x) * TX;
+  const int q0 = int(blockIdx.x) * TX, nq = cols.count();
   const int t = int(threadIdx.x);
 
   for (int m = t; m < NZ; m += kZPassThreads) w[m] = tw[m];
   // The columns into shared memory by asynchronous copies (cp.async), all of a thread's in flight at
-  // once: two neighbouring columns (16 bytes) a copy where they are 16-byte aligned, else one.
+  // once: two columns (16 bytes) a copy where they are neighbours in memory and 16-byte aligned, else
+  // one.
   static_assert(TX % 2 == 0, "the copies take columns in pairs");
   const bool pairs = plane % 2 == 0 && nCplx % 2 == 0 && reinterpret_cast<std::uintptr_t>(C) % 16 == 0;
   for (int idx = 2 * t; idx < 3 * NZ * TX; idx += 2 * kZPassThreads) {
     const int col = idx % TX, cz = idx / TX, c = cz / NZ, z = cz - c * NZ;
-    const int j = j0 + col;
-    const cufftComplex* src =
-        C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j));
-    if (pairs && j + 1 < plane) {
-      __pipeline_memcpy_async(s + idx, src, 2 * sizeof(float2));
+    const int q = q0 + col;
+    const int j = q < nq ? cols.j(q) : 0;
+    const cufftComplex* base = C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane));
+    if (pairs && q + 1 < nq && j % 2 == 0 && cols.j(q + 1) == j + 1) {
+      __pipeline_memcpy_async(s + idx, base + j, 2 * sizeof(float2));
     } else {
       for (int k = 0; k < 2; ++k) {
-        if (j + k < plane) {
-          __pipeline_memcpy_async(s + idx + k, src + k, sizeof(float2));
+        if (q + k < nq) {
+          __pipeline_memcpy_async(s + idx + k, base + cols.j(q + k), sizeof(float2));
         } else {
           s[idx + k] = make_float2(0.f, 0.f);
         }
@@ -241,10 +264,11 @@ __global__ void __launch_bounds__(kZPassThreads)
   // The operator per frequency, its three components together (kz = k1 + R1 k2 at k1 R2 + k2).
   double sum = 0.0;
   for (int idx = t; idx < NZ * TX; idx += kZPassThreads) {
-    const int col = idx % TX, pos = idx / TX, j = j0 + col;
-    if (j >= plane) continue;
+    const int col = idx % TX, pos = idx / TX, q = q0 + col;
+    if (q >= nq) continue;
     const int k1 = pos / R2, kz = k1 + R1 * (pos - k1 * R2);
-    const int ky = j / nxh, kx = j - ky * nxh;
+    int kx, ky;
+    cols.at(q, kx, ky);
     float re[3], im[3];
     for (int c = 0; c < 3; ++c) {
       const float2 v = s[(c * NZ + pos) * TX + col];
@@ -261,13 +285,14 @@ __global__ void __launch_bounds__(kZPassThreads)
 
   for (int idx = 2 * t; idx < 3 * NZ * TX; idx += 2 * kZPassThreads) {  // back in pairs as they came
     const int col = idx % TX, cz = idx / TX, c = cz / NZ, z = cz - c * NZ;
-    const int j = j0 + col;
-    cufftComplex* dst = C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane) + std::size_t(j));
-    if (pairs && j + 1 < plane) {
-      *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(s + idx);
+    const int q = q0 + col;
+    const int j = q < nq ? cols.j(q) : 0;
+    cufftComplex* base = C + (std::size_t(c) * nCplx + std::size_t(z) * std::size_t(plane));
+    if (pairs && q + 1 < nq && j % 2 == 0 && cols.j(q + 1) == j + 1) {
+      *reinterpret_cast<float4*>(base + j) = *reinterpret_cast<const float4*>(s + idx);
     } else {
       for (int k = 0; k < 2; ++k) {
-        if (j + k < plane) dst[k] = s[idx + k];
+        if (q + k < nq) base[cols.j(q + k)] = s[idx + k];
       }
     }
   }

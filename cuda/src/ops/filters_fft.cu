@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ops/cuda_common.cuh"
+#include "ops/fft_band.cuh"
 #include "ops/fft_zpass.cuh"
 #include "ops/filters_cuda.h"
 #include "pyca/errors.h"
@@ -65,6 +66,13 @@ struct CufftPlans {
   cufftHandle r2c2 = 0, c2r2 = 0;
   float2* twiddles = nullptr;  // exp(-2 pi i m / nz), m < nz
   bool hasR2c3 = false, hasC2r3 = false, hasR2c1 = false, hasC2r1 = false, hasR2c2 = false, hasC2r2 = false;
+  // A band (fft_band.cuh), on z-pass grids whose ny the y passes handle: cuFFT along x alone (batch
+  // 3 ny nz rows), the y passes' twiddles; made on the first call with a band.
+  bool yPass = false, bandReady = false, hasR2cx = false, hasC2rx = false;
+  int sms = 1;  // the device's multiprocessors (ensureBand)
+  cufftHandle r2cx = 0, c2rx = 0;
+  float2* twiddlesY = nullptr;  // exp(-2 pi i m / ny), m < ny
+  std::vector<float2> hostTwiddlesY;
   cufftComplex* cplx = nullptr;  // 3 * nCplx
   float* tables = nullptr;       // t_x, s_x (nx/2+1 each), t_y, s_y (ny), t_z, s_z (nz), unscaled
   std::vector<float> hostTables;
@@ -85,6 +93,7 @@ struct CufftPlans {
       plan(&c2r3, &hasC2r3, CUFFT_C2R, 3);
       zPass = rank == 3 && s.x > 1 && s.y > 1 && zPassSupports(s.z);
       if (zPass) makeZPass();
+      yPass = zPass && yPassSupports(s.y);
       check(cudaMalloc(&cplx, 3 * nCplx * sizeof(cufftComplex)), kOp, "cudaMalloc");
 
       const int nxh = s.x / 2 + 1;
@@ -122,16 +131,7 @@ struct CufftPlans {
       (k == 0 ? hasR2c2 : hasC2r2) = true;
       checkFft(cufftSetStream(*h, stream), "cufftSetStream");
     }
-    const int m = size.z;
-    hostTwiddles.resize(std::size_t(m));
-    for (int i = 0; i < m; ++i) {
-      const double a = -2.0 * 3.14159265358979323846 * double(i) / double(size.z);
-      hostTwiddles[std::size_t(i)] = make_float2(float(std::cos(a)), float(std::sin(a)));
-    }
-    check(cudaMalloc(&twiddles, std::size_t(m) * sizeof(float2)), kOp, "cudaMalloc");
-    check(cudaMemcpyAsync(twiddles, hostTwiddles.data(), std::size_t(m) * sizeof(float2),
-                          cudaMemcpyHostToDevice, stream),
-          kOp, "cudaMemcpyAsync");
+    twiddles = makeTwiddles(size.z, hostTwiddles);
     withZPass(size.z, [&](auto nz) {
       constexpr int NZ = decltype(nz)::value;
       check(cudaFuncSetAttribute(zPassKernel<NZ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -140,7 +140,78 @@ struct CufftPlans {
     });
   }
 
+  // exp(-2 pi i m / n), m < n, on the device (host copy kept until the copy has run).
+  float2* makeTwiddles(int n, std::vector<float2>& host) {
+    host.resize(std::size_t(n));
+    for (int i = 0; i < n; ++i) {
+      const double a = -2.0 * 3.14159265358979323846 * double(i) / double(n);
+      host[std::size_t(i)] = make_float2(float(std::cos(a)), float(std::sin(a)));
+    }
+    float2* d = nullptr;
+    check(cudaMalloc(&d, std::size_t(n) * sizeof(float2)), kOp, "cudaMalloc");
+    check(cudaMemcpyAsync(d, host.data(), std::size_t(n) * sizeof(float2), cudaMemcpyHostToDevice, stream),
+          kOp, "cudaMemcpyAsync");
+    return d;
+  }
+
+  // The plans along x, the y twiddles and the y passes' shared memory limit (yPass grids only).
+  void ensureBand() {
+    if (bandReady) return;
+    int device = 0;
+    check(cudaGetDevice(&device), kOp, "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kOp,
+          "cudaDeviceGetAttribute");
+    int nx = size.x;
+    for (int k = 0; k < 2; ++k) {
+      cufftHandle* h = k == 0 ? &r2cx : &c2rx;
+      bool* made = k == 0 ? &hasR2cx : &hasC2rx;
+      if (*made) continue;
+      checkFft(cufftPlanMany(h, 1, &nx, nullptr, 1, 0, nullptr, 1, 0, k == 0 ? CUFFT_R2C : CUFFT_C2R,
+                             3 * size.y * size.z),
+               "cufftPlanMany");
+      *made = true;
+      checkFft(cufftSetStream(*h, stream), "cufftSetStream");
+    }
+    if (!twiddlesY) twiddlesY = makeTwiddles(size.y, hostTwiddlesY);
+    // Shared memory limits of the band's kernels (the 16-column ones of 128 and 256 points need more
+    // than the default 48 KB).
+    withZPass(size.y, [&](auto ny) {
+      constexpr int NY = decltype(ny)::value;
+      withColumns(16, [&](auto c16) { setShared<NY, decltype(c16)::value>(); });
+      withColumns(8, [&](auto c8) { setShared<NY, decltype(c8)::value>(); });
+      withColumns(4, [&](auto c4) { setShared<NY, decltype(c4)::value>(); });
+    });
+    withZPass(size.z, [&](auto nz) {
+      constexpr int NZ = decltype(nz)::value;
+      withColumns(8, [&](auto c8) { setZShared<NZ, decltype(c8)::value>(); });
+      withColumns(4, [&](auto c4) { setZShared<NZ, decltype(c4)::value>(); });
+    });
+    bandReady = true;
+  }
+
+  template <int NY, int TX>
+  void setShared() {
+    if constexpr (TX <= zPassColumns<NY>()) {  // (wider blocks are not used: more shared memory)
+      for (auto* f : {yPassKernel<NY, false, TX>, yPassKernel<NY, true, TX>}) {
+        check(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(zPassSharedBytes<NY, TX>())),
+              kOp, "cudaFuncSetAttribute");
+      }
+    }
+  }
+  template <int NZ, int TX>
+  void setZShared() {
+    check(cudaFuncSetAttribute(zPassKernel<NZ, TX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(zPassSharedBytes<NZ, TX>())),
+          kOp, "cudaFuncSetAttribute");
+  }
+
   void release() {
+    if (hasR2cx) cufftDestroy(r2cx);
+    if (hasC2rx) cufftDestroy(c2rx);
+    hasR2cx = hasC2rx = bandReady = false;
+    if (twiddlesY) cudaFree(twiddlesY);
+    twiddlesY = nullptr;
     if (hasR2c2) cufftDestroy(r2c2);
     if (hasC2r2) cufftDestroy(c2r2);
     hasR2c2 = hasC2r2 = false;
@@ -230,17 +301,51 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
   const Vec3Df sp = grid.spacing();
   const bool inJoined = in[1] == in[0] + nR && in[2] == in[1] + nR;
   const bool outJoined = out[1] == out[0] + nR && out[2] == out[1] + nR;
-  if (P.zPass && inJoined && outJoined) {  // x, y by cuFFT per z-plane; z and the operator in one pass
-    checkFft(cufftExecR2C(P.r2c2, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
-    const int nxh = s.x / 2 + 1, plane = nxh * s.y;
+  const int nxh = s.x / 2 + 1, plane = nxh * s.y;
+  const float scale = float(1.0 / double(nR));
+  const long target = 2L * P.sms;  // blocks: two per SM at least, where the columns allow
+  auto zPassOn = [&](const ZColumns& cols, int tx) {
     withZPass(s.z, [&](auto nz) {
       constexpr int NZ = decltype(nz)::value;
-      const unsigned blocks = unsigned((plane + zPassColumns<NZ>() - 1) / zPassColumns<NZ>());
-      zPassKernel<NZ><<<blocks, kZPassThreads, zPassSharedBytes<NZ>(), st>>>(
-          C[0], nC, plane, s.x, s.y, P.twiddles, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
-          float(1.0 / double(nR)), dot);
+      withColumns(tx, [&](auto c) {
+        constexpr int TX = decltype(c)::value <= zPassColumns<NZ>() ? decltype(c)::value : zPassColumns<NZ>();
+        const unsigned blocks = unsigned((cols.perRow * cols.rows + TX - 1) / TX);
+        zPassKernel<NZ, TX><<<blocks, kZPassThreads, zPassSharedBytes<NZ, TX>(), st>>>(
+            C[0], nC, plane, s.x, s.y, cols, P.twiddles, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
+            scale, dot);
+      });
     });
     pyca::checkLaunch(kOp);
+  };
+  if (P.yPass && inJoined && outJoined && math::bandActive(p, s.x, s.y, s.z)) {
+    // A band: x by cuFFT; y (the columns kx <= bx, the rows |ky| <= by) and z on the band alone.
+    P.ensureBand();
+    const int nkx = p.band[0] >= 0 && p.band[0] < s.x / 2 ? p.band[0] + 1 : nxh;
+    const bool yBand = p.band[1] >= 0 && p.band[1] < s.y / 2;
+    const int rows = yBand ? 2 * p.band[1] + 1 : s.y, by = yBand ? p.band[1] : s.y - 1;
+    auto yPassOn = [&](auto inv, int columns) {
+      withZPass(s.y, [&](auto ny) {
+        constexpr int NY = decltype(ny)::value;
+        withColumns(bandColumns(NY, columns, s.z, target), [&](auto c) {
+          constexpr int TX =
+              decltype(c)::value <= zPassColumns<NY>() ? decltype(c)::value : zPassColumns<NY>();
+          yPassKernel<NY, decltype(inv)::value, TX>
+              <<<dim3(unsigned((columns + TX - 1) / TX), unsigned(s.z)), kZPassThreads,
+                 zPassSharedBytes<NY, TX>(), st>>>(C[0], nC, plane, nxh, nkx, rows, by, P.twiddlesY);
+        });
+      });
+      pyca::checkLaunch(kOp);
+    };
+    checkFft(cufftExecR2C(P.r2cx, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
+    yPassOn(std::false_type{}, nkx);
+    zPassOn(ZColumns{nkx, rows, by, s.y, nxh, false}, bandColumns(s.z, long(nkx) * rows, 1, target));
+    yPassOn(std::true_type{}, nxh);
+    checkFft(cufftExecC2R(P.c2rx, C[0], out[0]), "cufftExecC2R");
+    return;
+  }
+  if (P.zPass && inJoined && outJoined) {  // x, y by cuFFT per z-plane; z and the operator in one pass
+    checkFft(cufftExecR2C(P.r2c2, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
+    zPassOn(ZColumns::every(nxh, s.y), 16);
     checkFft(cufftExecC2R(P.c2r2, C[0], out[0]), "cufftExecC2R");
     return;
   }
@@ -257,8 +362,7 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
   const int block = kZPassThreads;  // (blockAddDot reduces blocks of this size)
   const std::size_t blocks = std::min<std::size_t>((nC + block - 1) / block, std::size_t(1) << 20);
   fluidKernel<<<unsigned(std::max<std::size_t>(blocks, 1)), block, 0, st>>>(
-      C[0], C[1], C[2], s.x, s.y, s.z, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
-      float(1.0 / double(nR)), dot);
+      C[0], C[1], C[2], s.x, s.y, s.z, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p, scale, dot);
   pyca::checkLaunch(kOp);
 
   // Inverse transforms (C2R overwrites the complex buffer, which is ours).

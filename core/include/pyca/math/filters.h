@@ -52,7 +52,29 @@ struct FluidParams {
   bool inverse = false;  // apply K = L^-lpow instead of L^lpow
   bool divFree =
       false;  // afterwards, project out the component along (s_x, s_y, s_z) (PyCA's divergence-free option)
+  // The band: per axis (x, y, z) the largest |k| kept (k and n - k are one frequency, |k| = min(k,
+  // n - k)); every frequency with a larger |k| on some axis is set to 0 (and adds nothing to <in,
+  // out>). -1: the whole axis. FluidKernelFFT.setBand.
+  int band[3] = {-1, -1, -1};
 };
+
+// Whether frequency (kx, ky, kz) of an nx x ny x nz grid lies outside P's band.
+PYCA_HD bool outsideBand(const FluidParams& P, int kx, int ky, int kz, int nx, int ny, int nz) {
+  const int k[3] = {kx <= nx / 2 ? kx : nx - kx, ky <= ny / 2 ? ky : ny - ky, kz <= nz / 2 ? kz : nz - kz};
+  for (int a = 0; a < 3; ++a) {
+    if (P.band[a] >= 0 && k[a] > P.band[a]) return true;
+  }
+  return false;
+}
+
+// Whether P's band drops any frequency of an nx x ny x nz grid.
+PYCA_HD bool bandActive(const FluidParams& P, int nx, int ny, int nz) {
+  const int n[3] = {nx, ny, nz};
+  for (int a = 0; a < 3; ++a) {
+    if (P.band[a] >= 0 && P.band[a] < n[a] / 2) return true;  // n / 2: the largest |k| of the axis
+  }
+  return false;
+}
 
 // Unscaled per-axis tables: t = 2 - 2 cos(2 pi k / n) and s = sin(2 pi k / n), k = 0..n-1.
 inline void fluidAxisTable(int n, float* t, float* s) {
@@ -151,6 +173,18 @@ PYCA_HD void fluidApplyAt(const FluidParams& P, float cx, float cy, float cz, fl
       im[2] -= pi * sz;
     }
   }
+}
+
+// fluidApplyAt at frequency (kx, ky, kz) of an nx x ny x nz grid, or 0 there when it lies outside
+// P's band: the per-frequency step of every FluidKernelFFT path, CPU and GPU.
+PYCA_HD void fluidApplyBanded(const FluidParams& P, int kx, int ky, int kz, int nx, int ny, int nz, float cx,
+                              float cy, float cz, float sx, float sy, float sz, float scale, float* re,
+                              float* im) {
+  if (outsideBand(P, kx, ky, kz, nx, ny, nz)) {
+    for (int i = 0; i < 3; ++i) re[i] = im[i] = 0.f;
+    return;
+  }
+  fluidApplyAt(P, cx, cy, cz, sx, sy, sz, scale, kx == 0 && ky == 0 && kz == 0, re, im);
 }
 
 }  // namespace math
