@@ -172,6 +172,10 @@ def _parser():
     g.add_argument("--bias-sigma", type=float, default=D["bias_sigma"],
                    help="bias correction: the fixed image takes, at each scale, the warped moving image's smooth "
                    "intensity gain (a Gaussian of this many world units, mm); 0: off (default %(default)s)")
+    g.add_argument("--band-tol", type=float, default=D["band_tol"],
+                   help="the kernel K keeps, per axis, the frequencies where its symbol is above this fraction of "
+                   "its peak (band-limited velocities, cheaper on the GPU); 0: every frequency "
+                   "(default %(default)g)")
     g.add_argument("--fixed-blur", type=float, default=D["fixed_blur"],
                    help="the fixed image is smoothed by a Gaussian of this many moving-image voxels before any "
                    "comparison, as sharp as the warped moving image (trilinear interpolation's mean blur, "
@@ -257,7 +261,7 @@ def cmd_lddmm(a):
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
                   max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
                   scales=a.scales, time_steps=a.time_steps, device=a.device, tol=a.tol,
-                  normalize=a.normalize, bias_sigma=a.bias_sigma, fixed_blur=a.fixed_blur, metric=a.metric,
+                  normalize=a.normalize, bias_sigma=a.bias_sigma, fixed_blur=a.fixed_blur, band_tol=a.band_tol, metric=a.metric,
                   radius=a.radius, affine=a.affine)
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.

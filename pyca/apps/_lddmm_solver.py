@@ -61,6 +61,27 @@ def _field_stack(n, grid, mem):
     return [ca.wrap_field(base + 4 * j * step, 12 * nvox, mem, dev, grid, flat) for j in range(n)], flat
 
 
+def kernel_band(grid, p):
+    """K's band on `grid` (FluidKernelFFT.setBand): per axis the largest |k| kept, -1 for all. The
+    frequencies dropped are those where K's symbol along that axis, (lambda_ref / (alpha c(k) +
+    gamma))^lpow with c(k) = (2 - 2 cos(2 pi k / n)) / h^2, has fallen to p['band_tol'] of its peak
+    (lambda_ref: the value at k = 0, or at k = 1 when gamma is 0); beta only makes K smaller there. K at
+    any frequency outside the box is at most that fraction of its peak (docs/lddmm.md, 'The kernel's
+    band')."""
+    tol, alpha, gamma, lpow = float(p["band_tol"]), float(p["alpha"]), float(p["gamma"]), int(p["lpow"])
+    band = []
+    for n, h in zip(tuple(grid.size()), tuple(grid.spacing())):
+        if tol <= 0 or lpow <= 0 or alpha <= 0 or n < 4:
+            band.append(-1)
+            continue
+        k = np.arange(n // 2 + 1)
+        lam = alpha * (2.0 - 2.0 * np.cos(2.0 * np.pi * k / n)) / float(h) ** 2 + gamma
+        ratio = (lam[0 if gamma > 0 else 1] / lam[1:]) ** lpow  # k = 1 .. n // 2, decreasing
+        drop = np.nonzero(ratio <= tol)[0]
+        band.append(int(drop[0]) if drop.size else -1)  # the first k dropped is drop[0] + 1
+    return band
+
+
 class _Level:
     """All arrays of one scale, allocated once; the iterations allocate nothing.
 
@@ -99,6 +120,7 @@ class _Level:
         self.K.setGamma(float(p["gamma"]))
         self.K.setLPow(int(p["lpow"]))
         self.K.setGrid(grid)
+        self.K.setBand(ca.Vec3Di(*kernel_band(grid, p)))
         self.ssd_gradient = _ext_ssd_gradient()
         # The match term (pyca/apps/_metrics.py): None or metric.fused means the SSD paths below.
         self.metric = None if metric is None or metric.fused else metric

@@ -53,7 +53,7 @@ INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
 # (0: off); fixed_blur in moving-image voxels (0: off).
 DEFAULTS = dict(
     alpha=2.0, beta=0.0, gamma=0.02, lpow=2, sigma=None, metric="ssd", radius=3,
-    step="auto", max_step=0.5, tol=3e-3, time_steps=4,
+    step="auto", max_step=0.5, tol=3e-3, time_steps=4, band_tol=1e-4,
     scales=(4, 2, 1), iterations=(10, 150, 150),
     normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, fixed_blur=INTERP_BLUR, affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None,
@@ -167,6 +167,9 @@ def _check_params(p):
     if not _real_in(p["bias_sigma"], 0, np.inf):
         raise ValueError(f"lddmm: bias_sigma (world units; 0: no bias correction) must be >= 0, "
                          f"got {p['bias_sigma']!r}")
+    if not (_real_in(p["band_tol"], 0, 1) and p["band_tol"] < 1):
+        raise ValueError(f"lddmm: band_tol (K keeps the frequencies where its symbol is above this fraction of its "
+                         f"peak; 0: all) must be in [0, 1), got {p['band_tol']!r}")
     if not _real_in(p["fixed_blur"], 0, 10):
         raise ValueError(f"lddmm: fixed_blur (moving-image voxels; 0: off) must be in [0, 10], "
                          f"got {p['fixed_blur']!r}")
@@ -504,7 +507,8 @@ def register(fixed, moving, *, progress=False, **params):
     (caps per scale, or one for every scale), normalize ('percentiles': per-image robust scaling
     to [0, 1] at `percentiles`; 'histogram': the moving image's quantiles matched to the fixed
     image's, then both scaled by the fixed image's range; 'none'; True / False as 'percentiles' /
-    'none'), bias_sigma (world units of the smooth gain that corrects a bias field at each scale; 0:
+    'none'), band_tol (the kernel K keeps, per axis, the frequencies where its symbol is above this
+    fraction of its peak: a band-limited K, cheaper on the GPU; 0: every frequency), bias_sigma (world units of the smooth gain that corrects a bias field at each scale; 0:
     off), fixed_blur (moving-image voxels of the Gaussian that smooths the fixed image before any
     comparison, the warped moving image's mean interpolation blur; 0: off), affine ('auto' |
     'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid),

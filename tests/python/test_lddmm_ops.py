@@ -244,3 +244,43 @@ def test_halving_a_rejected_step_equals_the_update_of_half_the_step(device, fuse
         assert a["energy"] == pytest.approx(b["energy"], rel=1e-5)
     np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-4)
     np.testing.assert_allclose(new.phiinv.numpy(), ref.phiinv.numpy(), atol=1e-3)
+
+
+# K's band (band_tol): where the symbol along an axis has fallen to band_tol of its peak.
+@pytest.mark.parametrize("gamma", [0.04, 0.0])
+def test_kernel_band_drops_where_the_symbol_is_below_the_tolerance(gamma):
+    grid = ca.GridInfo((64, 48, 1), (0.5, 0.7, 1.0))
+    p = dict(band_tol=1e-4, alpha=1.0, gamma=gamma, lpow=2)
+    band = _lddmm_solver.kernel_band(grid, p)
+    assert band[2] == -1  # an axis of one voxel: nothing to drop
+    for b, n, h in zip(band[:2], (64, 48), (0.5, 0.7)):
+        assert 0 < b < n // 2
+        lam = lambda k: p["alpha"] * (2 - 2 * np.cos(2 * np.pi * k / n)) / h ** 2 + gamma  # noqa: E731
+        peak = lam(0 if gamma else 1)
+        assert (peak / lam(b)) ** 2 > 1e-4 >= (peak / lam(b + 1)) ** 2
+    assert _lddmm_solver.kernel_band(grid, dict(p, band_tol=0.0)) == [-1, -1, -1]
+    if gamma:  # coarse voxels: K never falls that far below its value at k = 0
+        assert _lddmm_solver.kernel_band(ca.GridInfo((64, 48, 1), (4.0, 4.0, 1.0)), p) == [-1, -1, -1]
+
+
+@pytest.mark.parametrize("bad", [-1e-4, 1.0, float("nan"), "1e-4", True])
+def test_band_tol_refuses_bad_values(bad):
+    with pytest.raises(ValueError, match="band_tol"):
+        lddmm.register(*data.builtin_pair(size=(16, 16, 8)), band_tol=bad, iterations=0)
+
+
+# The band-limited K against every frequency: the same run within the CPU / GPU tolerance of
+# test_lddmm.py (1e-3 of the final energy), on a grid fine enough for a band (alpha 1, gamma 0.04,
+# half-unit voxels: bench_lddmm's run, where the band keeps |k| <= 10 of 32).
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
+def test_band_limited_kernel_gives_the_same_registration(device):
+    pair = data.builtin_pair(size=(64, 64, 32), spacing=(0.5, 0.5, 0.5))
+    kw = dict(scales=(1,), iterations=15, time_steps=4, tol=0.0, affine="none", device=device, metric="ssd",
+              alpha=1.0, gamma=0.04, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0)
+    assert _lddmm_solver.kernel_band(pair[0].grid(), dict(lddmm.DEFAULTS, **kw)) == [10, 10, 5]
+    band = lddmm.register(*pair, **kw)
+    full = lddmm.register(*pair, band_tol=0.0, **kw)
+    assert [e["accepted"] for e in band.energies] == [e["accepted"] for e in full.energies]
+    assert band.final_energy == pytest.approx(full.final_energy, rel=1e-3)
+    assert band.final_energy != full.final_energy  # the band did drop something
+    assert np.abs(band.phiinv.numpy() - full.phiinv.numpy()).max() < 1e-2  # voxels
