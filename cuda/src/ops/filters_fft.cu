@@ -173,7 +173,7 @@ struct CufftPlans {
       checkFft(cufftSetStream(*h, stream), "cufftSetStream");
     }
     if (!twiddlesY) twiddlesY = makeTwiddles(size.y, hostTwiddlesY);
-    // Shared memory limits of the band's kernels (the 16-column ones of 128 and 256 points need more
+    // Shared memory limits of the band's kernels (the widest blocks of 128 and 256 points need more
     // than the default 48 KB).
     withZPass(size.y, [&](auto ny) {
       constexpr int NY = decltype(ny)::value;
