@@ -86,8 +86,9 @@ class _Level:
     """All arrays of one scale, allocated once; the iterations allocate nothing.
 
     Two paths compute the same iteration. The fused path (the sum-of-squared-differences match)
-    runs one LDDMMTransportStep per forward time step and, per backward time step, ComposeHV, one
-    LDDMMGradStep (match gradient and momentum update in one pass) and the kernel K: gradients()
+    runs one LDDMMTransportStep per forward time step and, per backward time step, one LDDMMGradStep
+    (match gradient and momentum update, and ComposeHV's backward map of the step before, in one
+    pass) and the kernel K: gradients()
     then only marks the gradients as due, and update(eps) computes them together with the update
     (direction_max() computes them alone when the step size is not known yet). The general path
     runs the chain of single operations (any match term). `fused = False` (on the class or an
@@ -262,11 +263,14 @@ class _Level:
         self._due = False
         a, s = (0.0, 1.0) if eps is None else (1.0 - 2.0 * eps, eps * (2.0 / self.sigma2))
         h, hn = self.h
-        ca.SetToIdentity(h)
+        ca.SetToIdentity(hn)
+        ca.ComposeHV(h, hn, self.v[self.T - 1], self.dt)  # phi_{t_{T-1},1}
         for j in range(self.T - 1, -1, -1):
-            ca.ComposeHV(hn, h, self.v[j], self.dt)
-            h, hn = hn, h
-            ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s)
+            if j > 0:  # and, in the same pass, phi_{t_{j-1},1} = phi_{t_j,1} o (x + dt v_{j-1}) into hn
+                ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s, hn, self.v[j - 1], self.dt)
+                h, hn = hn, h
+            else:
+                ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s)
             if eps is not None:
                 self.K.applyInverseOperatorDot(self.v_prev[j], self.m_new[j])
 

@@ -113,6 +113,29 @@ def test_grad_step_is_the_chain(grid, rng, mem, a, s):
     np.testing.assert_allclose(m.numpy(), out.numpy(), rtol=0, atol=0)
 
 
+# The overload with hOut, v, delta: LDDMMGradStep and ComposeHV(h, v, delta) in one pass, the same
+# numbers as the two operations (to the bit on the CPU; on the GPU within rounding, as the compiler
+# may contract other multiply-adds in another kernel).
+@pytest.mark.parametrize("mem", MEMS)
+def test_grad_step_with_compose_is_the_two_operations(grid, rng, mem):
+    h, v, J0, I1 = _inputs(grid, rng, mem)
+    m = _field(grid, rng.uniform(-1, 1, tuple(grid.size()) + (3,)), mem)
+    m_ref, h_ref, m_out, h_out = (ca.Field3D(grid, mem) for _ in range(4))
+    ca.LDDMMGradStep(m_ref, m, h, J0, I1, 0.8, 12.5)
+    ca.ComposeHV(h_ref, h, v, 0.3)
+    ca.SetMem(h_out, np.nan)
+    ca.LDDMMGradStep(m_out, m, h, J0, I1, 0.8, 12.5, h_out, v, 0.3)
+    if mem == ca.MEM_HOST:
+        np.testing.assert_array_equal(m_out.numpy(), m_ref.numpy())
+        np.testing.assert_array_equal(h_out.numpy(), h_ref.numpy())
+    np.testing.assert_allclose(m_out.numpy(), m_ref.numpy(), rtol=1e-5, atol=1e-5 * np.abs(m_ref.numpy()).max())
+    np.testing.assert_allclose(h_out.numpy(), h_ref.numpy(), rtol=1e-6, atol=1e-5)
+    with pytest.raises(ValueError, match=r"LDDMMGradStep.*'hOut'.*'h'"):
+        ca.LDDMMGradStep(m_out, m, h, J0, I1, 0.8, 12.5, h, v, 0.3)
+    with pytest.raises(ValueError, match=r"LDDMMGradStep.*'hOut'.*'mOut'"):
+        ca.LDDMMGradStep(m_out, m, h, J0, I1, 0.8, 12.5, m_out, v, 0.3)
+
+
 def test_grad_step_with_a_zero_ignores_m(grid, rng):
     h, _, J0, I1 = _inputs(grid, rng, ca.MEM_HOST)
     m = ca.Field3D(grid, ca.MEM_HOST)

@@ -41,12 +41,12 @@ void transportStep(float* const hOut[3], float* J, const float* const h[3], cons
 }
 
 void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0,
-                 const float* I1, const math::GradStepParams& P, const char*) {
+                 const float* I1, const math::GradStepParams& P, const math::ComposeOut& C, const char*) {
   const math::MutPlanes<3> o = math::mutPlanes<3>(mOut);
   const math::Planes<3> mp = math::planes<3>(m), hp = math::planes<3>(h);
   const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
   voxelRows(n, [&](int x, int y, int z, std::size_t id) {
-    math::ssdGradStepVoxel(o, mp, hp, J0, I1, P, x, y, z, id);
+    math::gradStepVoxel(o, mp, hp, J0, I1, P, C, x, y, z, id);
   });
 }
 
@@ -107,13 +107,25 @@ void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field
   transport(hOut, J, h, v, im, delta, affine);
 }
 
-void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
-                   float a, float s) {
+namespace {
+void gradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
+              float a, float s, Field3D* hOut, const Field3D* v, float delta) {
   const char* op = "LDDMMGradStep";
   const bool dev = detail::prepare(op, {{"mOut", &mOut}, {"m", &m}, {"h", &h}, {"J0", &J0}, {"I1", &I1}});
   detail::checkNoAlias(op, {"mOut", &mOut}, {"h", &h});
   detail::checkNoAlias(op, {"mOut", &mOut}, {"J0", &J0});
   detail::checkNoAlias(op, {"mOut", &mOut}, {"I1", &I1});
+  math::ComposeOut C;
+  if (hOut != nullptr) {
+    detail::prepare(op, {{"mOut", &mOut}, {"hOut", hOut}, {"v", v}});
+    detail::checkNoAlias(op, {"hOut", hOut}, {"h", &h});
+    detail::checkNoAlias(op, {"hOut", hOut}, {"mOut", &mOut});
+    const Vec3Df& sp = hOut->spacing();
+    C.hOut = math::MutPlanes<3>{{hOut->x(), hOut->y(), hOut->z()}};
+    C.v = math::Planes<3>{{v->x(), v->y(), v->z()}};
+    C.scale = Vec3Df(delta / sp.x, delta / sp.y, delta / sp.z);
+    C.on = true;
+  }
   math::GradStepParams P;
   const Vec3Di& n = h.size();
   const Vec3Df& sp = h.spacing();
@@ -124,7 +136,18 @@ void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Imag
   float* o[3] = {mOut.x(), mOut.y(), mOut.z()};
   const float* mp[3] = {m.x(), m.y(), m.z()};
   const float* hp[3] = {h.x(), h.y(), h.z()};
-  PYCA_BACKEND_RUN(dev, op, ssdGradStep(o, mp, hp, J0.data(), I1.data(), P, op));
+  PYCA_BACKEND_RUN(dev, op, ssdGradStep(o, mp, hp, J0.data(), I1.data(), P, C, op));
+}
+}  // namespace
+
+void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
+                   float a, float s) {
+  gradStep(mOut, m, h, J0, I1, a, s, nullptr, nullptr, 0.f);
+}
+
+void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
+                   float a, float s, Field3D& hOut, const Field3D& v, float delta) {
+  gradStep(mOut, m, h, J0, I1, a, s, &hOut, &v, delta);
 }
 
 }  // namespace pyca

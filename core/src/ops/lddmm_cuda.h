@@ -10,12 +10,14 @@
 namespace pyca {
 
 //   transportStep  hOut, J = math::transportVoxel(h, v, im, P) over the voxels of P.n
-//   ssdGradStep    mOut = math::ssdGradStepVoxel(m, h, J0, I1) over the voxels of P.g
+//   ssdGradStep    mOut = math::ssdGradStepVoxel(m, h, J0, I1) (and C's hOut: math::gradStepVoxel) over
+//                  the voxels of P.g
 #define PYCA_LDDMM_BACKEND_DECLARATIONS                                                                     \
   void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],      \
                      const float* im, const math::TransportParams& P, const char* op);                      \
   void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0, \
-                   const float* I1, const math::GradStepParams& P, const char* op);
+                   const float* I1, const math::GradStepParams& P, const math::ComposeOut& C,               \
+                   const char* op);
 namespace cpu_impl {
 PYCA_LDDMM_BACKEND_DECLARATIONS
 }  // namespace cpu_impl

@@ -44,11 +44,11 @@ __global__ void transportKernel(math::MutPlanes<3> hOut, float* __restrict__ J, 
 template <class Index>
 __global__ void ssdGradStepKernel(math::MutPlanes<3> mOut, math::Planes<3> m, math::Planes<3> h,
                                   const float* __restrict__ J0, const float* __restrict__ I1,
-                                  math::GradStepParams P) {
+                                  math::GradStepParams P, math::ComposeOut C) {
   const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
   PYCA_VOXEL_RUNS(n, kZPerThread) {
     const std::size_t id = math::linearIndex(x, y, z, n);
-    math::ssdGradStepVoxel<Index>(mOut, m, h, J0, I1, P, x, y, z, id);
+    math::gradStepVoxel<Index>(mOut, m, h, J0, I1, P, C, x, y, z, id);
   }
 }
 
@@ -71,16 +71,16 @@ void transportStep(float* const hOut[3], float* J, const float* const h[3], cons
 }
 
 void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0,
-                 const float* I1, const math::GradStepParams& P, const char* op) {
+                 const float* I1, const math::GradStepParams& P, const math::ComposeOut& C, const char* op) {
   const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
   if (math::nVoxOf(n) == 0) return;
   const Launch l = launchFor(n);
   const auto o = math::mutPlanes<3>(mOut);
   const auto mp = math::planes<3>(m), hp = math::planes<3>(h);
   if (small(n)) {
-    ssdGradStepKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P);
+    ssdGradStepKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P, C);
   } else {
-    ssdGradStepKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P);
+    ssdGradStepKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P, C);
   }
   checkLaunch(op);
 }

@@ -96,5 +96,29 @@ PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, cons
   }
 }
 
+// LDDMMGradStep's overload with hOut, v and delta also writes hOut = ComposeHV(h, v, delta), the
+// backward map of the time step before, in the same pass (h is read once for both). on: that
+// overload.
+struct ComposeOut {
+  MutPlanes<3> hOut{};
+  Planes<3> v{};
+  Vec3Df scale;  // delta / spacing
+  bool on = false;
+};
+
+// One voxel of LDDMMGradStep (and of its overload with hOut: ComposeHV's voxel after it).
+template <class Index = std::size_t>
+PYCA_HD void gradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, const Planes<3>& h, const float* J0,
+                           const float* I1, const GradStepParams& P, const ComposeOut& C, int x, int y, int z,
+                           std::size_t id) {
+  ssdGradStepVoxel<Index>(mOut, m, h, J0, I1, P, x, y, z, id);
+  if (C.on) {
+    const Vec3Df q = composeHVAt<Index>(h, C.v, Vec3Di(P.g.nx, P.g.ny, P.g.nz), C.scale, x, y, z, id);
+    C.hOut.p[0][id] = q.x;
+    C.hOut.p[1][id] = q.y;
+    C.hOut.p[2][id] = q.z;
+  }
+}
+
 }  // namespace math
 }  // namespace pyca
