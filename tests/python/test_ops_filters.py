@@ -361,11 +361,12 @@ def np_band(v, band):
 
 
 # K on a band is K after the projection onto it. On the GPU: grids whose ny and nz the y and z
-# passes handle skip the frequencies outside (cuda/src/ops/fft_band.cuh; odd and even nx), a z-pass
-# grid with another ny and the other grids zero them; bands on one axis, on all, only k = 0, and a
-# band wider than the grid (no band).
+# passes handle skip the frequencies outside (cuda/src/ops/fft_band.cuh; odd and even nx, 64 and 256
+# points along y, which take other block shapes), a z-pass grid with another ny and the other grids
+# zero them; bands on one axis, on all, only k = 0, and a band wider than the grid (no band).
 @pytest.mark.parametrize("mem", MEMS)
-@pytest.mark.parametrize("size", [(32, 16, 8), (15, 32, 16), (20, 24, 16), (12, 10, 9), (9, 1, 12)])
+@pytest.mark.parametrize("size", [(32, 16, 8), (15, 32, 16), (16, 64, 16), (8, 256, 16), (20, 24, 16), (12, 10, 9),
+                                  (9, 1, 12)])
 @pytest.mark.parametrize("band", [(3, 2, 1), (-1, 3, -1), (4, -1, -1), (-1, -1, 2), (0, 0, 0), (100, 100, 100)])
 @pytest.mark.parametrize("beta", [0.0, 0.3])
 def test_fluid_kernel_band_is_the_projection(rng, mem, size, band, beta):
