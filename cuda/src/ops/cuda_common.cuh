@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "pyca/errors.h"
 #include "pyca/runtime.h"
+#include "pyca/vec3.h"
 
 namespace pyca {
 namespace cuda_impl {
@@ -28,6 +30,12 @@ inline void check(cudaError_t e, const char* op, const char* what) {
   }
   throw CudaError(std::string(op) + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
                   cudaGetErrorString(e) + ")");
+}
+
+// Whether the linear indices of a grid of n voxels fit in 32 bits: the gathers and the LDDMM steps
+// then index with uint32_t (cheaper arithmetic, the same result).
+inline bool indices32(const Vec3Di& n) {
+  return std::size_t(n.x) * std::size_t(n.y) * std::size_t(n.z) <= std::size_t(UINT32_MAX);
 }
 
 // Blocks of `block` threads for a grid-stride loop over n items: enough for one item a thread, at

@@ -434,7 +434,7 @@ void gatherWith(const GatherJob& j, const char* op) {
 
 void gather(const GatherJob& j, const char* op) {
   if (nVoxOf(j.outSize) == 0) return;
-  if (nVoxOf(j.srcSize) <= std::size_t(UINT32_MAX)) {
+  if (indices32(j.srcSize)) {
     gatherWith<std::uint32_t>(j, op);
   } else {
     gatherWith<std::size_t>(j, op);

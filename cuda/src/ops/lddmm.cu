@@ -52,8 +52,6 @@ __global__ void ssdGradStepKernel(math::MutPlanes<3> mOut, math::Planes<3> m, ma
   }
 }
 
-bool small(const Vec3Di& n) { return math::nVoxOf(n) <= std::size_t(UINT32_MAX); }
-
 }  // namespace
 
 void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],
@@ -62,7 +60,7 @@ void transportStep(float* const hOut[3], float* J, const float* const h[3], cons
   const Launch l = launchFor(P.n);
   const auto o = math::mutPlanes<3>(hOut);
   const auto hp = math::planes<3>(h), vp = math::planes<3>(v);
-  if (small(P.n) && small(P.nIm)) {
+  if (indices32(P.n) && indices32(P.nIm)) {
     transportKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, P);
   } else {
     transportKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, J, hp, vp, im, P);
@@ -77,7 +75,7 @@ void ssdGradStep(float* const mOut[3], const float* const m[3], const float* con
   const Launch l = launchFor(n);
   const auto o = math::mutPlanes<3>(mOut);
   const auto mp = math::planes<3>(m), hp = math::planes<3>(h);
-  if (small(n)) {
+  if (indices32(n)) {
     ssdGradStepKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P, C);
   } else {
     ssdGradStepKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P, C);
