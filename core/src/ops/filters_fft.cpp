@@ -341,6 +341,7 @@ void FluidKernelFFT::setLPow(int lpow) {
 }
 int FluidKernelFFT::getLPow() const { return impl_->prm.lpow; }
 void FluidKernelFFT::setDivergenceFree(bool divFree) { impl_->prm.divFree = divFree; }
+bool FluidKernelFFT::getDivergenceFree() const { return impl_->prm.divFree; }
 void FluidKernelFFT::setBand(const Vec3Di& band) {
   if (band.x < -1 || band.y < -1 || band.z < -1) {
     throw ValueError(
@@ -352,7 +353,6 @@ void FluidKernelFFT::setBand(const Vec3Di& band) {
 Vec3Di FluidKernelFFT::getBand() const {
   return Vec3Di(impl_->prm.band[0], impl_->prm.band[1], impl_->prm.band[2]);
 }
-bool FluidKernelFFT::getDivergenceFree() const { return impl_->prm.divFree; }
 
 void FluidKernelFFT::setGrid(const GridInfo& grid) {
   if (impl_->hasGrid && impl_->grid.size() != grid.size()) impl_->plans.reset();

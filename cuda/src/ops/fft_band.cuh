@@ -17,11 +17,6 @@ namespace cuda_impl {
 // Column lengths the y passes handle: as the z pass.
 __host__ __device__ constexpr bool yPassSupports(int ny) { return zPassSupports(ny); }
 
-// Rows of the band: row r (0 <= r < rows) is ky = r for r <= by, else ny - (rows - r).
-__device__ __forceinline__ int bandRow(int r, int rows, int by, int ny) {
-  return r <= by ? r : ny - (rows - r);
-}
-
 // Columns per block of the passes on a band: the most of 16, 8 and 4 (at most zPassColumns<N>(),
 // for shared memory) that still gives `target` blocks for `columns` columns (times `perColumn`
 // blocks each), else 4: a band leaves few columns, and a few large blocks would leave SMs idle.

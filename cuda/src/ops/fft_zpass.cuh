@@ -8,7 +8,8 @@
 // ny * nxh. A block takes TX consecutive columns j = ky * nxh + kx (coalesced loads) of all three
 // components, NZ (a power of two) values each, into shared memory. The transforms along z are
 // four-step FFTs (NZ = R1 * R2, each step a DFT of R1 or R2 points in registers), with cuFFT's sign
-// and unnormalised as cuFFT's; the 1 / N is the operator's `scale`.
+// and unnormalised as cuFFT's; the 1 / N is the operator's `scale`. On a band (FluidKernelFFT.setBand)
+// the pass runs on the band's columns only (ZColumns), after fft_band.cuh's y pass.
 #pragma once
 
 #include <cuda_pipeline.h>
@@ -200,6 +201,11 @@ __device__ __forceinline__ void blockAddDot(double* dot, double v) {
 // the row q / perRow), at j = ky * nxh + kx of a z-plane. Every column: perRow = nxh, rows = ny, by =
 // ny - 1 (then j = q). A band (FluidKernelFFT.setBand): perRow = bx + 1, rows = 2 by + 1, the rows
 // ky = 0..by, then ny - by..ny - 1.
+// Rows of a band: row r (0 <= r < rows) is ky = r for r <= by, else ny - (rows - r).
+__host__ __device__ __forceinline__ int bandRow(int r, int rows, int by, int ny) {
+  return r <= by ? r : ny - (rows - r);
+}
+
 struct ZColumns {
   int perRow, rows, by, ny, nxh;
   bool all;  // every column: j = q
@@ -208,7 +214,7 @@ struct ZColumns {
   __device__ __forceinline__ void at(int q, int& kx, int& ky) const {
     const int r = q / perRow;
     kx = q - r * perRow;
-    ky = r <= by ? r : ny - (rows - r);
+    ky = bandRow(r, rows, by, ny);
   }
   __device__ __forceinline__ int j(int q) const {
     if (all) return q;
