@@ -260,8 +260,8 @@ def cmd_lddmm(a):
         return _fail("lddmm", "give both --fixed and --moving, or neither (built-in data)")
     params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
                   max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
-                  scales=a.scales, time_steps=a.time_steps, device=a.device, tol=a.tol,
-                  normalize=a.normalize, bias_sigma=a.bias_sigma, fixed_blur=a.fixed_blur, band_tol=a.band_tol, metric=a.metric,
+                  scales=a.scales, time_steps=a.time_steps, device=a.device, tol=a.tol, band_tol=a.band_tol,
+                  normalize=a.normalize, bias_sigma=a.bias_sigma, fixed_blur=a.fixed_blur, metric=a.metric,
                   radius=a.radius, affine=a.affine)
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     # Everything that can be wrong with the inputs is found here, before any work.
