@@ -134,6 +134,8 @@ def test_grad_step_with_compose_is_the_two_operations(grid, rng, mem):
         ca.LDDMMGradStep(m_out, m, h, J0, I1, 0.8, 12.5, h, v, 0.3)
     with pytest.raises(ValueError, match=r"LDDMMGradStep.*'hOut'.*'mOut'"):
         ca.LDDMMGradStep(m_out, m, h, J0, I1, 0.8, 12.5, m_out, v, 0.3)
+    with pytest.raises(ValueError, match=r"LDDMMGradStep.*'mOut'.*'v'"):
+        ca.LDDMMGradStep(v, m, h, J0, I1, 0.8, 12.5, h_out, v, 0.3)
 
 
 def test_grad_step_with_a_zero_ignores_m(grid, rng):

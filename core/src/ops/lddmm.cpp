@@ -120,6 +120,7 @@ void gradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& 
     detail::prepare(op, {{"mOut", &mOut}, {"hOut", hOut}, {"v", v}});
     detail::checkNoAlias(op, {"hOut", hOut}, {"h", &h});
     detail::checkNoAlias(op, {"hOut", hOut}, {"mOut", &mOut});
+    detail::checkNoAlias(op, {"mOut", &mOut}, {"v", v});  // each voxel writes mOut before it reads v
     const Vec3Df& sp = hOut->spacing();
     C.hOut = math::MutPlanes<3>{{hOut->x(), hOut->y(), hOut->z()}};
     C.v = math::Planes<3>{{v->x(), v->y(), v->z()}};
