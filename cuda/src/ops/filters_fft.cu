@@ -320,8 +320,8 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
   if (P.yPass && inJoined && outJoined && math::bandActive(p, s.x, s.y, s.z)) {
     // A band: x by cuFFT; y (the columns kx <= bx, the rows |ky| <= by) and z on the band alone.
     P.ensureBand();
-    const int nkx = p.band[0] >= 0 && p.band[0] < s.x / 2 ? p.band[0] + 1 : nxh;
-    const bool yBand = p.band[1] >= 0 && p.band[1] < s.y / 2;
+    const int nkx = math::axisBanded(p, 0, s.x) ? p.band[0] + 1 : nxh;
+    const bool yBand = math::axisBanded(p, 1, s.y);
     const int rows = yBand ? 2 * p.band[1] + 1 : s.y, by = yBand ? p.band[1] : s.y - 1;
     auto yPassOn = [&](auto inv, int columns) {
       withZPass(s.y, [&](auto ny) {

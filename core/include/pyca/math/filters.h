@@ -67,13 +67,12 @@ PYCA_HD bool outsideBand(const FluidParams& P, int kx, int ky, int kz, int nx, i
   return false;
 }
 
+// Whether P's band drops frequencies along axis a, of n points (n / 2: the largest |k| there).
+PYCA_HD bool axisBanded(const FluidParams& P, int a, int n) { return P.band[a] >= 0 && P.band[a] < n / 2; }
+
 // Whether P's band drops any frequency of an nx x ny x nz grid.
 PYCA_HD bool bandActive(const FluidParams& P, int nx, int ny, int nz) {
-  const int n[3] = {nx, ny, nz};
-  for (int a = 0; a < 3; ++a) {
-    if (P.band[a] >= 0 && P.band[a] < n[a] / 2) return true;  // n / 2: the largest |k| of the axis
-  }
-  return false;
+  return axisBanded(P, 0, nx) || axisBanded(P, 1, ny) || axisBanded(P, 2, nz);
 }
 
 // Unscaled per-axis tables: t = 2 - 2 cos(2 pi k / n) and s = sin(2 pi k / n), k = 0..n-1.
