@@ -263,8 +263,11 @@ class _Level:
         self._due = False
         a, s = (0.0, 1.0) if eps is None else (1.0 - 2.0 * eps, eps * (2.0 / self.sigma2))
         h, hn = self.h
-        ca.SetToIdentity(hn)
-        ca.ComposeHV(h, hn, self.v[self.T - 1], self.dt)  # phi_{t_{T-1},1}
+        # phi_{t_{T-1},1} = id o (x + dt v_{T-1}) = x + dt v_{T-1} / spacing (a trilinear sample of the
+        # identity is its position: every tap, inside the grid or, under PARTIAL_ID, outside, holds its
+        # own coordinate; on a 2-D grid v_z is 0): two elementwise passes instead of a gather.
+        ca.MulC(h, self.v[self.T - 1], self.dt)
+        ca.VtoH_I(h)
         for j in range(self.T - 1, -1, -1):
             if j > 0:  # and, in the same pass, phi_{t_{j-1},1} = phi_{t_j,1} o (x + dt v_{j-1}) into hn
                 ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s, hn, self.v[j - 1], self.dt)

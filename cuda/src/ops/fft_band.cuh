@@ -2,8 +2,8 @@
 // K skip the frequencies outside the band (docs/design/fluid-fft.md). cuFFT transforms along x
 // (real to complex, every row); yPassKernel<NY, false> transforms along y only the columns kx <=
 // bx and keeps the rows |ky| <= by; the z pass (fft_zpass.cuh, ZColumns) runs on those columns
-// alone; yPassKernel<NY, true> brings them back along y and writes zeros in the columns kx > bx;
-// cuFFT transforms back along x. Everything in place in the half spectra (layout of
+// alone; yPassKernel<NY, true> brings them back along y; zeroColumnsKernel writes zeros in the
+// columns kx > bx; cuFFT transforms back along x. Everything in place in the half spectra (layout of
 // fft_zpass.cuh), with the four-step transforms of the z pass (zPassStep) along y.
 #pragma once
 
@@ -43,8 +43,8 @@ void withColumns(int tx, F&& f) {
 // Block (blockIdx.x: TX consecutive kx from blockIdx.x * TX; blockIdx.y: z). Forward: the columns
 // kx < nkx of z-plane z, all NY rows, transformed along y (cuFFT's sign, unnormalised), the band
 // rows written back. Inverse: the band rows of the columns kx < nkx (the others 0) transformed back
-// along y, all NY rows written; the columns nkx <= kx < nxh written as 0 (the x transform back
-// reads every column).
+// along y, all NY rows written (the block's columns from nkx up as 0). Launched on the blocks of the
+// columns kx < nkx only: zeroColumnsKernel writes the other columns.
 template <int NY, bool INV, int TX>
 __global__ void __launch_bounds__(kZPassThreads)
     yPassKernel(cufftComplex* __restrict__ C, std::size_t nCplx, int plane, int nxh, int nkx, int rows,
@@ -55,14 +55,6 @@ __global__ void __launch_bounds__(kZPassThreads)
   float2* w = smem + 3 * NY * TX;  // exp(-2 pi i m / NY), m < NY
   const int kx0 = int(blockIdx.x) * TX, z = int(blockIdx.y), t = int(threadIdx.x);
   const std::size_t zOff = std::size_t(z) * std::size_t(plane);
-  if (INV && kx0 >= nkx) {  // outside the band: zeros
-    for (int idx = t; idx < 3 * NY * TX; idx += kZPassThreads) {
-      const int col = idx % TX, cy = idx / TX, c = cy / NY, y = cy - c * NY;
-      if (kx0 + col < nxh)
-        C[std::size_t(c) * nCplx + zOff + std::size_t(y) * nxh + kx0 + col] = make_float2(0.f, 0.f);
-    }
-    return;
-  }
   for (int m = t; m < NY; m += kZPassThreads) w[m] = tw[m];
   // In: every row (forward) or the band rows at their places in the four-step order (inverse: ky =
   // k1 + R1 k2 at position k1 R2 + k2), zeros elsewhere.
@@ -98,6 +90,19 @@ __global__ void __launch_bounds__(kZPassThreads)
     const int y = INV ? r : bandRow(r, rows, by, NY);
     const int pos = INV ? y : (y % R1) * R2 + y / R1;
     C[std::size_t(c) * nCplx + zOff + std::size_t(y) * nxh + kx] = s[(c * NY + pos) * TX + col];
+  }
+}
+
+// Zeros in the columns nkx <= kx < nxh of `rows` consecutive rows of nxh complex values (the three
+// half spectra: 3 ny nz rows), which cuFFT's x transform back reads. A warp per row, its lanes along
+// the row: the stores of a warp are contiguous (the inverse y pass, whose blocks hold TX columns of
+// every row, wrote these columns at about 60% of the copy rate).
+__global__ void __launch_bounds__(256)
+    zeroColumnsKernel(cufftComplex* __restrict__ C, unsigned rows, int nxh, int nkx) {
+  const unsigned lane = threadIdx.x & 31u, warps = gridDim.x * (blockDim.x / 32u);
+  for (unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) / 32u; r < rows; r += warps) {
+    cufftComplex* row = C + std::size_t(r) * std::size_t(nxh);
+    for (int kx = nkx + int(lane); kx < nxh; kx += 32) row[kx] = make_float2(0.f, 0.f);
   }
 }
 

@@ -339,7 +339,13 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
     checkFft(cufftExecR2C(P.r2cx, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
     yPassOn(std::false_type{}, nkx);
     zPassOn(ZColumns{nkx, rows, by, s.y, nxh, false}, bandColumns(s.z, long(nkx) * rows, 1, target));
-    yPassOn(std::true_type{}, nxh);
+    yPassOn(std::true_type{}, nkx);
+    if (nkx < nxh) {  // the columns outside the band, which the R2C filled, as zeros
+      const unsigned nRows = unsigned(3L * s.y * s.z);
+      const unsigned blocks = std::min(std::max(nRows / 8u, 1u), unsigned(16 * P.sms));
+      zeroColumnsKernel<<<blocks, 256, 0, st>>>(C[0], nRows, nxh, nkx);
+      pyca::checkLaunch(kOp);
+    }
     checkFft(cufftExecC2R(P.c2rx, C[0], out[0]), "cufftExecC2R");
     return;
   }
