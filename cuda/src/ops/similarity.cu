@@ -18,8 +18,8 @@ namespace {
 constexpr int kBlock = 256;
 
 // out = truncated window sum of in along axis `axis` (stride `st`, n voxels on it); out != in.
-__global__ void boxAxisKernel(float* __restrict__ out, const float* __restrict__ in, int nx, int ny, int nz, int axis,
-                              int r) {
+__global__ void boxAxisKernel(float* __restrict__ out, const float* __restrict__ in, int nx, int ny, int nz,
+                              int axis, int r) {
   const std::size_t nv = std::size_t(nx) * ny * nz;
   const std::size_t nxy = std::size_t(nx) * ny;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
@@ -36,8 +36,8 @@ __global__ void boxAxisKernel(float* __restrict__ out, const float* __restrict__
   }
 }
 
-__global__ void lnccStatsKernel(float* t0, float* t1, float* t2, float* t3, float* t4, const float* __restrict__ a,
-                                const float* __restrict__ b, std::size_t nv) {
+__global__ void lnccStatsKernel(float* t0, float* t1, float* t2, float* t3, float* t4,
+                                const float* __restrict__ a, const float* __restrict__ b, std::size_t nv) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x) {
     const float u = a[i], v = b[i];
@@ -57,7 +57,8 @@ __global__ void lnccCoeffKernel(float* t0, float* t1, float* t2, float* t3, floa
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x) {
     const int x = int(i % nx), y = int((i / nx) % ny), z = int(i / nxy);
-    const float cnt = float(math::boxCount(x, r.x, nx) * math::boxCount(y, r.y, ny) * math::boxCount(z, r.z, nz));
+    const float cnt =
+        float(math::boxCount(x, r.x, nx) * math::boxCount(y, r.y, ny) * math::boxCount(z, r.z, nz));
     float k[4];
     cc[i] = math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
     t0[i] = k[0];
@@ -67,8 +68,9 @@ __global__ void lnccCoeffKernel(float* t0, float* t1, float* t2, float* t3, floa
   }
 }
 
-__global__ void lnccGradKernel(float* __restrict__ g, const float* __restrict__ a, const float* __restrict__ b,
-                               const float* t0, const float* t1, const float* t2, const float* t3, std::size_t nv) {
+__global__ void lnccGradKernel(float* __restrict__ g, const float* __restrict__ a,
+                               const float* __restrict__ b, const float* t0, const float* t1, const float* t2,
+                               const float* t3, std::size_t nv) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x)
     g[i] = math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
@@ -93,7 +95,8 @@ void box(float* out, const float* in, float* tmp, const Vec3Di& s, const Vec3Di&
     ++k;
   }
   if (passes == 0 && out != in)
-    check(cudaMemcpyAsync(out, in, nv * sizeof(float), cudaMemcpyDeviceToDevice, stream()), op, "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(out, in, nv * sizeof(float), cudaMemcpyDeviceToDevice, stream()), op,
+          "cudaMemcpyAsync");
 }
 
 }  // namespace
@@ -105,16 +108,16 @@ void BoxSum(float* out, const float* in, const Vec3Di& size, const Vec3Di& radiu
   if (out == in) {
     // An even number of passes would write out (= in) in the first pass: copy in aside first.
     Scratch src(nv * sizeof(float), "BoxSum");
-    check(cudaMemcpyAsync(src.as<float>(), in, nv * sizeof(float), cudaMemcpyDeviceToDevice, stream()), "BoxSum",
-          "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(src.as<float>(), in, nv * sizeof(float), cudaMemcpyDeviceToDevice, stream()),
+          "BoxSum", "cudaMemcpyAsync");
     box(out, src.as<float>(), tmp.as<float>(), size, radius, "BoxSum");
     return;
   }
   box(out, in, tmp.as<float>(), size, radius, "BoxSum");
 }
 
-double LNCC(float* grad, const float* I, const float* J, const float* mask, const Vec3Di& size, const Vec3Di& radius,
-            float eps) {
+double LNCC(float* grad, const float* I, const float* J, const float* mask, const Vec3Di& size,
+            const Vec3Di& radius, float eps) {
   const char* op = "LNCC";
   const std::size_t nv = std::size_t(size.x) * size.y * size.z;
   if (nv == 0) return 0.0;
@@ -131,8 +134,8 @@ double LNCC(float* grad, const float* I, const float* J, const float* mask, cons
     t[k] = t[5];
     t[5] = x;
   }
-  lnccCoeffKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[5], t[4], mask, size.x, size.y, size.z,
-                                                   make_int3(radius.x, radius.y, radius.z), eps);
+  lnccCoeffKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[5], t[4], mask, size.x, size.y,
+                                                   size.z, make_int3(radius.x, radius.y, radius.z), eps);
   check(cudaGetLastError(), op, "kernel launch");
   double S = 0.0;
   reduceSum(op, SumKind::kSum, t[5], 0, nullptr, 0, 1, nv, &S);
