@@ -144,6 +144,7 @@ class _Level:
             self._to_source = lambda h: affine_hfield(hs, source[1], h, scratch)
         self._due = False  # gradients() was called; the fused path has not computed them yet
         self._dot_due = False  # update() accumulated sum_j <m_j, v_j> in K (reg_energy() takes it)
+        self._halved = None  # halve()'s sum_j <m_j, v_j> (reg_energy() takes it)
 
     def _stack(self, grid, mem):
         fields, flat = _field_stack(self.T, grid, mem)
@@ -181,11 +182,15 @@ class _Level:
         return ca.Sum2(self.diff) / self.sigma2
 
     # dt sum_j <m_j, v_j>: after update(), the sum its kernel applications accumulated from the
-    # spectra (FluidKernelFFT.applyInverseOperatorDot: no pass of its own); else one Dot.
+    # spectra (FluidKernelFFT.applyInverseOperatorDot: no pass of its own); after halve(), the sum its
+    # pass computed; else one Dot.
     def reg_energy(self):
         if self._dot_due:
             self._dot_due = False
             return self.dt * self.K.takeDot()
+        if self._halved is not None:
+            r, self._halved = self._halved, None
+            return self.dt * r
         return self.dt * ca.Dot(self._flat[id(self.m)], self._flat[id(self.v)])
 
     # phi_{0,1} (composition only, for the outputs).
@@ -244,6 +249,7 @@ class _Level:
     # reg_energy()). The previous m and v stay in m_new, v_prev.
     def update(self, eps):
         c = 2.0 / self.sigma2
+        self._halved = None
         if self._dot_due:  # an update whose energy nobody took: drop its sum
             self.K.takeDot()
         if self._due:
@@ -280,6 +286,7 @@ class _Level:
     # Back to the state before the last update() and forward(): m, v and J0 (and so the match
     # energy the caller kept) as they were; nothing is recomputed.
     def undo(self):
+        self._halved = None
         if self._dot_due:
             self.K.takeDot()
             self._dot_due = False
@@ -291,11 +298,11 @@ class _Level:
     # backward sweep and kernel applications. The rejected momenta are m + eps d (d = (2 / sigma^2) b
     # - 2 m, b the gradients of the current v), so half the step is their midpoint with m; K is linear,
     # so v = K m moves to the midpoint of v and the rejected velocities. The same as update(eps / 2)
-    # in exact arithmetic (tests/python/test_lddmm_ops.py compares the two); one pass over each stack.
-    # undo() has left no kernel sum due, so reg_energy() then takes one Dot.
+    # in exact arithmetic (tests/python/test_lddmm_ops.py compares the two). One pass over the four
+    # stacks (LDDMMHalveStep), which also sums sum_j <m_j, v_j> for reg_energy().
     def halve(self):
-        for new, old in ((self.m_new, self.m), (self.v_prev, self.v)):
-            ca.MulC_Add_MulC_I(self._flat[id(new)], 0.5, self._flat[id(old)], 0.5)
+        flat = self._flat
+        self._halved = ca.LDDMMHalveStep(flat[id(self.m_new)], flat[id(self.m)], flat[id(self.v_prev)], flat[id(self.v)])
         self.m, self.m_new = self.m_new, self.m
         self.v, self.v_prev = self.v_prev, self.v
 

@@ -138,6 +138,30 @@ def test_grad_step_with_compose_is_the_two_operations(grid, rng, mem):
         ca.LDDMMGradStep(v, m, h, J0, I1, 0.8, 12.5, h_out, v, 0.3)
 
 
+# LDDMMHalveStep: the two midpoints MulC_Add_MulC_I gives (to the bit, CPU and GPU: halves are
+# exact), and their sum of products against NumPy's float64 sum (a size that takes several blocks
+# and a grid-stride loop on the GPU); m and v sharing memory is refused before any change.
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("shape", [(7, 5, 3), (160, 96, 70)])
+def test_halve_step_is_the_midpoints_and_their_dot(rng, mem, shape):
+    g = ca.GridInfo(shape)
+    arrs = [rng.uniform(-3, 3, shape) for _ in range(4)]
+    m, m_old, v, v_old = (_image(g, a, mem) for a in arrs)
+    m_ref, v_ref = m.clone(mem), v.clone(mem)
+    ca.MulC_Add_MulC_I(m_ref, 0.5, m_old, 0.5)
+    ca.MulC_Add_MulC_I(v_ref, 0.5, v_old, 0.5)
+    s = ca.LDDMMHalveStep(m, m_old, v, v_old)
+    np.testing.assert_array_equal(m.numpy(), m_ref.numpy())
+    np.testing.assert_array_equal(v.numpy(), v_ref.numpy())
+    ref = float(np.sum(m_ref.numpy().astype(np.float64) * v_ref.numpy().astype(np.float64)))
+    assert abs(s - ref) <= 1e-12 * np.sum(np.abs(m_ref.numpy() * v_ref.numpy()), dtype=np.float64)
+    np.testing.assert_allclose(v_old.numpy(), np.asarray(arrs[3], np.float32).reshape(v_old.numpy().shape))
+    before = m.numpy().copy()
+    with pytest.raises(ValueError, match=r"LDDMMHalveStep.*'m'.*'v'"):
+        ca.LDDMMHalveStep(m, m_old, m, v_old)
+    np.testing.assert_array_equal(m.numpy(), before)
+
+
 def test_grad_step_with_a_zero_ignores_m(grid, rng):
     h, _, J0, I1 = _inputs(grid, rng, ca.MEM_HOST)
     m = ca.Field3D(grid, ca.MEM_HOST)

@@ -50,6 +50,15 @@ void ssdGradStep(float* const mOut[3], const float* const m[3], const float* con
   });
 }
 
+void halveStep(float* m, const float* mOld, float* v, const float* vOld, std::size_t n, double* sum,
+               const char*) {
+  double s = 0.0;
+  const std::ptrdiff_t k = std::ptrdiff_t(n);
+#pragma omp parallel for simd schedule(static) reduction(+ : s)
+  for (std::ptrdiff_t i = 0; i < k; ++i) s += math::halveElement(m, mOld, v, vOld, std::size_t(i));
+  *sum = s;
+}
+
 }  // namespace cpu_impl
 
 // ---------------------------------------------------------------------------------------------
@@ -149,6 +158,15 @@ void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Imag
 void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
                    float a, float s, Field3D& hOut, const Field3D& v, float delta) {
   gradStep(mOut, m, h, J0, I1, a, s, &hOut, &v, delta);
+}
+
+double LDDMMHalveStep(Image3D& m, const Image3D& mOld, Image3D& v, const Image3D& vOld) {
+  const char* op = "LDDMMHalveStep";
+  const bool dev = detail::prepare(op, {{"m", &m}, {"mOld", &mOld}, {"v", &v}, {"vOld", &vOld}});
+  detail::checkNoAlias(op, {"m", &m}, {"v", &v});  // both written
+  double sum = 0.0;
+  PYCA_BACKEND_RUN(dev, op, halveStep(m.data(), mOld.data(), v.data(), vOld.data(), m.nVox(), &sum, op));
+  return sum;
 }
 
 }  // namespace pyca

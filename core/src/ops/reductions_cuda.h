@@ -19,5 +19,10 @@ void reduceSum(const char* op, SumKind kind, const float* a, std::size_t aStride
 void reduceMinMax(const char* op, const float* a, std::size_t aStride, int planes, std::size_t n, float* lo,
                   float* hi);
 
+// Returns *acc (a double in device memory, written by kernels already enqueued) and sets *acc = 0, on
+// pyca's current stream: one kernel writes it into the calling thread's pinned result buffer (no
+// copy to pageable memory), then a wait.
+double takeSum(const char* op, double* acc);
+
 }  // namespace cuda_impl
 }  // namespace pyca

@@ -18,8 +18,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cub/block/block_reduce.cuh>
 
+#include "ops/block_sum.cuh"
 #include "pyca/math/filters.h"
 
 namespace pyca {
@@ -188,15 +188,6 @@ __device__ __forceinline__ double fluidAtFrequency(const math::FluidParams& P, c
   return dot ? math::parsevalTerm(kx, nx, re0, im0, re, im) : 0.0;
 }
 
-// Adds the block's sum of v (one value per thread; every thread of the block, of kZPassThreads, calls
-// this) to *dot: cub::BlockReduce, as the reductions (reductions.cu), then one atomic.
-__device__ __forceinline__ void blockAddDot(double* dot, double v) {
-  using BlockReduce = cub::BlockReduce<double, kZPassThreads>;
-  __shared__ typename BlockReduce::TempStorage temp;
-  const double sum = BlockReduce(temp).Sum(v);
-  if (threadIdx.x == 0) atomicAdd(dot, sum);
-}
-
 // The columns of the z pass: column q (0 <= q < perRow * rows) is frequency (kx, ky) = (q % perRow,
 // the row q / perRow), at j = ky * nxh + kx of a z-plane. Every column: perRow = nxh, rows = ny, by =
 // ny - 1 (then j = q). A band (FluidKernelFFT.setBand): perRow = bx + 1, rows = 2 by + 1, the rows
@@ -284,7 +275,7 @@ __global__ void __launch_bounds__(kZPassThreads)
     sum += fluidAtFrequency(P, tab, nx, ny, NZ, kx, ky, kz, isx, isy, isz, scale, dot != nullptr, re, im);
     for (int c = 0; c < 3; ++c) s[(c * NZ + pos) * TX + col] = make_float2(re[c], im[c]);
   }
-  if (dot) blockAddDot(dot, sum);
+  if (dot) blockAddSum<kZPassThreads>(dot, sum);
   __syncthreads();
   zPassStep<NZ, TX, true>(s, w, true);
   zPassStep<NZ, TX, true>(s, w, false);

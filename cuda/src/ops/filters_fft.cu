@@ -24,6 +24,7 @@
 #include "ops/fft_band.cuh"
 #include "ops/fft_zpass.cuh"
 #include "ops/filters_cuda.h"
+#include "ops/reductions_cuda.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
 #include "pyca/runtime.h"
@@ -283,7 +284,7 @@ __global__ void fluidKernel(cufftComplex* __restrict__ X, cufftComplex* __restri
     Y[i] = make_cuFloatComplex(re[1], im[1]);
     Z[i] = make_cuFloatComplex(re[2], im[2]);
   }
-  if (dot) blockAddDot(dot, sum);
+  if (dot) blockAddSum<kZPassThreads>(dot, sum);
 }
 
 }  // namespace
@@ -386,14 +387,7 @@ int CurrentDevice() {
   return d;
 }
 
-double DotTake(double* dot) {
-  double v = 0.0;
-  cudaStream_t st = stream();
-  check(cudaMemcpyAsync(&v, dot, sizeof(double), cudaMemcpyDeviceToHost, st), kOp, "cudaMemcpyAsync");
-  check(cudaMemsetAsync(dot, 0, sizeof(double), st), kOp, "cudaMemsetAsync");
-  check(cudaStreamSynchronize(st), kOp, "cudaStreamSynchronize");
-  return v;
-}
+double DotTake(double* dot) { return takeSum(kOp, dot); }
 
 }  // namespace cuda_impl
 }  // namespace pyca

@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/block_sum.cuh"
 #include "ops/cuda_common.cuh"
 #include "ops/lddmm_cuda.h"
+#include "ops/reductions_cuda.h"
 #include "pyca/math/lddmm.h"
 #include "pyca/runtime.h"
 
@@ -52,6 +54,18 @@ __global__ void ssdGradStepKernel(math::MutPlanes<3> mOut, math::Planes<3> m, ma
   }
 }
 
+constexpr int kHalveThreads = 256;
+
+template <class Index>
+__global__ void __launch_bounds__(kHalveThreads)
+    halveKernel(float* m, const float* mOld, float* v, const float* vOld, Index n, double* acc) {
+  double s = 0.0;
+  for (Index i = Index(blockIdx.x) * kHalveThreads + threadIdx.x; i < n;
+       i += Index(gridDim.x) * kHalveThreads)
+    s += math::halveElement(m, mOld, v, vOld, i);
+  blockAddSum<kHalveThreads>(acc, s);
+}
+
 }  // namespace
 
 void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],
@@ -81,6 +95,24 @@ void ssdGradStep(float* const mOut[3], const float* const m[3], const float* con
     ssdGradStepKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P, C);
   }
   checkLaunch(op);
+}
+
+void halveStep(float* m, const float* mOld, float* v, const float* vOld, std::size_t n, double* sum,
+               const char* op) {
+  *sum = 0.0;
+  if (n == 0) return;
+  Scratch acc(sizeof(double), op);
+  check(cudaMemsetAsync(acc.p, 0, sizeof(double), stream()), op, "cudaMemsetAsync");
+  // A grid-stride loop over enough blocks to fill the card; one atomic per block.
+  const unsigned blocks = unsigned(std::min<std::size_t>((n + kHalveThreads - 1) / kHalveThreads, 8192));
+  if (n < (std::size_t(1) << 32) - std::size_t(blocks) * kHalveThreads) {
+    halveKernel<std::uint32_t>
+        <<<blocks, kHalveThreads, 0, stream()>>>(m, mOld, v, vOld, std::uint32_t(n), acc.as<double>());
+  } else {
+    halveKernel<std::size_t><<<blocks, kHalveThreads, 0, stream()>>>(m, mOld, v, vOld, n, acc.as<double>());
+  }
+  checkLaunch(op);
+  *sum = takeSum(op, acc.as<double>());
 }
 
 }  // namespace cuda_impl

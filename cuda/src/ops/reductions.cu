@@ -157,7 +157,22 @@ void reduce(const char* op, const float* a, std::size_t aStride, const float* b,
   for (int k = 0; k < planes; ++k) out[k] = host[k];
 }
 
+__global__ void takeKernel(double* acc, double* out) {
+  *out = *acc;
+  *acc = 0.0;
+}
+
 }  // namespace
+
+double takeSum(const char* op, double* acc) {
+  double* dev = nullptr;
+  double* host = resultBuffer<double>(op, &dev);
+  const cudaStream_t s = stream();
+  takeKernel<<<1, 1, 0, s>>>(acc, dev);
+  checkLaunch(op);
+  check(cudaStreamSynchronize(s), op, "cudaStreamSynchronize");
+  return host[0];
+}
 
 void reduceSum(const char* op, SumKind kind, const float* a, std::size_t aStride, const float* b,
                std::size_t bStride, int planes, std::size_t n, double* out) {

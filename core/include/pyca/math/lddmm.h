@@ -120,5 +120,16 @@ PYCA_HD void gradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, const P
   }
 }
 
+// LDDMMHalveStep at element i: m = (m + mOld) / 2 and v = (v + vOld) / 2 (as MulC_Add_MulC_I(m, 0.5,
+// mOld, 0.5): halves are exact, so the same bits), every input read before either output is written;
+// returns the product of the new m and v, in double (Dot's term).
+PYCA_HD double halveElement(float* m, const float* mOld, float* v, const float* vOld, std::size_t i) {
+  const float a = m[i], b = mOld[i], c = v[i], d = vOld[i];
+  const float mi = a * 0.5f + b * 0.5f, vi = c * 0.5f + d * 0.5f;
+  m[i] = mi;
+  v[i] = vi;
+  return double(mi) * double(vi);
+}
+
 }  // namespace math
 }  // namespace pyca
