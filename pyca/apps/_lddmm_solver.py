@@ -156,13 +156,15 @@ class _Level:
     def forward(self):
         self.J0, self.J0_prev = self.J0_prev, self.J0
         h, hn = self.h
-        ca.SetToIdentity(h)
+        if not self._fast:
+            ca.SetToIdentity(h)
         for j in range(self.T):
-            if self._fast:  # the lines below in one pass
+            if self._fast:  # the lines below in one pass (from the identity, unread, at j = 0)
+                hj = (h,) if j else ()
                 if self.source is None:
-                    ca.LDDMMTransportStep(hn, self.J0[j + 1], h, self.v[j], self.I0, -self.dt)
+                    ca.LDDMMTransportStep(hn, self.J0[j + 1], *hj, self.v[j], self.I0, -self.dt)
                 else:
-                    ca.LDDMMTransportStep(hn, self.J0[j + 1], h, self.v[j], self.source[0], -self.dt, *self._rows)
+                    ca.LDDMMTransportStep(hn, self.J0[j + 1], *hj, self.v[j], self.source[0], -self.dt, *self._rows)
                 h, hn = hn, h
                 continue
             ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
@@ -269,9 +271,9 @@ class _Level:
         self._due = False
         a, s = (0.0, 1.0) if eps is None else (1.0 - 2.0 * eps, eps * (2.0 / self.sigma2))
         h, hn = self.h
-        # phi_{t_{T-1},1} = id o (x + dt v_{T-1}) = x + dt v_{T-1} / spacing (a trilinear sample of the
-        # identity is its position: every tap, inside the grid or, under PARTIAL_ID, outside, holds its
-        # own coordinate; on a 2-D grid v_z is 0): two elementwise passes instead of a gather.
+        # phi_{t_{T-1},1} = id o (x + dt v_{T-1}) = x + dt v_{T-1} / spacing: two elementwise passes
+        # instead of a gather of the identity (whose sample at a point is the point, up to the rounding
+        # of the lerps; on a 2-D grid v_z is 0).
         ca.MulC(h, self.v[self.T - 1], self.dt)
         ca.VtoH_I(h)
         for j in range(self.T - 1, -1, -1):

@@ -81,6 +81,37 @@ def test_transport_step_through_an_affine_is_the_chain(rng, mem):
     np.testing.assert_array_equal(j_eye.numpy(), j_plain.numpy())
 
 
+# Without h (from the identity, not read): hOut = x + delta v / spacing (0 along an axis of size 1)
+# against NumPy, and the same as with h = SetToIdentity up to the rounding of the identity's lerps,
+# displacements reaching far outside the grid (PARTIAL_ID's identity there) and, on a 2-D grid, a v_z
+# that the identity's sample ignores (z stays 0).
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("shape", [(13, 11, 9), (12, 10, 1)], ids=["3d", "2d"])
+def test_transport_step_from_the_identity(rng, mem, shape):
+    g = ca.GridInfo(shape, (1.5, 1.0, 2.0), (0.5, -1.0, 2.0))
+    v = _field(g, rng.uniform(-6, 6, shape + (3,)) * np.array(tuple(g.spacing())), mem)
+    im = _image(ca.GridInfo((10, 14, 8)), rng.uniform(0, 1, (10, 14, 8)), mem)
+    ident = ca.Field3D(g, mem)
+    ca.SetToIdentity(ident)
+    M = np.array([[0.9, -0.2, 0.05, 1.2], [0.2, 1.1, 0.0, -0.7], [0.02, 0.1, 0.8, 0.4]])
+    rows = [ca.Vec3Df(*M[i, :3]) for i in range(3)] + [ca.Vec3Df(*M[:3, 3])]
+    for extra in ((), tuple(rows)):
+        h_ref, j_ref, h_out, j_out = ca.Field3D(g, mem), ca.Image3D(g, mem), ca.Field3D(g, mem), ca.Image3D(g, mem)
+        ca.LDDMMTransportStep(h_ref, j_ref, ident, v, im, -0.4, *extra)
+        ca.SetMem(h_out, np.nan)
+        ca.LDDMMTransportStep(h_out, j_out, v, im, -0.4, *extra)
+        idx = np.stack(np.meshgrid(*[np.arange(k, dtype=np.float32) for k in shape], indexing="ij"), axis=-1)
+        scale = (np.float32(-0.4) / np.array(tuple(g.spacing()), np.float32)).astype(np.float32)
+        want = idx + scale * v.numpy()
+        want[..., [k for k in range(3) if shape[k] == 1]] = 0.0
+        np.testing.assert_allclose(h_out.numpy(), want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(h_out.numpy(), h_ref.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(j_out.numpy(), j_ref.numpy(), rtol=1e-5, atol=1e-5)
+    assert (h_out.numpy()[..., 0] < -1.5).any() and (h_out.numpy()[..., 1] > shape[1] + 0.5).any()  # outside
+    if shape[2] == 1:
+        assert not h_out.numpy()[..., 2].any()
+
+
 def _grad_step_chain(mem, g, m, h, J0, I1, a, s):
     """The unfused solver's chain: ApplyH, JacDetH * volume, Gradient, (J0 - J1) grad * jac, update."""
     J1, jac, b, out = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Field3D(g, mem), ca.Field3D(g, mem)

@@ -74,15 +74,19 @@ float voxelVolume(const Array3D& a) {
 }  // namespace
 
 namespace {
-void transport(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im, float delta,
+// h == nullptr: the identity (the overloads without h).
+void transport(Field3D& hOut, Image3D& J, const Field3D* h, const Field3D& v, const Image3D& im, float delta,
                const Vec3Df* affine) {
   const char* op = "LDDMMTransportStep";
   // im may have any size (as ApplyH's): hOut holds voxel coordinates of its grid (through the affine).
-  const bool dev = detail::prepare(op, {{"hOut", &hOut}, {"J", &J}, {"h", &h}, {"v", &v}});
+  const bool dev = detail::prepare(op, {{"hOut", &hOut}, {"J", &J}, {"v", &v}});
   detail::onDevice(op, {{"hOut", &hOut}, {"im", &im}});
-  detail::checkNoAlias(op, {"hOut", &hOut}, {"h", &h});
+  if (h != nullptr) {
+    detail::prepare(op, {{"hOut", &hOut}, {"h", h}});
+    detail::checkNoAlias(op, {"hOut", &hOut}, {"h", h});
+    detail::checkNoAlias(op, {"J", &J}, {"h", h});
+  }
   detail::checkNoAlias(op, {"hOut", &hOut}, {"im", &im});
-  detail::checkNoAlias(op, {"J", &J}, {"h", &h});
   detail::checkNoAlias(op, {"J", &J}, {"v", &v});
   detail::checkNoAlias(op, {"J", &J}, {"im", &im});
   detail::checkNoAlias(op, {"J", &J}, {"hOut", &hOut});
@@ -99,7 +103,7 @@ void transport(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, co
     P.t = affine[3];
   }
   float* o[3] = {hOut.x(), hOut.y(), hOut.z()};
-  const float* hp[3] = {h.x(), h.y(), h.z()};
+  const float* hp[3] = {h ? h->x() : nullptr, h ? h->y() : nullptr, h ? h->z() : nullptr};
   const float* vp[3] = {v.x(), v.y(), v.z()};
   PYCA_BACKEND_RUN(dev, op, transportStep(o, J.data(), hp, vp, im.data(), P, op));
 }
@@ -107,13 +111,23 @@ void transport(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, co
 
 void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im,
                         float delta) {
-  transport(hOut, J, h, v, im, delta, nullptr);
+  transport(hOut, J, &h, v, im, delta, nullptr);
 }
 
 void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& h, const Field3D& v, const Image3D& im,
                         float delta, const Vec3Df& a0, const Vec3Df& a1, const Vec3Df& a2, const Vec3Df& t) {
   const Vec3Df affine[4] = {a0, a1, a2, t};
-  transport(hOut, J, h, v, im, delta, affine);
+  transport(hOut, J, &h, v, im, delta, affine);
+}
+
+void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& v, const Image3D& im, float delta) {
+  transport(hOut, J, nullptr, v, im, delta, nullptr);
+}
+
+void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& v, const Image3D& im, float delta,
+                        const Vec3Df& a0, const Vec3Df& a1, const Vec3Df& a2, const Vec3Df& t) {
+  const Vec3Df affine[4] = {a0, a1, a2, t};
+  transport(hOut, J, nullptr, v, im, delta, affine);
 }
 
 namespace {

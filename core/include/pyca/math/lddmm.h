@@ -54,12 +54,24 @@ PYCA_HD Vec3Df affineAt(const TransportParams& P, const Vec3Df& q) {
                 ((P.a2.x * q.x + P.a2.y * q.y) + P.a2.z * q.z) + P.t.z);
 }
 
+// The first step of the flow, from the identity, at one voxel: p = x + scale * v(x), 0 along an axis
+// of size 1. ComposeHV of the identity gives the same up to the rounding of its lerps (floor(p) +
+// (p - floor(p)), one unit in the last place at most): every tap, inside the grid or, under
+// PARTIAL_ID, outside, holds its own coordinate; an axis of size 1 is not interpolated (index 0: 0).
+PYCA_HD Vec3Df composeIdentityAt(const Planes<3>& v, const Vec3Di& n, const Vec3Df& scale, int x, int y,
+                                 int z, std::size_t id) {
+  const Vec3Df p(float(x) + scale.x * loadRO(v.p[0] + id), float(y) + scale.y * loadRO(v.p[1] + id),
+                 float(z) + scale.z * loadRO(v.p[2] + id));
+  return Vec3Df(n.x == 1 ? 0.f : p.x, n.y == 1 ? 0.f : p.y, n.z == 1 ? 0.f : p.z);
+}
+
 // One voxel of LDDMMTransportStep: hOut = ComposeHV(h, v, delta) and J = ApplyH(im, hOut) there (of
-// A hOut + t with an affine).
+// A hOut + t with an affine). h.p[0] == nullptr: from the identity, unread (composeIdentityAt).
 template <class Index = std::size_t>
 PYCA_HD void transportVoxel(const MutPlanes<3>& hOut, float* J, const Planes<3>& h, const Planes<3>& v,
                             const float* im, const TransportParams& P, int x, int y, int z, std::size_t id) {
-  const Vec3Df q = composeHVAt<Index>(h, v, P.n, P.scale, x, y, z, id);
+  const Vec3Df q = h.p[0] ? composeHVAt<Index>(h, v, P.n, P.scale, x, y, z, id)
+                          : composeIdentityAt(v, P.n, P.scale, x, y, z, id);
   hOut.p[0][id] = q.x;
   hOut.p[1][id] = q.y;
   hOut.p[2][id] = q.z;
