@@ -260,6 +260,7 @@ class _Level:
             for j in range(self.T):
                 ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
                 self.K.applyInverseOperatorDot(self.v_prev[j], self.m_new[j])
+        self.K.stageDot()  # the sum to host memory behind the sweep: the match energy's wait brings it
         self.m, self.m_new = self.m_new, self.m
         self.v, self.v_prev = self.v_prev, self.v
         self._dot_due = True

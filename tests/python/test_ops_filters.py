@@ -298,6 +298,35 @@ def test_fluid_kernel_dot_is_the_sum_of_products(rng, mem, size, beta):
     assert k.takeDot() > 0.0  # K is positive definite (gamma > 0)
 
 
+# stageDot() moves the sum so far behind the queued work without waiting; takeDot() returns it with
+# whatever was added after, once, on both backends (on the CPU stageDot does nothing).
+@pytest.mark.parametrize("mem", MEMS)
+def test_fluid_kernel_staged_dot_is_taken_with_the_rest(rng, mem):
+    grid = ca.GridInfo((8, 6, 16))
+    k = ca.FluidKernelFFT()
+    k.setGamma(0.5)
+    k.setGrid(grid)
+    k.stageDot()  # nothing accumulated: nothing to stage
+    assert k.takeDot() == 0.0
+    vs = [field(rng.standard_normal((8, 6, 16, 3)).astype(np.float32), grid, mem) for _ in range(3)]
+    out = ca.Field3D(grid, mem)
+    single = []
+    for v in vs:
+        k.applyInverseOperatorDot(out, v)
+        single.append(k.takeDot())
+    k.applyInverseOperatorDot(out, vs[0])
+    k.stageDot()
+    k.applyInverseOperatorDot(out, vs[1])
+    k.stageDot()
+    k.applyInverseOperatorDot(out, vs[2])
+    np.testing.assert_allclose(k.takeDot(), sum(single), rtol=1e-12)
+    assert k.takeDot() == 0.0
+    k.applyInverseOperatorDot(out, vs[1])
+    k.stageDot()
+    np.testing.assert_allclose(k.takeDot(), single[1], rtol=1e-12)
+    assert k.takeDot() == 0.0
+
+
 def test_fluid_kernel_dot_accumulates_until_taken(rng):
     grid = ca.GridInfo((8, 6, 16))
     k = ca.FluidKernelFFT()

@@ -100,6 +100,11 @@ class FluidKernelFFT {
   // The sum accumulated by applyInverseOperatorDot since the last call (0 if none), which resets
   // it. On the GPU this waits for the queued work once.
   double takeDot();
+  // Queues, behind the work already queued, the move of the sum accumulated so far into host memory
+  // this object owns, without waiting; takeDot() then returns it with anything added later. A caller
+  // that waits for the GPU anyway before takeDot() (the LDDMM solver: its match energy) thus saves
+  // takeDot() a launch and a round trip. Nothing to do on the CPU.
+  void stageDot();
 
  private:
   void apply(const char* op, Field3D& out, const Field3D& in, bool inverse, bool dot = false);

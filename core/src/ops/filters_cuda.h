@@ -31,6 +31,12 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
 // to 0 (waits for the stream).
 int CurrentDevice();
 double DotTake(double* dot);
+// FluidKernelFFT.stageDot: one double of pinned, mapped host memory (0), its release; the queued
+// move *pinned += *dot, *dot = 0 (no wait); a wait for pyca's current stream.
+double* PinnedDouble();
+void PinnedFree(double* p);
+void DotStage(double* dot, double* pinned);
+void StreamWait();
 
 }  // namespace cuda_impl
 }  // namespace pyca

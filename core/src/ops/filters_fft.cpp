@@ -306,12 +306,19 @@ struct FluidKernelFFT::Impl {
   double hostDot = 0.0;
   double* devDot = nullptr;
   int devDotDevice = -1;
+  // stageDot()'s host memory (pinned, mapped: one double), made on first use; `staged`: a move into
+  // it is queued; `pending`: devDot may hold a sum not staged.
+  double* pinned = nullptr;
+  bool staged = false, pending = false;
 
   Impl() = default;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
     if (devDot) detail::deviceFree(devDot);
+#ifdef PYCA_WITH_CUDA
+    if (pinned) cuda_impl::PinnedFree(pinned);
+#endif
   }
 };
 
@@ -382,6 +389,7 @@ void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool
                        std::to_string(impl_->devDotDevice) + "; use one FluidKernelFFT per device");
     }
     devDot = impl_->devDot;
+    impl_->pending = true;
   }
 #endif
   runFluid(op, dev, out, in, impl_->grid, prm, &impl_->plans, dot && !dev ? &impl_->hostDot : nullptr,
@@ -405,9 +413,31 @@ double FluidKernelFFT::takeDot() {
   double sum = impl_->hostDot;
   impl_->hostDot = 0.0;
 #ifdef PYCA_WITH_CUDA
-  if (impl_->devDot) sum += cuda_impl::DotTake(impl_->devDot);
+  if (impl_->staged) {
+    PYCA_CUDA_CALL("FluidKernelFFT.takeDot", cuda_impl::StreamWait());
+    sum += *impl_->pinned;
+    *impl_->pinned = 0.0;
+    impl_->staged = false;
+  }
+  if (impl_->devDot && impl_->pending) sum += cuda_impl::DotTake(impl_->devDot);
+  impl_->pending = false;
 #endif
   return sum;
+}
+
+void FluidKernelFFT::stageDot() {
+#ifdef PYCA_WITH_CUDA
+  if (!impl_->devDot || !impl_->pending) return;
+  const char* op = "FluidKernelFFT.stageDot";
+  if (cuda_impl::CurrentDevice() != impl_->devDotDevice) {
+    throw ValueError(std::string(op) + ": this object accumulates on device " +
+                     std::to_string(impl_->devDotDevice) + "; use one FluidKernelFFT per device");
+  }
+  if (!impl_->pinned) PYCA_CUDA_CALL(op, impl_->pinned = cuda_impl::PinnedDouble());
+  PYCA_CUDA_CALL(op, cuda_impl::DotStage(impl_->devDot, impl_->pinned));
+  impl_->staged = true;
+  impl_->pending = false;
+#endif
 }
 
 }  // namespace pyca

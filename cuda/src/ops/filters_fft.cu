@@ -389,5 +389,30 @@ int CurrentDevice() {
 
 double DotTake(double* dot) { return takeSum(kOp, dot); }
 
+namespace {
+__global__ void stageKernel(double* dot, double* out) {
+  *out += *dot;
+  *dot = 0.0;
+}
+}  // namespace
+
+double* PinnedDouble() {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, sizeof(double), cudaHostAllocMapped | cudaHostAllocPortable), kOp, "cudaHostAlloc");
+  *static_cast<double*>(p) = 0.0;
+  return static_cast<double*>(p);
+}
+
+void PinnedFree(double* p) { cudaFreeHost(p); }  // may fail at process exit, after the runtime: ignored
+
+void DotStage(double* dot, double* pinned) {
+  void* dev = nullptr;
+  check(cudaHostGetDevicePointer(&dev, pinned, 0), kOp, "cudaHostGetDevicePointer");
+  stageKernel<<<1, 1, 0, stream()>>>(dot, static_cast<double*>(dev));
+  checkLaunch(kOp);
+}
+
+void StreamWait() { check(cudaStreamSynchronize(stream()), kOp, "cudaStreamSynchronize"); }
+
 }  // namespace cuda_impl
 }  // namespace pyca

@@ -21,7 +21,7 @@ namespace cuda_impl {
 
 namespace {
 
-constexpr int kBlockX = 32, kBlockY = 8, kZPerThread = 4;
+constexpr int kBlockX = 32, kBlockY = 8, kZPerThread = 4, kBlockThreads = kBlockX * kBlockY;
 
 struct Launch {
   dim3 grid, block;
@@ -34,9 +34,15 @@ Launch launchFor(const Vec3Di& n) {
   return l;
 }
 
+// Five blocks of 256 threads per SM (at most 48 registers: no spills on sm_90 with 32-bit indices; the
+// compiler took 56-64 without the bound, four blocks): the gathers wait on memory, and the fifth block
+// hides more of it (H100: 256^3 0.348 -> 0.328 ms, 192 x 224 x 192 0.176 -> 0.168 ms, 128^3 the same;
+// benchmarks/lab/notes.md). LDDMMGradStep spills under that bound and runs slower (0.097 -> 0.110 ms
+// at 128^3), so it has none.
 template <class Index>
-__global__ void transportKernel(math::MutPlanes<3> hOut, float* __restrict__ J, math::Planes<3> h,
-                                math::Planes<3> v, const float* __restrict__ im, math::TransportParams P) {
+__global__ void __launch_bounds__(kBlockThreads, 5)
+    transportKernel(math::MutPlanes<3> hOut, float* __restrict__ J, math::Planes<3> h, math::Planes<3> v,
+                    const float* __restrict__ im, math::TransportParams P) {
   PYCA_VOXEL_RUNS(P.n, kZPerThread) {
     const std::size_t id = math::linearIndex(x, y, z, P.n);
     math::transportVoxel<Index>(hOut, J, h, v, im, P, x, y, z, id);
