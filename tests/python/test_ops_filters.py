@@ -325,6 +325,16 @@ def test_fluid_kernel_staged_dot_is_taken_with_the_rest(rng, mem):
     k.stageDot()
     np.testing.assert_allclose(k.takeDot(), single[1], rtol=1e-12)
     assert k.takeDot() == 0.0
+    if mem == ca.MEM_DEVICE:  # taken while another stream is current: it waits for the staging itself
+        cupy = pytest.importorskip("cupy")
+        k.applyInverseOperatorDot(out, vs[2])
+        k.stageDot()
+        other, before = cupy.cuda.Stream(non_blocking=True), ca.current_stream()
+        ca.set_current_stream(other.ptr)
+        try:
+            np.testing.assert_allclose(k.takeDot(), single[2], rtol=1e-12)
+        finally:
+            ca.set_current_stream(before)
 
 
 def test_fluid_kernel_dot_accumulates_until_taken(rng):

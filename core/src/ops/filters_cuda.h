@@ -31,12 +31,15 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
 // to 0 (waits for the stream).
 int CurrentDevice();
 double DotTake(double* dot);
-// FluidKernelFFT.stageDot: one double of pinned, mapped host memory (0), its release; the queued
-// move *pinned += *dot, *dot = 0 (no wait); a wait for pyca's current stream.
-double* PinnedDouble();
-void PinnedFree(double* p);
-void DotStage(double* dot, double* pinned);
-void StreamWait();
+// FluidKernelFFT.stageDot's host side (one per object, made on first use): a double of pinned, mapped
+// host memory and an event. DotStage queues *host += *dot, *dot = 0 on pyca's current stream and
+// records the event after it (no wait); StagingTake waits for that event (whichever stream is
+// current then), returns the value and resets it to 0.
+struct DotStaging;
+DotStaging* StagingCreate();
+void StagingFree(DotStaging* s);
+void DotStage(double* dot, DotStaging* s);
+double StagingTake(DotStaging* s);
 
 }  // namespace cuda_impl
 }  // namespace pyca

@@ -306,9 +306,11 @@ struct FluidKernelFFT::Impl {
   double hostDot = 0.0;
   double* devDot = nullptr;
   int devDotDevice = -1;
-  // stageDot()'s host memory (pinned, mapped: one double), made on first use; `staged`: a move into
-  // it is queued; `pending`: devDot may hold a sum not staged.
-  double* pinned = nullptr;
+  // stageDot()'s host memory and event, made on first use; `staged`: a move into it is queued;
+  // `pending`: devDot may hold a sum not staged.
+#ifdef PYCA_WITH_CUDA
+  cuda_impl::DotStaging* staging = nullptr;
+#endif
   bool staged = false, pending = false;
 
   Impl() = default;
@@ -317,7 +319,7 @@ struct FluidKernelFFT::Impl {
   ~Impl() {
     if (devDot) detail::deviceFree(devDot);
 #ifdef PYCA_WITH_CUDA
-    if (pinned) cuda_impl::PinnedFree(pinned);
+    cuda_impl::StagingFree(staging);
 #endif
   }
 };
@@ -414,10 +416,8 @@ double FluidKernelFFT::takeDot() {
   impl_->hostDot = 0.0;
 #ifdef PYCA_WITH_CUDA
   if (impl_->staged) {
-    PYCA_CUDA_CALL("FluidKernelFFT.takeDot", cuda_impl::StreamWait());
-    sum += *impl_->pinned;
-    *impl_->pinned = 0.0;
     impl_->staged = false;
+    sum += cuda_impl::StagingTake(impl_->staging);
   }
   if (impl_->devDot && impl_->pending) sum += cuda_impl::DotTake(impl_->devDot);
   impl_->pending = false;
@@ -433,8 +433,8 @@ void FluidKernelFFT::stageDot() {
     throw ValueError(std::string(op) + ": this object accumulates on device " +
                      std::to_string(impl_->devDotDevice) + "; use one FluidKernelFFT per device");
   }
-  if (!impl_->pinned) PYCA_CUDA_CALL(op, impl_->pinned = cuda_impl::PinnedDouble());
-  PYCA_CUDA_CALL(op, cuda_impl::DotStage(impl_->devDot, impl_->pinned));
+  if (!impl_->staging) impl_->staging = cuda_impl::StagingCreate();
+  cuda_impl::DotStage(impl_->devDot, impl_->staging);
   impl_->staged = true;
   impl_->pending = false;
 #endif

@@ -396,23 +396,44 @@ __global__ void stageKernel(double* dot, double* out) {
 }
 }  // namespace
 
-double* PinnedDouble() {
+struct DotStaging {
+  double* host = nullptr;
+  double* dev = nullptr;  // the same memory, as the device sees it
+  cudaEvent_t done = nullptr;
+};
+
+void StagingFree(DotStaging* s) {  // (at process exit, after the runtime, the calls fail: ignored)
+  if (s == nullptr) return;
+  if (s->done) cudaEventDestroy(s->done);
+  if (s->host) cudaFreeHost(s->host);
+  delete s;
+}
+
+DotStaging* StagingCreate() {
+  std::unique_ptr<DotStaging, void (*)(DotStaging*)> s(new DotStaging, StagingFree);
   void* p = nullptr;
   check(cudaHostAlloc(&p, sizeof(double), cudaHostAllocMapped | cudaHostAllocPortable), kOp, "cudaHostAlloc");
-  *static_cast<double*>(p) = 0.0;
-  return static_cast<double*>(p);
+  s->host = static_cast<double*>(p);
+  *s->host = 0.0;
+  void* d = nullptr;
+  check(cudaHostGetDevicePointer(&d, p, 0), kOp, "cudaHostGetDevicePointer");
+  s->dev = static_cast<double*>(d);
+  check(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming), kOp, "cudaEventCreateWithFlags");
+  return s.release();
 }
 
-void PinnedFree(double* p) { cudaFreeHost(p); }  // may fail at process exit, after the runtime: ignored
-
-void DotStage(double* dot, double* pinned) {
-  void* dev = nullptr;
-  check(cudaHostGetDevicePointer(&dev, pinned, 0), kOp, "cudaHostGetDevicePointer");
-  stageKernel<<<1, 1, 0, stream()>>>(dot, static_cast<double*>(dev));
+void DotStage(double* dot, DotStaging* s) {
+  stageKernel<<<1, 1, 0, stream()>>>(dot, s->dev);
   checkLaunch(kOp);
+  check(cudaEventRecord(s->done, stream()), kOp, "cudaEventRecord");
 }
 
-void StreamWait() { check(cudaStreamSynchronize(stream()), kOp, "cudaStreamSynchronize"); }
+double StagingTake(DotStaging* s) {
+  check(cudaEventSynchronize(s->done), kOp, "cudaEventSynchronize");
+  const double v = *s->host;
+  *s->host = 0.0;
+  return v;
+}
 
 }  // namespace cuda_impl
 }  // namespace pyca
