@@ -329,36 +329,36 @@ PYCA_HD void interpolate(float out[NC], const Planes<NC>& src, const Vec3Di& n, 
       }
       out[c] = lerp(yz[0], yz[1], fz);
     }
-    return;
-  }
-  float acc[NC];
-  PYCA_UNROLL
-  for (int c = 0; c < NC; ++c) acc[c] = 0.f;
-  PYCA_UNROLL
-  for (int kz = 0; kz < N; ++kz) {
-    if (tz.w[kz] == 0.f) continue;
+  } else {  // (an else, not a return above: the rest is then not compiled for INTERP_LINEAR)
+    float acc[NC];
     PYCA_UNROLL
-    for (int ky = 0; ky < N; ++ky) {
-      if (ty.w[ky] == 0.f) continue;
-      const float wzy = tz.w[kz] * ty.w[ky];
-      const Index row = Index(tz.idx[kz]) * nxy + Index(ty.idx[ky]) * nx;
+    for (int c = 0; c < NC; ++c) acc[c] = 0.f;
+    PYCA_UNROLL
+    for (int kz = 0; kz < N; ++kz) {
+      if (tz.w[kz] == 0.f) continue;
       PYCA_UNROLL
-      for (int kx = 0; kx < N; ++kx) {
-        const float w = wzy * tx.w[kx];
-        if (!isPartial(BG) || (tz.ok[kz] && ty.ok[ky] && tx.ok[kx])) {
-          const Index id = row + Index(tx.idx[kx]);
-          PYCA_UNROLL
-          for (int c = 0; c < NC; ++c) acc[c] += w * loadRO(src.p[c] + id);
-        } else if (BG == BACKGROUND_STRATEGY_PARTIAL_ID) {
-          const float idc[3] = {tx.id[kx], ty.id[ky], tz.id[kz]};
-          PYCA_UNROLL
-          for (int c = 0; c < NC; ++c) acc[c] += w * idc[c < 3 ? c : 0];
+      for (int ky = 0; ky < N; ++ky) {
+        if (ty.w[ky] == 0.f) continue;
+        const float wzy = tz.w[kz] * ty.w[ky];
+        const Index row = Index(tz.idx[kz]) * nxy + Index(ty.idx[ky]) * nx;
+        PYCA_UNROLL
+        for (int kx = 0; kx < N; ++kx) {
+          const float w = wzy * tx.w[kx];
+          if (!isPartial(BG) || (tz.ok[kz] && ty.ok[ky] && tx.ok[kx])) {
+            const Index id = row + Index(tx.idx[kx]);
+            PYCA_UNROLL
+            for (int c = 0; c < NC; ++c) acc[c] += w * loadRO(src.p[c] + id);
+          } else if (BG == BACKGROUND_STRATEGY_PARTIAL_ID) {
+            const float idc[3] = {tx.id[kx], ty.id[ky], tz.id[kz]};
+            PYCA_UNROLL
+            for (int c = 0; c < NC; ++c) acc[c] += w * idc[c < 3 ? c : 0];
+          }
         }
       }
     }
+    PYCA_UNROLL
+    for (int c = 0; c < NC; ++c) out[c] = acc[c];
   }
-  PYCA_UNROLL
-  for (int c = 0; c < NC; ++c) out[c] = acc[c];
 }
 
 // Trilinear splat: the exact transpose of interpolate<INTERP_LINEAR, BG> (BG one of CLAMP, WRAP,
