@@ -27,19 +27,7 @@ void Convolve(float* out, const float* im, const Vec3Di& size, const float* kern
 void FluidApply(float* const out[3], const float* const in[3], const GridInfo& grid,
                 const math::FluidParams& p, double* dot = nullptr);
 
-// The current device; the value of FluidKernelFFT's accumulator (one double on the device), reset
-// to 0 (waits for the stream).
+// The current device.
 int CurrentDevice();
-double DotTake(double* dot);
-// FluidKernelFFT.stageDot's host side (one per object, made on first use): a double of pinned, mapped
-// host memory and an event. DotStage queues *host += *dot, *dot = 0 on pyca's current stream and
-// records the event after it (no wait); StagingTake waits for that event (whichever stream is
-// current then), returns the value and resets it to 0.
-struct DotStaging;
-DotStaging* StagingCreate();
-void StagingFree(DotStaging* s);
-void DotStage(double* dot, DotStaging* s);
-double StagingTake(DotStaging* s);
-
 }  // namespace cuda_impl
 }  // namespace pyca

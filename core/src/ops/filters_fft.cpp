@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ops/filters_cuda.h"
+#include "ops/reductions_cuda.h"
 #include "pyca/detail/checks.h"
 #include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
@@ -309,9 +310,21 @@ struct FluidKernelFFT::Impl {
   // stageDot()'s host memory and event, made on first use; `staged`: a move into it is queued;
   // `pending`: devDot may hold a sum not staged.
 #ifdef PYCA_WITH_CUDA
-  cuda_impl::DotStaging* staging = nullptr;
+  cuda_impl::SumStaging* staging = nullptr;
 #endif
   bool staged = false, pending = false;
+
+  // Device calls must stay on the device of the first one, which holds devDot.
+  void checkDotDevice(const char* op) const {
+#ifdef PYCA_WITH_CUDA
+    if (devDot && cuda_impl::CurrentDevice() != devDotDevice) {
+      throw ValueError(std::string(op) + ": this object accumulates on device " +
+                       std::to_string(devDotDevice) + "; use one FluidKernelFFT per device");
+    }
+#else
+    (void)op;
+#endif
+  }
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -319,7 +332,7 @@ struct FluidKernelFFT::Impl {
   ~Impl() {
     if (devDot) detail::deviceFree(devDot);
 #ifdef PYCA_WITH_CUDA
-    cuda_impl::StagingFree(staging);
+    cuda_impl::freeStaging(staging);
 #endif
   }
 };
@@ -383,12 +396,10 @@ void FluidKernelFFT::apply(const char* op, Field3D& out, const Field3D& in, bool
   double* devDot = nullptr;
 #ifdef PYCA_WITH_CUDA
   if (dot && dev) {
+    impl_->checkDotDevice(op);
     if (!impl_->devDot) {
       impl_->devDot = static_cast<double*>(detail::deviceAlloc(sizeof(double), &impl_->devDotDevice));
       detail::deviceFill(reinterpret_cast<float*>(impl_->devDot), 2, 0.f);  // 0.0 (all bits 0)
-    } else if (cuda_impl::CurrentDevice() != impl_->devDotDevice) {
-      throw ValueError(std::string(op) + ": this object accumulates on device " +
-                       std::to_string(impl_->devDotDevice) + "; use one FluidKernelFFT per device");
     }
     devDot = impl_->devDot;
     impl_->pending = true;
@@ -417,9 +428,9 @@ double FluidKernelFFT::takeDot() {
 #ifdef PYCA_WITH_CUDA
   if (impl_->staged) {
     impl_->staged = false;
-    sum += cuda_impl::StagingTake(impl_->staging);
+    sum += cuda_impl::takeStaged("FluidKernelFFT.takeDot", impl_->staging);
   }
-  if (impl_->devDot && impl_->pending) sum += cuda_impl::DotTake(impl_->devDot);
+  if (impl_->devDot && impl_->pending) sum += cuda_impl::takeSum("FluidKernelFFT.takeDot", impl_->devDot);
   impl_->pending = false;
 #endif
   return sum;
@@ -429,12 +440,9 @@ void FluidKernelFFT::stageDot() {
 #ifdef PYCA_WITH_CUDA
   if (!impl_->devDot || !impl_->pending) return;
   const char* op = "FluidKernelFFT.stageDot";
-  if (cuda_impl::CurrentDevice() != impl_->devDotDevice) {
-    throw ValueError(std::string(op) + ": this object accumulates on device " +
-                     std::to_string(impl_->devDotDevice) + "; use one FluidKernelFFT per device");
-  }
-  if (!impl_->staging) impl_->staging = cuda_impl::StagingCreate();
-  cuda_impl::DotStage(impl_->devDot, impl_->staging);
+  impl_->checkDotDevice(op);
+  if (!impl_->staging) impl_->staging = cuda_impl::createStaging(op);
+  cuda_impl::stageSum(op, impl_->devDot, impl_->staging);
   impl_->staged = true;
   impl_->pending = false;
 #endif

@@ -19,10 +19,20 @@ void reduceSum(const char* op, SumKind kind, const float* a, std::size_t aStride
 void reduceMinMax(const char* op, const float* a, std::size_t aStride, int planes, std::size_t n, float* lo,
                   float* hi);
 
-// Returns *acc (a double in device memory, written by kernels already enqueued) and sets *acc = 0, on
-// pyca's current stream: one kernel writes it into the calling thread's pinned result buffer (no
-// copy to pageable memory), then a wait.
+// An accumulator (a double in device memory, which kernels already queued add to) brought to the host
+// and reset to 0, on pyca's current stream; one kernel moves it into pinned, mapped host memory (no
+// copy to pageable memory).
+//   takeSum     now: the move into the calling thread's result buffer, then a wait.
+//   SumStaging  in two halves, for a caller that waits for the GPU anyway in between (the LDDMM
+//               solver's match energy): stageSum queues the move into the staging's own host memory
+//               (adding to what is there) and records an event, without waiting; takeStaged waits for
+//               that event, whichever stream is current then, and returns the value, reset to 0.
 double takeSum(const char* op, double* acc);
+struct SumStaging;
+SumStaging* createStaging(const char* op);
+void freeStaging(SumStaging* s);  // null: nothing
+void stageSum(const char* op, double* acc, SumStaging* s);
+double takeStaged(const char* op, SumStaging* s);
 
 }  // namespace cuda_impl
 }  // namespace pyca

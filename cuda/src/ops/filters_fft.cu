@@ -24,7 +24,6 @@
 #include "ops/fft_band.cuh"
 #include "ops/fft_zpass.cuh"
 #include "ops/filters_cuda.h"
-#include "ops/reductions_cuda.h"
 #include "pyca/errors.h"
 #include "pyca/math/filters.h"
 #include "pyca/runtime.h"
@@ -385,54 +384,6 @@ int CurrentDevice() {
   int d = 0;
   check(cudaGetDevice(&d), kOp, "cudaGetDevice");
   return d;
-}
-
-double DotTake(double* dot) { return takeSum(kOp, dot); }
-
-namespace {
-__global__ void stageKernel(double* dot, double* out) {
-  *out += *dot;
-  *dot = 0.0;
-}
-}  // namespace
-
-struct DotStaging {
-  double* host = nullptr;
-  double* dev = nullptr;  // the same memory, as the device sees it
-  cudaEvent_t done = nullptr;
-};
-
-void StagingFree(DotStaging* s) {  // (at process exit, after the runtime, the calls fail: ignored)
-  if (s == nullptr) return;
-  if (s->done) cudaEventDestroy(s->done);
-  if (s->host) cudaFreeHost(s->host);
-  delete s;
-}
-
-DotStaging* StagingCreate() {
-  std::unique_ptr<DotStaging, void (*)(DotStaging*)> s(new DotStaging, StagingFree);
-  void* p = nullptr;
-  check(cudaHostAlloc(&p, sizeof(double), cudaHostAllocMapped | cudaHostAllocPortable), kOp, "cudaHostAlloc");
-  s->host = static_cast<double*>(p);
-  *s->host = 0.0;
-  void* d = nullptr;
-  check(cudaHostGetDevicePointer(&d, p, 0), kOp, "cudaHostGetDevicePointer");
-  s->dev = static_cast<double*>(d);
-  check(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming), kOp, "cudaEventCreateWithFlags");
-  return s.release();
-}
-
-void DotStage(double* dot, DotStaging* s) {
-  stageKernel<<<1, 1, 0, stream()>>>(dot, s->dev);
-  checkLaunch(kOp);
-  check(cudaEventRecord(s->done, stream()), kOp, "cudaEventRecord");
-}
-
-double StagingTake(DotStaging* s) {
-  check(cudaEventSynchronize(s->done), kOp, "cudaEventSynchronize");
-  const double v = *s->host;
-  *s->host = 0.0;
-  return v;
 }
 
 }  // namespace cuda_impl

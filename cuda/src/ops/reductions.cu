@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cub/block/block_reduce.cuh>
+#include <memory>
 #include <string>
 
 #include "ops/cuda_common.cuh"
@@ -157,8 +158,9 @@ void reduce(const char* op, const float* a, std::size_t aStride, const float* b,
   for (int k = 0; k < planes; ++k) out[k] = host[k];
 }
 
-__global__ void takeKernel(double* acc, double* out) {
-  *out = *acc;
+// *out += *acc, *acc = 0: an accumulator moved into (mapped) host memory.
+__global__ void moveSumKernel(double* acc, double* out) {
+  *out += *acc;
   *acc = 0.0;
 }
 
@@ -167,11 +169,51 @@ __global__ void takeKernel(double* acc, double* out) {
 double takeSum(const char* op, double* acc) {
   double* dev = nullptr;
   double* host = resultBuffer<double>(op, &dev);
+  host[0] = 0.0;  // (no reduction is in flight: each waits before it returns)
   const cudaStream_t s = stream();
-  takeKernel<<<1, 1, 0, s>>>(acc, dev);
+  moveSumKernel<<<1, 1, 0, s>>>(acc, dev);
   checkLaunch(op);
   check(cudaStreamSynchronize(s), op, "cudaStreamSynchronize");
   return host[0];
+}
+
+struct SumStaging {
+  double* host = nullptr;
+  double* dev = nullptr;  // the same memory, as the device sees it
+  cudaEvent_t done = nullptr;
+};
+
+void freeStaging(SumStaging* s) {  // (at process exit, after the runtime, the calls fail: ignored)
+  if (s == nullptr) return;
+  if (s->done) cudaEventDestroy(s->done);
+  if (s->host) cudaFreeHost(s->host);
+  delete s;
+}
+
+SumStaging* createStaging(const char* op) {
+  std::unique_ptr<SumStaging, void (*)(SumStaging*)> s(new SumStaging, freeStaging);
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, sizeof(double), cudaHostAllocMapped | cudaHostAllocPortable), op, "cudaHostAlloc");
+  s->host = static_cast<double*>(p);
+  *s->host = 0.0;
+  void* d = nullptr;
+  check(cudaHostGetDevicePointer(&d, p, 0), op, "cudaHostGetDevicePointer");
+  s->dev = static_cast<double*>(d);
+  check(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming), op, "cudaEventCreateWithFlags");
+  return s.release();
+}
+
+void stageSum(const char* op, double* acc, SumStaging* s) {
+  moveSumKernel<<<1, 1, 0, stream()>>>(acc, s->dev);
+  checkLaunch(op);
+  check(cudaEventRecord(s->done, stream()), op, "cudaEventRecord");
+}
+
+double takeStaged(const char* op, SumStaging* s) {
+  check(cudaEventSynchronize(s->done), op, "cudaEventSynchronize");
+  const double v = *s->host;
+  *s->host = 0.0;
+  return v;
 }
 
 void reduceSum(const char* op, SumKind kind, const float* a, std::size_t aStride, const float* b,
