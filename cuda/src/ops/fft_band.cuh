@@ -21,7 +21,7 @@ __host__ __device__ constexpr bool yPassSupports(int ny) { return zPassSupports(
 // for shared memory) that still gives `target` blocks for `columns` columns (times `perColumn`
 // blocks each), else 4: a band leaves few columns, and a few large blocks would leave SMs idle.
 inline int bandColumns(int n, long columns, long perColumn, long target) {
-  const int most = n <= 128 ? 16 : 8;
+  const int most = zPassColumnsFor(n);
   for (int tx = most; tx > 4; tx /= 2) {
     if ((columns + tx - 1) / tx * perColumn >= target) return tx;
   }

@@ -29,10 +29,17 @@ namespace cuda_impl {
 __host__ __device__ constexpr bool zPassSupports(int nz) {
   return nz >= 8 && nz <= 256 && (nz & (nz - 1)) == 0;
 }
-// Columns per block: 128 bytes of each z-row for NZ <= 128, 64 above (shared memory).
+// Columns per block at most, for columns of n points: 128 bytes of each z-row for n <= 128, 64 above
+// (shared memory).
+__host__ __device__ constexpr int zPassColumnsFor(int n) { return n <= 128 ? 16 : 8; }
 template <int NZ>
 __host__ __device__ constexpr int zPassColumns() {
-  return NZ <= 128 ? 16 : 8;
+  return zPassColumnsFor(NZ);
+}
+// TX columns a block, or the most that columns of N points allow.
+template <int N, int TX>
+__host__ __device__ constexpr int zPassWidth() {
+  return TX <= zPassColumns<N>() ? TX : zPassColumns<N>();
 }
 // NZ = R1 * R2, the two register transforms of the four-step FFT.
 template <int NZ>

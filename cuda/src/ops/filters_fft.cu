@@ -308,7 +308,7 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
     withZPass(s.z, [&](auto nz) {
       constexpr int NZ = decltype(nz)::value;
       withColumns(tx, [&](auto c) {
-        constexpr int TX = decltype(c)::value <= zPassColumns<NZ>() ? decltype(c)::value : zPassColumns<NZ>();
+        constexpr int TX = zPassWidth<NZ, decltype(c)::value>();
         const unsigned blocks = unsigned((cols.perRow * cols.rows + TX - 1) / TX);
         zPassKernel<NZ, TX><<<blocks, kZPassThreads, zPassSharedBytes<NZ, TX>(), st>>>(
             C[0], nC, plane, s.x, s.y, cols, P.twiddles, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p,
@@ -327,8 +327,7 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
       withZPass(s.y, [&](auto ny) {
         constexpr int NY = decltype(ny)::value;
         withColumns(bandColumns(NY, columns, s.z, target), [&](auto c) {
-          constexpr int TX =
-              decltype(c)::value <= zPassColumns<NY>() ? decltype(c)::value : zPassColumns<NY>();
+          constexpr int TX = zPassWidth<NY, decltype(c)::value>();
           yPassKernel<NY, decltype(inv)::value, TX>
               <<<dim3(unsigned((columns + TX - 1) / TX), unsigned(s.z)), kZPassThreads,
                  zPassSharedBytes<NY, TX>(), st>>>(C[0], nC, plane, nxh, nkx, rows, by, P.twiddlesY);
