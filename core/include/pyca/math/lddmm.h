@@ -54,6 +54,13 @@ PYCA_HD Vec3Df affineAt(const TransportParams& P, const Vec3Df& q) {
                 ((P.a2.x * q.x + P.a2.y * q.y) + P.a2.z * q.z) + P.t.z);
 }
 
+// o at voxel id = q (an H-field's three planes).
+PYCA_HD void storeAt(const MutPlanes<3>& o, std::size_t id, const Vec3Df& q) {
+  o.p[0][id] = q.x;
+  o.p[1][id] = q.y;
+  o.p[2][id] = q.z;
+}
+
 // The first step of the flow, from the identity, at one voxel: p = x + scale * v(x), 0 along an axis
 // of size 1. ComposeHV of the identity gives the same up to the rounding of its lerps (floor(p) +
 // (p - floor(p)), one unit in the last place at most): every tap, inside the grid or, under
@@ -72,9 +79,7 @@ PYCA_HD void transportVoxel(const MutPlanes<3>& hOut, float* J, const Planes<3>&
                             const float* im, const TransportParams& P, int x, int y, int z, std::size_t id) {
   const Vec3Df q = h.p[0] ? composeHVAt<Index>(h, v, P.n, P.scale, x, y, z, id)
                           : composeIdentityAt(v, P.n, P.scale, x, y, z, id);
-  hOut.p[0][id] = q.x;
-  hOut.p[1][id] = q.y;
-  hOut.p[2][id] = q.z;
+  storeAt(hOut, id, q);
   J[id] = sampleClamp<Index>(im, P.nIm, P.affine ? affineAt(P, q) : q);
 }
 
@@ -125,10 +130,7 @@ PYCA_HD void gradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, const P
                            std::size_t id) {
   ssdGradStepVoxel<Index>(mOut, m, h, J0, I1, P, x, y, z, id);
   if (C.on) {
-    const Vec3Df q = composeHVAt<Index>(h, C.v, Vec3Di(P.g.nx, P.g.ny, P.g.nz), C.scale, x, y, z, id);
-    C.hOut.p[0][id] = q.x;
-    C.hOut.p[1][id] = q.y;
-    C.hOut.p[2][id] = q.z;
+    storeAt(C.hOut, id, composeHVAt<Index>(h, C.v, Vec3Di(P.g.nx, P.g.ny, P.g.nz), C.scale, x, y, z, id));
   }
 }
 
