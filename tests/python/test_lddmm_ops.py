@@ -110,6 +110,9 @@ def test_transport_step_from_the_identity(rng, mem, shape):
     assert (h_out.numpy()[..., 0] < -1.5).any() and (h_out.numpy()[..., 1] > shape[1] + 0.5).any()  # outside
     if shape[2] == 1:
         assert not h_out.numpy()[..., 2].any()
+    small = ca.Field3D(ca.GridInfo((5, 4, shape[2])), mem)  # refused before any change, naming the argument
+    with pytest.raises(ValueError, match=r"LDDMMTransportStep.*'v'"):
+        ca.LDDMMTransportStep(h_out, j_out, small, im, -0.4)
 
 
 def _grad_step_chain(mem, g, m, h, J0, I1, a, s):
