@@ -364,7 +364,7 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
       checkFft(cufftExecR2C(P.r2c1, const_cast<float*>(in[c]), C[c]), "cufftExecR2C");
   }
 
-  const int block = kZPassThreads;  // (blockAddDot reduces blocks of this size)
+  const int block = kZPassThreads;  // (blockAddSum<kZPassThreads> reduces blocks of this size)
   const std::size_t blocks = std::min<std::size_t>((nC + block - 1) / block, std::size_t(1) << 20);
   fluidKernel<<<unsigned(std::max<std::size_t>(blocks, 1)), block, 0, st>>>(
       C[0], C[1], C[2], s.x, s.y, s.z, P.tables, 1.f / sp.x, 1.f / sp.y, 1.f / sp.z, p, scale, dot);
