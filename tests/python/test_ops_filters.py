@@ -401,11 +401,14 @@ def np_band(v, band):
 
 # K on a band is K after the projection onto it. On the GPU: grids whose ny and nz the y and z
 # passes handle skip the frequencies outside (cuda/src/ops/fft_band.cuh; odd and even nx, 64 and 256
-# points along y, which take other block shapes), a z-pass grid with another ny and the other grids
-# zero them; bands on one axis, on all, only k = 0, and a band wider than the grid (no band).
+# points along y, which take other block shapes), with x and y in one pass each way where nx = ny
+# (fft_xy.cuh: 32 points, one a lane; 64; 256, where a band unbanded along x leaves too many
+# columns for shared memory and takes the passes of fft_band.cuh; 16 points take those too), a
+# z-pass grid with another ny and the other grids zero them; bands on one axis, on all, only k = 0,
+# and a band wider than the grid (no band).
 @pytest.mark.parametrize("mem", MEMS)
-@pytest.mark.parametrize("size", [(32, 16, 8), (15, 32, 16), (16, 64, 16), (8, 256, 16), (20, 24, 16), (12, 10, 9),
-                                  (9, 1, 12)])
+@pytest.mark.parametrize("size", [(32, 16, 8), (15, 32, 16), (16, 64, 16), (8, 256, 16), (16, 16, 8), (32, 32, 8),
+                                  (64, 64, 16), (256, 256, 8), (20, 24, 16), (12, 10, 9), (9, 1, 12)])
 @pytest.mark.parametrize("band", [(3, 2, 1), (-1, 3, -1), (4, -1, -1), (-1, -1, 2), (0, 0, 0), (100, 100, 100)])
 @pytest.mark.parametrize("beta", [0.0, 0.3])
 def test_fluid_kernel_band_is_the_projection(rng, mem, size, band, beta):

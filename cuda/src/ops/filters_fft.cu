@@ -22,6 +22,7 @@
 
 #include "ops/cuda_common.cuh"
 #include "ops/fft_band.cuh"
+#include "ops/fft_xy.cuh"
 #include "ops/fft_zpass.cuh"
 #include "ops/filters_cuda.h"
 #include "pyca/errors.h"
@@ -51,6 +52,11 @@ template <class F>
 void withZPass(int nz, F&& f) {
   withZPassOf<8, 16, 32, 64, 128, 256>(nz, f);
 }
+// The same for the N of x and y together (fft_xy.cuh, xySupports).
+template <class F>
+void withXY(int n, F&& f) {
+  withZPassOf<32, 64, 128, 256>(n, f);
+}
 
 // Plans and buffers of one (size, device, stream).
 struct CufftPlans {
@@ -70,6 +76,9 @@ struct CufftPlans {
   // 3 ny nz rows), the y passes' twiddles; made on the first call with a band.
   bool yPass = false, bandReady = false, hasR2cx = false, hasC2rx = false;
   int sms = 1;  // the device's multiprocessors (ensureBand)
+  // x and y together (fft_xy.cuh) where nx = ny: the most shared memory a block may take (two
+  // blocks an SM), 0 where the kernels do not apply; made by ensureBand.
+  std::size_t xyCap = 0;
   cufftHandle r2cx = 0, c2rx = 0;
   float2* twiddlesY = nullptr;  // exp(-2 pi i m / ny), m < ny
   std::vector<float2> hostTwiddlesY;
@@ -186,6 +195,23 @@ struct CufftPlans {
       withColumns(8, [&](auto c8) { setZShared<NZ, decltype(c8)::value>(); });
       withColumns(4, [&](auto c4) { setZShared<NZ, decltype(c4)::value>(); });
     });
+    if (size.x == size.y && xySupports(size.x)) {
+      int perBlock = 0, perSM = 0;
+      check(cudaDeviceGetAttribute(&perBlock, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), kOp,
+            "cudaDeviceGetAttribute");
+      check(cudaDeviceGetAttribute(&perSM, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device), kOp,
+            "cudaDeviceGetAttribute");
+      xyCap = std::size_t(std::max(0, std::min(perBlock, perSM / 2 - 1024)));  // (1 KB a block reserves)
+      withXY(size.y, [&](auto n) {
+        constexpr int N = decltype(n)::value;
+        check(
+            cudaFuncSetAttribute(xyForwardKernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(xyCap)),
+            kOp, "cudaFuncSetAttribute");
+        check(
+            cudaFuncSetAttribute(xyInverseKernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(xyCap)),
+            kOp, "cudaFuncSetAttribute");
+      });
+    }
     bandReady = true;
   }
 
@@ -335,9 +361,29 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
       });
       pyca::checkLaunch(kOp);
     };
+    const ZColumns band{nkx, rows, by, s.y, nxh, false};
+    const int zCols = bandColumns(s.z, long(nkx) * rows, 1, target);
+    const std::size_t xyBytes = xySharedBytes(s.x, nkx);
+    if (xyBytes <= P.xyCap) {  // x and y together (fft_xy.cuh)
+      const dim3 grid(unsigned(s.z), 3u);
+      withXY(s.y, [&](auto n) {
+        constexpr int N = decltype(n)::value;
+        xyForwardKernel<N>
+            <<<grid, kZPassThreads, xyBytes, st>>>(in[0], C[0], nR, nC, nkx, rows, by, P.twiddlesY);
+      });
+      pyca::checkLaunch(kOp);
+      zPassOn(band, zCols);
+      withXY(s.y, [&](auto n) {
+        constexpr int N = decltype(n)::value;
+        xyInverseKernel<N>
+            <<<grid, kZPassThreads, xyBytes, st>>>(C[0], out[0], nR, nC, nkx, rows, by, P.twiddlesY);
+      });
+      pyca::checkLaunch(kOp);
+      return;
+    }
     checkFft(cufftExecR2C(P.r2cx, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
     yPassOn(std::false_type{}, nkx);
-    zPassOn(ZColumns{nkx, rows, by, s.y, nxh, false}, bandColumns(s.z, long(nkx) * rows, 1, target));
+    zPassOn(band, zCols);
     yPassOn(std::true_type{}, nkx);
     if (nkx < nxh) {  // the columns outside the band, which the R2C filled, as zeros
       const unsigned nRows = unsigned(3L * s.y * s.z);
