@@ -29,16 +29,19 @@ constexpr int kXYGroup = 3 * kXYCols;  // columns one zPassStep call transforms
 constexpr int kXYWarps = kZPassThreads / 32;
 __host__ __device__ constexpr bool xySupports(int n) { return n >= 32 && zPassSupports(n); }
 __host__ __device__ constexpr int xyCalls(int nkx) { return (nkx + kXYGroup - 1) / kXYGroup; }
+// Pairs of rows a warp transforms at once (independent shuffles to overlap; registers at N = 256).
+__host__ __device__ constexpr int xyPairs(int n) { return n >= 256 ? 1 : 2; }
 // Shared memory of both kernels for N points along x and y and nkx band columns: the columns, the
-// twiddles, and each warp's Z[k] and Z[N - k] (k < nkx).
+// twiddles, and each warp's Z[k] and Z[N - k] (k < nkx) of each pair.
 inline std::size_t xySharedBytes(int n, int nkx) {
-  return (std::size_t(xyCalls(nkx)) * kXYGroup * n + std::size_t(n) + std::size_t(2 * kXYWarps) * nkx) *
+  return (std::size_t(xyCalls(nkx)) * kXYGroup * n + std::size_t(n) +
+          std::size_t(2 * kXYWarps * xyPairs(n)) * nkx) *
          sizeof(float2);
 }
 // Blocks an SM should hold (registers; zPassStep's 16-point transforms need 64 for their values).
 template <int N>
 __host__ __device__ constexpr int xyBlocks() {
-  return N >= 256 ? 2 : 3;
+  return 3;
 }
 
 __device__ __forceinline__ int xySlot(int n, int kx, int y) {
@@ -54,44 +57,56 @@ __device__ __forceinline__ float2 xyShuffle(float2 v, int mask) {
   return make_float2(__shfl_xor_sync(0xffffffffu, v.x, mask), __shfl_xor_sync(0xffffffffu, v.y, mask));
 }
 
-// The warp's complex row a (a[j] at x = lane + 32 j, w the N twiddles exp(-2 pi i m / N)) to its
-// spectrum: a[k1] = Z[k1 + V bitrev5(lane)].
-template <int N>
-__device__ __forceinline__ void xRowForward(float2 (&a)[N / 32], const float2* w, int lane) {
+// The warp's M complex rows a[m] (a[m][j] at x = lane + 32 j; w the N twiddles exp(-2 pi i m / N))
+// to their spectra: a[m][k1] = Z[k1 + V bitrev5(lane)].
+template <int N, int M>
+__device__ __forceinline__ void xRowsForward(float2 (&a)[M][N / 32], const float2* w, int lane) {
   constexpr int V = N / 32;
-  dftRegisters<V, false>(a);
 #pragma unroll
-  for (int k1 = 1; k1 < V; ++k1) a[k1] = cmul(a[k1], w[lane * k1]);
+  for (int m = 0; m < M; ++m) {
+    dftRegisters<V, false>(a[m]);
+#pragma unroll
+    for (int k1 = 1; k1 < V; ++k1) a[m][k1] = cmul(a[m][k1], w[lane * k1]);
+  }
 #pragma unroll
   for (int h = 16; h >= 1; h >>= 1) {  // decimation in frequency across the lanes
     const bool up = (lane & h) != 0;
     const float2 tw = w[(lane & (h - 1)) * (N / (2 * h))];
 #pragma unroll
-    for (int k1 = 0; k1 < V; ++k1) {
-      const float2 p = xyShuffle(a[k1], h), v = a[k1];
-      a[k1] = up ? cmul(make_float2(p.x - v.x, p.y - v.y), tw) : make_float2(v.x + p.x, v.y + p.y);
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int k1 = 0; k1 < V; ++k1) {
+        const float2 p = xyShuffle(a[m][k1], h), v = a[m][k1];
+        a[m][k1] = up ? cmul(make_float2(p.x - v.x, p.y - v.y), tw) : make_float2(v.x + p.x, v.y + p.y);
+      }
     }
   }
 }
-// The inverse of xRowForward, unnormalised (times N): from a[k1] = Z[k1 + V bitrev5(lane)] to the
-// row, a[j] at x = lane + 32 j.
-template <int N>
-__device__ __forceinline__ void xRowInverse(float2 (&a)[N / 32], const float2* w, int lane) {
+// The inverse of xRowsForward, unnormalised (times N): from a[m][k1] = Z[k1 + V bitrev5(lane)] to
+// the rows, a[m][j] at x = lane + 32 j.
+template <int N, int M>
+__device__ __forceinline__ void xRowsInverse(float2 (&a)[M][N / 32], const float2* w, int lane) {
   constexpr int V = N / 32;
 #pragma unroll
-  for (int h = 1; h <= 16; h <<= 1) {  // xRowForward's stages undone, in reverse (each times 2)
+  for (int h = 1; h <= 16; h <<= 1) {  // xRowsForward's stages undone, in reverse (each times 2)
     const bool up = (lane & h) != 0;
     const float2 tw = w[(lane & (h - 1)) * (N / (2 * h))];
 #pragma unroll
-    for (int k1 = 0; k1 < V; ++k1) {
-      const float2 p = xyShuffle(a[k1], h), v = a[k1];
-      const float2 q = cmulConj(up ? v : p, tw);
-      a[k1] = up ? make_float2(p.x - q.x, p.y - q.y) : make_float2(v.x + q.x, v.y + q.y);
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int k1 = 0; k1 < V; ++k1) {
+        const float2 p = xyShuffle(a[m][k1], h), v = a[m][k1];
+        const float2 q = cmulConj(up ? v : p, tw);
+        a[m][k1] = up ? make_float2(p.x - q.x, p.y - q.y) : make_float2(v.x + q.x, v.y + q.y);
+      }
     }
   }
 #pragma unroll
-  for (int k1 = 1; k1 < V; ++k1) a[k1] = cmulConj(a[k1], w[lane * k1]);
-  dftRegisters<V, true>(a);
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int k1 = 1; k1 < V; ++k1) a[m][k1] = cmulConj(a[m][k1], w[lane * k1]);
+    dftRegisters<V, true>(a[m]);
+  }
 }
 
 // Block (blockIdx.x: z, blockIdx.y: component c). in: the three components, nReal apart; C: the half
@@ -100,14 +115,14 @@ template <int N>
 __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
     xyForwardKernel(const float* __restrict__ in, cufftComplex* __restrict__ C, std::size_t nReal,
                     std::size_t nCplx, int nkx, int rows, int by, const float2* __restrict__ tw) {
-  constexpr int V = N / 32;
+  constexpr int V = N / 32, M = xyPairs(N);
   extern __shared__ __align__(16) float2 smem[];
   const int calls = xyCalls(nkx), t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
   const int z = int(blockIdx.x), c = int(blockIdx.y);
   float2* B = smem;
   float2* w = B + calls * kXYGroup * N;
-  float2* lo = w + N + warp * 2 * nkx;  // Z[k], k < nkx
-  float2* hi = lo + nkx;                // Z[N - m], 0 < m < nkx
+  float2* lo = w + N + warp * M * 2 * nkx;  // pair m: Z[k] at lo[2 m nkx + k] (k < nkx), Z[N - k] at
+                                            // lo[(2 m + 1) nkx + k] (0 < k < nkx)
   for (int m = t; m < N; m += kZPassThreads) w[m] = tw[m];
   const int spare = calls * kXYGroup - nkx;  // B's columns past the band: zeros (transformed, never read)
   for (int it = t; it < spare * N; it += kZPassThreads)
@@ -116,32 +131,43 @@ __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
 
   const float* src = in + std::size_t(c) * nReal + std::size_t(z) * N * N;
   const int k2 = int(__brev(unsigned(lane)) >> 27);
-  float ra[V], rb[V];  // the warp's next two rows, in flight while it transforms these
+  float r[M][2][V];  // the warp's next 2 M rows, in flight while it transforms these
   auto fetch = [&](int y) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      ra[j] = __ldg(src + y * N + lane + 32 * j);
-      rb[j] = __ldg(src + (y + 1) * N + lane + 32 * j);
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        r[m][0][j] = __ldg(src + (y + 2 * m) * N + lane + 32 * j);
+        r[m][1][j] = __ldg(src + (y + 2 * m + 1) * N + lane + 32 * j);
+      }
     }
   };
-  if (2 * warp < N) fetch(2 * warp);
-  for (int y = 2 * warp; y < N; y += 2 * kXYWarps) {
-    float2 a[V];
+  constexpr int kStep = 2 * M * kXYWarps;  // rows the block takes at once
+  if (2 * M * warp < N) fetch(2 * M * warp);
+  for (int y = 2 * M * warp; y < N; y += kStep) {
+    float2 a[M][V];  // rows y + 2 m and y + 2 m + 1 as one complex row
 #pragma unroll
-    for (int j = 0; j < V; ++j) a[j] = make_float2(ra[j], rb[j]);
-    if (y + 2 * kXYWarps < N) fetch(y + 2 * kXYWarps);
-    xRowForward<N>(a, w, lane);
+    for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int k1 = 0; k1 < V; ++k1) {
-      const int k = k1 + V * k2, m = N - k;
-      if (k < nkx) lo[k] = a[k1];
-      if (m > 0 && m < nkx) hi[m] = a[k1];
+      for (int j = 0; j < V; ++j) a[m][j] = make_float2(r[m][0][j], r[m][1][j]);
+    }
+    if (y + kStep < N) fetch(y + kStep);
+    xRowsForward<N, M>(a, w, lane);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int k1 = 0; k1 < V; ++k1) {
+        const int k = k1 + V * k2;
+        if (k < nkx) lo[2 * m * nkx + k] = a[m][k1];
+        if (k > 0 && N - k < nkx) lo[(2 * m + 1) * nkx + N - k] = a[m][k1];
+      }
     }
     __syncwarp();
-    for (int k = lane; k < nkx; k += 32) {  // rows y and y + 1 apart, at column k
-      const float2 p = lo[k], q = k == 0 ? p : hi[k];
-      B[xySlot(N, k, y)] = make_float2(0.5f * (p.x + q.x), 0.5f * (p.y - q.y));
-      B[xySlot(N, k, y + 1)] = make_float2(0.5f * (p.y + q.y), 0.5f * (q.x - p.x));
+    for (int it = lane; it < M * nkx; it += 32) {  // the two rows of pair m apart, at column k
+      const int m = it / nkx, k = it - m * nkx, ya = y + 2 * m;
+      const float2 p = lo[2 * m * nkx + k], q = k == 0 ? p : lo[(2 * m + 1) * nkx + k];
+      B[xySlot(N, k, ya)] = make_float2(0.5f * (p.x + q.x), 0.5f * (p.y - q.y));
+      B[xySlot(N, k, ya + 1)] = make_float2(0.5f * (p.y + q.y), 0.5f * (q.x - p.x));
     }
     __syncwarp();
   }
@@ -164,7 +190,7 @@ template <int N>
 __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
     xyInverseKernel(const cufftComplex* __restrict__ C, float* __restrict__ out, std::size_t nReal,
                     std::size_t nCplx, int nkx, int rows, int by, const float2* __restrict__ tw) {
-  constexpr int V = N / 32;
+  constexpr int V = N / 32, M = xyPairs(N);
   extern __shared__ __align__(16) float2 smem[];
   const int calls = xyCalls(nkx), t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
   const int z = int(blockIdx.x), c = int(blockIdx.y);
@@ -186,29 +212,36 @@ __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
   }
   float* dst = out + std::size_t(c) * nReal + std::size_t(z) * N * N;
   const int k2 = int(__brev(unsigned(lane)) >> 27);
-  for (int y = 2 * warp; y < N; y += 2 * kXYWarps) {
-    float2 a[V];  // Z[k] = A[k] + i B[k] of rows y and y + 1, k = k1 + V k2
+  for (int y = 2 * M * warp; y < N; y += 2 * M * kXYWarps) {
+    float2 a[M][V];  // Z[k] = A[k] + i B[k] of rows ya = y + 2 m and ya + 1, k = k1 + V k2
 #pragma unroll
-    for (int k1 = 0; k1 < V; ++k1) {
-      const int k = k1 + V * k2;
-      float2 p = make_float2(0.f, 0.f), q = p;
-      if (k < nkx) {
-        p = B[xySlot(N, k, y)];
-        q = B[xySlot(N, k, y + 1)];
-        if (k == 0 || 2 * k == N) p.y = q.y = 0.f;  // (as cuFFT's C2R)
-      } else if (2 * k > N && N - k < nkx) {
-        p = B[xySlot(N, N - k, y)];
-        q = B[xySlot(N, N - k, y + 1)];
-        p.y = -p.y;
-        q.y = -q.y;
+    for (int m = 0; m < M; ++m) {
+      const int ya = y + 2 * m;
+#pragma unroll
+      for (int k1 = 0; k1 < V; ++k1) {
+        const int k = k1 + V * k2;
+        float2 p = make_float2(0.f, 0.f), q = p;
+        if (k < nkx) {
+          p = B[xySlot(N, k, ya)];
+          q = B[xySlot(N, k, ya + 1)];
+          if (k == 0 || 2 * k == N) p.y = q.y = 0.f;  // (as cuFFT's C2R)
+        } else if (2 * k > N && N - k < nkx) {
+          p = B[xySlot(N, N - k, ya)];
+          q = B[xySlot(N, N - k, ya + 1)];
+          p.y = -p.y;
+          q.y = -q.y;
+        }
+        a[m][k1] = make_float2(p.x - q.y, p.y + q.x);
       }
-      a[k1] = make_float2(p.x - q.y, p.y + q.x);
     }
-    xRowInverse<N>(a, w, lane);
+    xRowsInverse<N, M>(a, w, lane);
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      dst[y * N + lane + 32 * j] = a[j].x;
-      dst[(y + 1) * N + lane + 32 * j] = a[j].y;
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        dst[(y + 2 * m) * N + lane + 32 * j] = a[m][j].x;
+        dst[(y + 2 * m + 1) * N + lane + 32 * j] = a[m][j].y;
+      }
     }
   }
 }
