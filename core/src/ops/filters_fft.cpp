@@ -57,9 +57,24 @@ struct FftwPlans {
   float* real = nullptr;             // nReal floats: input/output when a user plane is misaligned
   fftwf_complex* cplx[3] = {nullptr, nullptr, nullptr};
   fftwf_plan fwd = nullptr, bwd = nullptr;  // made on real <-> cplx[0]; executed with new arrays
+  int nthreads = 1;
+  unsigned flags = FFTW_ESTIMATE;
+  // K on a band (fluidApplyCpu): the plans of the last band used, made on its first call. Along x
+  // every row, into `spectrum`; along y the columns kx < nkx, from `spectrum` into cplx[c]; along z
+  // the band's columns, in one or two ranges of rows (0..by and ny - by..ny - 1; rows = ny: every
+  // row, one range); back along y in place, and along x keeping cplx[c] (FFTW_PRESERVE_INPUT), so
+  // that its columns kx >= nkx, zeroed once (zeros[c]), stay zero from call to call. Made on real,
+  // spectrum and cplx[0] (the ranges at their offsets), executed on every component's arrays.
+  struct Band {
+    int nkx = -1, rows = -1, by = -1;
+    fftwf_plan x = nullptr, xb = nullptr, y = nullptr, yb = nullptr, z[2] = {}, zb[2] = {};
+    int zStart[2] = {0, 0};
+    fftwf_complex* spectrum = nullptr;  // nCplx
+    bool zeros[3] = {false, false, false};
+  } band;
   std::mutex use;
 
-  explicit FftwPlans(const Vec3Di& s, int nthreads) : size(s) {
+  explicit FftwPlans(const Vec3Di& s, int threads) : size(s), nthreads(threads) {
     nReal = std::size_t(s.x) * s.y * s.z;
     nCplx = std::size_t(s.x / 2 + 1) * s.y * s.z;
     // Row-major dims (z, y, x), leading size-1 dims dropped (2-D and 1-D grids).
@@ -77,7 +92,7 @@ struct FftwPlans {
     {
       std::lock_guard<std::mutex> lk(plannerMutex());
       // Measuring pays off for large grids; small ones are planned at once.
-      const unsigned flags = nReal >= (std::size_t(1) << 18) ? FFTW_MEASURE : FFTW_ESTIMATE;
+      flags = nReal >= (std::size_t(1) << 18) ? FFTW_MEASURE : FFTW_ESTIMATE;
       plan(rank, dims + first, nthreads, flags);
       // Estimated (not measured) threaded plans of some odd x sizes (49, 99, ...) split each 1-D
       // transform along x over the threads, thousands of times a call: 100-500x slower than one
@@ -111,6 +126,73 @@ struct FftwPlans {
     if (fwd) fftwf_destroy_plan(fwd);
     if (bwd) fftwf_destroy_plan(bwd);
     fwd = bwd = nullptr;
+    destroyBand();
+  }
+  void destroyBand() {
+    for (fftwf_plan* p :
+         {&band.x, &band.xb, &band.y, &band.yb, &band.z[0], &band.z[1], &band.zb[0], &band.zb[1]}) {
+      if (*p) fftwf_destroy_plan(*p);
+      *p = nullptr;
+    }
+    band.nkx = band.rows = band.by = -1;
+    for (bool& z : band.zeros) z = false;
+  }
+  // The plans of a band (3-D grids): columns kx < nkx, rows 0..by and ny - by..ny - 1 (rows = 2 by +
+  // 1), or every row (rows = ny). Made under the planner's mutex, with the fallback of the
+  // constructor for threaded plans inside single transforms.
+  void ensureBand(int nkx, int rows, int by) {
+    if (band.nkx == nkx && band.rows == rows && band.by == by) return;
+    if (!band.spectrum) band.spectrum = fftwf_alloc_complex(nCplx);
+    if (!band.spectrum) {
+      throw OutOfMemory("FluidKernelFFT: out of host memory for the FFT buffers of a band on a " +
+                        detail::sizeStr(size) + " grid");
+    }
+    std::lock_guard<std::mutex> lk(plannerMutex());
+    destroyBand();
+    const int nx = size.x, ny = size.y, nz = size.z, nxh = nx / 2 + 1, plane = nxh * ny;
+    auto make = [&](fftwf_plan* p, auto planIt) {
+      fftwf_plan_with_nthreads(nthreads);
+      fftwf_set_timelimit(flags == FFTW_ESTIMATE ? FFTW_NO_TIMELIMIT : kMeasureSeconds);
+      *p = planIt();
+      if (*p && flags == FFTW_ESTIMATE && nthreads > 1 && threadsInsideTransforms(*p)) {
+        fftwf_destroy_plan(*p);
+        fftwf_plan_with_nthreads(1);
+        *p = planIt();
+      }
+      if (!*p) {
+        destroyBand();
+        throw ValueError("FluidKernelFFT: FFTW could not plan a transform of this grid size on a band");
+      }
+    };
+    make(&band.x, [&] {
+      return fftwf_plan_many_dft_r2c(1, &nx, ny * nz, real, nullptr, 1, nx, band.spectrum, nullptr, 1, nxh,
+                                     flags);
+    });
+    make(&band.xb, [&] {
+      return fftwf_plan_many_dft_c2r(1, &nx, ny * nz, cplx[0], nullptr, 1, nxh, real, nullptr, 1, nx,
+                                     flags | FFTW_PRESERVE_INPUT);
+    });
+    const fftwf_iodim yDim{ny, nxh, nxh}, yMany[2] = {{nkx, 1, 1}, {nz, plane, plane}};
+    for (int sign : {FFTW_FORWARD, FFTW_BACKWARD}) {
+      make(sign == FFTW_FORWARD ? &band.y : &band.yb, [&] {
+        fftwf_complex* from = sign == FFTW_FORWARD ? band.spectrum : cplx[0];
+        return fftwf_plan_guru_dft(1, &yDim, 2, yMany, from, cplx[0], sign, flags);
+      });
+    }
+    const int ranges = rows == ny ? 1 : (by > 0 ? 2 : 1);
+    for (int r = 0; r < ranges; ++r) {
+      band.zStart[r] = r == 0 ? 0 : ny - by;
+      const int count = rows == ny ? ny : (r == 0 ? by + 1 : by);
+      const fftwf_iodim zDim{nz, plane, plane}, zMany[2] = {{nkx, 1, 1}, {count, nxh, nxh}};
+      fftwf_complex* at = cplx[0] + std::size_t(band.zStart[r]) * nxh;
+      for (int sign : {FFTW_FORWARD, FFTW_BACKWARD}) {
+        make(sign == FFTW_FORWARD ? &band.z[r] : &band.zb[r],
+             [&] { return fftwf_plan_guru_dft(1, &zDim, 2, zMany, at, at, sign, flags); });
+      }
+    }
+    band.nkx = nkx;
+    band.rows = rows;
+    band.by = by;
   }
   // True when the plan parallelises inside single 1-D transforms (FFTW's threaded Cooley-Tukey
   // solvers, "dft-thr-ct" / "rdft-thr-ct" in its plan description) rather than over the rows.
@@ -125,6 +207,8 @@ struct FftwPlans {
     }
     fftwf_free(real);
     real = nullptr;
+    fftwf_free(band.spectrum);
+    band.spectrum = nullptr;
     for (auto& c : cplx) {
       fftwf_free(c);
       c = nullptr;
@@ -170,23 +254,92 @@ std::string detail::fftwPlanText(const Vec3Di& size) {
 
 namespace {
 
+// The band's columns and rows on the host: kx < nkx; the rows 0..by and ny - by..ny - 1 (rows = 2 by
+// + 1), or every row (rows = ny, by = ny - 1).
+struct BandExtent {
+  int nkx, rows, by;
+  int ky(int r, int ny) const { return r <= by ? r : ny - (rows - r); }
+  bool holdsRow(int ky, int ny) const { return rows == ny || ky <= by || ky >= ny - by; }
+};
+
+// Forward transform of component c into P.cplx[c] (r2c keeps its input): by the 3-D plan, or on a
+// band (P.band's plans) along x, y on the band's columns, z on its columns and rows, the values
+// outside the band 0.
+void forwardCpu(FftwPlans& P, int c, const float* in, const BandExtent* b) {
+  fftwf_complex* C = P.cplx[c];
+  const float* src = in;
+  if (!P.aligned(in)) {
+    std::memcpy(P.real, in, sizeof(float) * P.nReal);
+    src = P.real;
+  }
+  if (!b) {
+    fftwf_execute_dft_r2c(P.fwd, const_cast<float*>(src), C);
+    P.band.zeros[c] = false;
+    return;
+  }
+  fftwf_execute_dft_r2c(P.band.x, const_cast<float*>(src), P.band.spectrum);
+  fftwf_execute_dft(P.band.y, P.band.spectrum, C);
+  // Zeros: the band's columns in the rows outside it; the other columns once (kept by the way back).
+  const Vec3Di s = P.size;
+  const int nxh = s.x / 2 + 1;
+  const bool all = !P.band.zeros[c];
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(all ? P.nCplx : P.nCplx / 4))
+  for (int z = 0; z < s.z; ++z) {
+    for (int y = 0; y < s.y; ++y) {
+      fftwf_complex* row = C + (std::size_t(z) * s.y + y) * nxh;
+      const bool held = b->holdsRow(y, s.y);
+      if (held && !all) continue;
+      const int from = held ? b->nkx : 0, to = all ? nxh : b->nkx;
+      std::memset(static_cast<void*>(row + from), 0, sizeof(fftwf_complex) * std::size_t(to - from));
+    }
+  }
+  P.band.zeros[c] = true;
+  for (int r = 0; r < 2 && P.band.z[r]; ++r) {
+    fftwf_complex* at = C + std::size_t(P.band.zStart[r]) * nxh;
+    fftwf_execute_dft(P.band.z[r], at, at);
+  }
+}
+
+// Inverse transform of P.cplx[c] to out: the 3-D plan (cplx[c] destroyed), or on a band z, y and x
+// back (its columns outside the band kept).
+void inverseCpu(FftwPlans& P, int c, float* out, const BandExtent* b) {
+  fftwf_complex* C = P.cplx[c];
+  float* dst = P.aligned(out) ? out : P.real;
+  if (!b) {
+    fftwf_execute_dft_c2r(P.bwd, C, dst);
+  } else {
+    const int nxh = P.size.x / 2 + 1;
+    for (int r = 0; r < 2 && P.band.zb[r]; ++r) {
+      fftwf_complex* at = C + std::size_t(P.band.zStart[r]) * nxh;
+      fftwf_execute_dft(P.band.zb[r], at, at);
+    }
+    fftwf_execute_dft(P.band.yb, C, C);
+    fftwf_execute_dft_c2r(P.band.xb, C, dst);
+  }
+  if (dst != out) std::memcpy(out, P.real, sizeof(float) * P.nReal);
+}
+
 // out = L^p in (or its inverse) on the host; out may equal in.
 // dot (may be null): adds <in, out> (Parseval over the half spectrum) to *dot.
+// On a band (3-D grids), FFTW transforms along y and z only the band's columns, and the operator
+// runs on the band alone: the same projection as zeroing the frequencies outside it.
 void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], const Vec3Df& spacing,
                    const math::FluidParams& prm, double* dot) {
   std::lock_guard<std::mutex> lk(P.use);
   const Vec3Di s = P.size;
-  for (int c = 0; c < 3; ++c) {
-    if (P.aligned(in[c])) {
-      fftwf_execute_dft_r2c(P.fwd, const_cast<float*>(in[c]), P.cplx[c]);  // r2c keeps its input
-    } else {
-      std::memcpy(P.real, in[c], sizeof(float) * P.nReal);
-      fftwf_execute_dft_r2c(P.fwd, P.real, P.cplx[c]);
-    }
+  const int nxh = s.x / 2 + 1;
+  BandExtent ext{nxh, s.y, s.y - 1};
+  // (A band along z alone saves no transform: the operator zeroes those frequencies.)
+  const bool banded =
+      s.x > 1 && s.y > 1 && s.z > 1 && (math::axisBanded(prm, 0, s.x) || math::axisBanded(prm, 1, s.y));
+  if (banded) {
+    if (math::axisBanded(prm, 0, s.x)) ext.nkx = prm.band[0] + 1;
+    if (math::axisBanded(prm, 1, s.y)) ext = {ext.nkx, 2 * prm.band[1] + 1, prm.band[1]};
+    P.ensureBand(ext.nkx, ext.rows, ext.by);  // (before the transforms: planning may use cplx[0])
   }
+  for (int c = 0; c < 3; ++c) forwardCpu(P, c, in[c], banded ? &ext : nullptr);
 
   // Scaled symbol tables per axis.
-  const int nxh = s.x / 2 + 1;
   std::vector<float> cx(nxh), sx(nxh), cy(s.y), sy(s.y), cz(s.z), sz(s.z);
   {
     std::vector<float> t(std::max(s.x, std::max(s.y, s.z))), sn(t.size());
@@ -205,11 +358,12 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
   fftwf_complex *X = P.cplx[0], *Y = P.cplx[1], *Z = P.cplx[2];
   double sum = 0.0;
 #pragma omp parallel for collapse(2) schedule(static) reduction(+ : sum) \
-    num_threads(detail::threadsFor(std::size_t(s.z) * s.y * nxh))
+    num_threads(detail::threadsFor(std::size_t(s.z) * ext.rows * ext.nkx))
   for (int kz = 0; kz < s.z; ++kz) {
-    for (int ky = 0; ky < s.y; ++ky) {
+    for (int r = 0; r < ext.rows; ++r) {
+      const int ky = ext.ky(r, s.y);
       std::size_t i = (std::size_t(kz) * s.y + ky) * nxh;
-      for (int kx = 0; kx < nxh; ++kx, ++i) {
+      for (int kx = 0; kx < ext.nkx; ++kx, ++i) {
         float re[3] = {X[i][0], Y[i][0], Z[i][0]};
         float im[3] = {X[i][1], Y[i][1], Z[i][1]};
         const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
@@ -227,14 +381,7 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
   }
   if (dot) *dot += sum;
 
-  for (int c = 0; c < 3; ++c) {
-    if (P.aligned(out[c])) {
-      fftwf_execute_dft_c2r(P.bwd, P.cplx[c], out[c]);
-    } else {
-      fftwf_execute_dft_c2r(P.bwd, P.cplx[c], P.real);
-      std::memcpy(out[c], P.real, sizeof(float) * P.nReal);
-    }
-  }
+  for (int c = 0; c < 3; ++c) inverseCpu(P, c, out[c], banded ? &ext : nullptr);
 }
 
 constexpr int kMaxLPow = 64;
