@@ -174,7 +174,7 @@ def _parser():
                    "intensity gain (a Gaussian of this many world units, mm); 0: off (default %(default)s)")
     g.add_argument("--band-tol", type=float, default=D["band_tol"],
                    help="the kernel K keeps, per axis, the frequencies where its symbol is above this fraction of "
-                   "its peak (band-limited velocities, cheaper on the GPU); 0: every frequency "
+                   "its peak (band-limited velocities: fewer transforms); 0: every frequency "
                    "(default %(default)g)")
     g.add_argument("--fixed-blur", type=float, default=D["fixed_blur"],
                    help="the fixed image is smoothed by a Gaussian of this many moving-image voxels before any "

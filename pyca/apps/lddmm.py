@@ -508,7 +508,7 @@ def register(fixed, moving, *, progress=False, **params):
     to [0, 1] at `percentiles`; 'histogram': the moving image's quantiles matched to the fixed
     image's, then both scaled by the fixed image's range; 'none'; True / False as 'percentiles' /
     'none'), band_tol (the kernel K keeps, per axis, the frequencies where its symbol is above this
-    fraction of its peak: a band-limited K, cheaper on the GPU; 0: every frequency), bias_sigma
+    fraction of its peak: a band-limited K, fewer transforms; 0: every frequency), bias_sigma
     (world units of the smooth gain that corrects a bias field at each scale; 0: off), fixed_blur
     (moving-image voxels of the Gaussian that smooths the fixed image before any comparison, the
     warped moving image's mean interpolation blur; 0: off), affine ('auto' |

@@ -434,6 +434,29 @@ def test_fluid_kernel_band_is_the_projection(rng, mem, size, band, beta):
     np.testing.assert_array_equal(vin.numpy(), v)  # input untouched
 
 
+# One grid's transforms are cached and shared; on the CPU a band keeps the spectrum's columns outside
+# it zeroed from one call to the next (docs/design/fluid-fft.md, "On the CPU"). Bands that change,
+# and calls without a band in between, still give each call's projection.
+@pytest.mark.parametrize("mem", MEMS)
+def test_fluid_kernel_band_changes_between_calls(rng, mem):
+    size = (32, 32, 16)
+    grid = ca.GridInfo(size, (1.0, 1.2, 0.8))
+    v = rng.standard_normal(size + (3,)).astype(np.float32)
+    k = ca.FluidKernelFFT()
+    k.setAlpha(0.6)
+    k.setBeta(0.0)
+    k.setGamma(0.2)
+    k.setLPow(2)
+    k.setGrid(grid)
+    vin, out = field(v, grid, mem), ca.Field3D(grid, mem)
+    full = np_fluid(v, sp_of(grid), 0.6, 0.0, 0.2, 2, True)
+    for band in [(3, 2, 1), (-1, -1, -1), (3, 2, 1), (5, -1, 2), (2, 4, -1), (3, 2, 1)]:
+        k.setBand(ca.Vec3Di(*band))
+        k.applyInverseOperator(out, vin)
+        ref = np_band(full, band)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=2e-5 * np.abs(ref).max(), err_msg=str(band))
+
+
 def test_fluid_kernel_band_rejects_bad_values():
     k = ca.FluidKernelFFT()
     with pytest.raises(ValueError, match=r"setBand.*'band'"):

@@ -8,13 +8,14 @@
 // elsewhere), transforms it back along x and writes the plane. So K reads and writes the field once
 // each and touches only the band of the spectrum: no cuFFT pass and no zeros written.
 //
-// Along x a warp takes two rows at a time as one complex row (a + i b) in registers, V = N / 32
-// values a lane (x = lane + 32 j): a V-point DFT in registers, the twiddles, and a 32-point FFT
-// across the lanes by shuffles (frequency k1 + V k2 ends in lane bitrev(k2)); the two rows' spectra
-// are then (Z[k] + conj Z[N - k]) / 2 and (Z[k] - conj Z[N - k]) / 2i. The way back is the same
-// steps reversed, with the imaginary parts of kx = 0 and N / 2 dropped as cuFFT's C2R drops them.
-// Along y, the band's columns in shared memory, zPassStep's layout: column kx, row y at ((kx / 8) N
-// + y) 8 + kx % 8, 24 columns a call. cuFFT's sign, unnormalised (the operator's `scale` is the 1 / n).
+// Along x a warp takes two rows as one complex row (a + i b) in registers (xyPairs such pairs at
+// once), V = N / 32 values a lane (x = lane + 32 j): a V-point DFT in registers, the twiddles, and
+// a 32-point FFT across the lanes by shuffles (frequency k1 + V k2 ends in lane bitrev(k2)); the two
+// rows' spectra are then (Z[k] + conj Z[N - k]) / 2 and (Z[k] - conj Z[N - k]) / 2i. The way back is
+// the same steps reversed, with the imaginary parts of kx = 0 and N / 2 dropped as cuFFT's C2R drops
+// them. Along y, the band's columns in shared memory, zPassStep's layout: column kx, row y at
+// ((kx / 8) N + y) 8 + kx % 8, 24 columns a call. cuFFT's sign, unnormalised (the operator's
+// `scale` is the 1 / n).
 #pragma once
 
 #include <cstddef>
