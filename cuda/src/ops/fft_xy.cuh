@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "ops/fft_zpass.cuh"
 
@@ -58,57 +59,97 @@ __device__ __forceinline__ float2 xyShuffle(float2 v, int mask) {
   return make_float2(__shfl_xor_sync(0xffffffffu, v.x, mask), __shfl_xor_sync(0xffffffffu, v.y, mask));
 }
 
-// The warp's M complex rows a[m] (a[m][j] at x = lane + 32 j; w the N twiddles exp(-2 pi i m / N))
-// to their spectra: a[m][k1] = Z[k1 + V bitrev5(lane)].
-template <int N, int M>
-__device__ __forceinline__ void xRowsForward(float2 (&a)[M][N / 32], const float2* w, int lane) {
-  constexpr int V = N / 32;
+// One stage, at lane distance h, of the 32-point FFT across the lanes of the M rows a[m]: forward,
+// the decimation in frequency (lower lane v + p, upper (p - v) W, W = exp(-2 pi i (lane mod h) /
+// 2h)); INV, that stage undone, times 2 (lower v + p conj W, upper p - v conj W).
+template <int N, int M, bool INV>
+__device__ __forceinline__ void xLaneStage(float2 (&a)[M][N / 32], const float2* w, int lane, int h) {
+  const bool up = (lane & h) != 0;
+  const float2 tw = w[(lane & (h - 1)) * (N / (2 * h))];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    dftRegisters<V, false>(a[m]);
 #pragma unroll
-    for (int k1 = 1; k1 < V; ++k1) a[m][k1] = cmul(a[m][k1], w[lane * k1]);
-  }
-#pragma unroll
-  for (int h = 16; h >= 1; h >>= 1) {  // decimation in frequency across the lanes
-    const bool up = (lane & h) != 0;
-    const float2 tw = w[(lane & (h - 1)) * (N / (2 * h))];
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-#pragma unroll
-      for (int k1 = 0; k1 < V; ++k1) {
-        const float2 p = xyShuffle(a[m][k1], h), v = a[m][k1];
+    for (int k1 = 0; k1 < N / 32; ++k1) {
+      const float2 p = xyShuffle(a[m][k1], h), v = a[m][k1];
+      if (INV) {
+        const float2 q = cmulConj(up ? v : p, tw);
+        a[m][k1] = up ? make_float2(p.x - q.x, p.y - q.y) : make_float2(v.x + q.x, v.y + q.y);
+      } else {
         a[m][k1] = up ? cmul(make_float2(p.x - v.x, p.y - v.y), tw) : make_float2(v.x + p.x, v.y + p.y);
       }
     }
   }
 }
-// The inverse of xRowsForward, unnormalised (times N): from a[m][k1] = Z[k1 + V bitrev5(lane)] to
-// the rows, a[m][j] at x = lane + 32 j.
-template <int N, int M>
-__device__ __forceinline__ void xRowsInverse(float2 (&a)[M][N / 32], const float2* w, int lane) {
+
+// The warp's M complex rows a[m] (a[m][j] at x = lane + 32 j; w the N twiddles exp(-2 pi i m / N))
+// to their spectra, a[m][k1] = Z[k1 + V bitrev5(lane)]: per lane the V-point DFTs over j and the
+// twiddles exp(-2 pi i lane k1 / N), then the 32-point FFT across the lanes. INV: the inverse,
+// unnormalised (times N), the same steps undone in reverse.
+template <int N, int M, bool INV>
+__device__ __forceinline__ void xRows(float2 (&a)[M][N / 32], const float2* w, int lane) {
   constexpr int V = N / 32;
+  if (INV) {
 #pragma unroll
-  for (int h = 1; h <= 16; h <<= 1) {  // xRowsForward's stages undone, in reverse (each times 2)
-    const bool up = (lane & h) != 0;
-    const float2 tw = w[(lane & (h - 1)) * (N / (2 * h))];
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-#pragma unroll
-      for (int k1 = 0; k1 < V; ++k1) {
-        const float2 p = xyShuffle(a[m][k1], h), v = a[m][k1];
-        const float2 q = cmulConj(up ? v : p, tw);
-        a[m][k1] = up ? make_float2(p.x - q.x, p.y - q.y) : make_float2(v.x + q.x, v.y + q.y);
-      }
-    }
+    for (int h = 1; h <= 16; h <<= 1) xLaneStage<N, M, true>(a, w, lane, h);
   }
 #pragma unroll
   for (int m = 0; m < M; ++m) {
+    if (!INV) dftRegisters<V, false>(a[m]);
 #pragma unroll
-    for (int k1 = 1; k1 < V; ++k1) a[m][k1] = cmulConj(a[m][k1], w[lane * k1]);
-    dftRegisters<V, true>(a[m]);
+    for (int k1 = 1; k1 < V; ++k1)
+      a[m][k1] = INV ? cmulConj(a[m][k1], w[lane * k1]) : cmul(a[m][k1], w[lane * k1]);
+    if (INV) dftRegisters<V, true>(a[m]);
+  }
+  if (!INV) {
+#pragma unroll
+    for (int h = 16; h >= 1; h >>= 1) xLaneStage<N, M, false>(a, w, lane, h);
   }
 }
+
+// What both kernels' blocks share: a block per z-plane (blockIdx.x) and component (blockIdx.y), the
+// band's columns B and the twiddles w in shared memory (w loaded by the constructor).
+template <int N>
+struct XYBlock {
+  int calls, t, lane, warp, z, c;
+  float2* B;
+  float2* w;
+  __device__ XYBlock(float2* smem, int nkx, const float2* __restrict__ tw)
+      : calls(xyCalls(nkx)),
+        t(int(threadIdx.x)),
+        lane(t & 31),
+        warp(t >> 5),
+        z(int(blockIdx.x)),
+        c(int(blockIdx.y)),
+        B(smem),
+        w(smem + calls * kXYGroup * N) {
+    for (int m = t; m < N; m += kZPassThreads) w[m] = tw[m];
+  }
+  // B's columns transformed along y (zPassStep, 24 columns a call); barriers after.
+  template <bool INV>
+  __device__ void alongY() const {
+    for (int k = 0; k < calls; ++k) {
+      zPassStep<N, kXYCols, INV>(B + k * kXYGroup * N, w, true);
+      zPassStep<N, kXYCols, INV>(B + k * kXYGroup * N, w, false);
+    }
+  }
+  // The band's rows of the columns kx < nkx between B (the four-step order along y) and the half
+  // spectrum of the block's plane (C + c nCplx): into the spectrum for a Spectrum of cufftComplex*,
+  // from it for const cufftComplex*.
+  template <class Spectrum>
+  __device__ void bandRows(Spectrum C, std::size_t nCplx, int nkx, int rows, int by) const {
+    constexpr int nxh = N / 2 + 1;
+    const auto S = C + std::size_t(c) * nCplx + std::size_t(z) * N * nxh;
+    for (int it = t; it < rows * nkx; it += kZPassThreads) {
+      const int kx = it % nkx, y = bandRow(it / nkx, rows, by, N);
+      float2& b = B[xySlot(N, kx, xyPos<N>(y))];
+      if constexpr (std::is_const_v<std::remove_pointer_t<Spectrum>>) {
+        b = S[y * nxh + kx];
+      } else {
+        S[y * nxh + kx] = b;
+      }
+    }
+  }
+};
 
 // Block (blockIdx.x: z, blockIdx.y: component c). in: the three components, nReal apart; C: the half
 // spectra, nCplx apart. Writes the rows |ky| <= by (`rows` of them, bandRow) of the columns kx < nkx.
@@ -118,19 +159,18 @@ __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
                     std::size_t nCplx, int nkx, int rows, int by, const float2* __restrict__ tw) {
   constexpr int V = N / 32, M = xyPairs(N);
   extern __shared__ __align__(16) float2 smem[];
-  const int calls = xyCalls(nkx), t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
-  const int z = int(blockIdx.x), c = int(blockIdx.y);
-  float2* B = smem;
-  float2* w = B + calls * kXYGroup * N;
-  float2* lo = w + N + warp * M * 2 * nkx;  // pair m: Z[k] at lo[2 m nkx + k] (k < nkx), Z[N - k] at
-                                            // lo[(2 m + 1) nkx + k] (0 < k < nkx)
-  for (int m = t; m < N; m += kZPassThreads) w[m] = tw[m];
-  const int spare = calls * kXYGroup - nkx;  // B's columns past the band: zeros (transformed, never read)
+  const XYBlock<N> blk(smem, nkx, tw);
+  const int calls = blk.calls, t = blk.t, lane = blk.lane, warp = blk.warp;
+  float2* B = blk.B;
+  const float2* w = blk.w;
+  float2* lo = blk.w + N + warp * M * 2 * nkx;  // pair m: Z[k] at lo[2 m nkx + k] (k < nkx), Z[N - k]
+                                                // at lo[(2 m + 1) nkx + k] (0 < k < nkx)
+  const int spare = calls * kXYGroup - nkx;     // B's columns past the band: zeros (transformed, never read)
   for (int it = t; it < spare * N; it += kZPassThreads)
     B[xySlot(N, nkx + it % spare, it / spare)] = make_float2(0.f, 0.f);
   __syncthreads();
 
-  const float* src = in + std::size_t(c) * nReal + std::size_t(z) * N * N;
+  const float* src = in + std::size_t(blk.c) * nReal + std::size_t(blk.z) * N * N;
   const int k2 = int(__brev(unsigned(lane)) >> 27);
   float r[M][2][V];  // the warp's next 2 M rows, in flight while it transforms these
   auto fetch = [&](int y) {
@@ -153,7 +193,7 @@ __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
       for (int j = 0; j < V; ++j) a[m][j] = make_float2(r[m][0][j], r[m][1][j]);
     }
     if (y + kStep < N) fetch(y + kStep);
-    xRowsForward<N, M>(a, w, lane);
+    xRows<N, M, false>(a, w, lane);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -173,16 +213,8 @@ __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
     __syncwarp();
   }
   __syncthreads();
-  for (int k = 0; k < calls; ++k) {  // along y
-    zPassStep<N, kXYCols, false>(B + k * kXYGroup * N, w, true);
-    zPassStep<N, kXYCols, false>(B + k * kXYGroup * N, w, false);
-  }
-  constexpr int nxh = N / 2 + 1;
-  cufftComplex* dst = C + std::size_t(c) * nCplx + std::size_t(z) * N * nxh;
-  for (int it = t; it < rows * nkx; it += kZPassThreads) {
-    const int kx = it % nkx, y = bandRow(it / nkx, rows, by, N);
-    dst[y * nxh + kx] = B[xySlot(N, kx, xyPos<N>(y))];
-  }
+  blk.template alongY<false>();
+  blk.bandRows(C, nCplx, nkx, rows, by);
 }
 
 // The way back (same blocks): the band's rows of the columns kx < nkx, from C, to the real plane of
@@ -193,25 +225,16 @@ __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
                     std::size_t nCplx, int nkx, int rows, int by, const float2* __restrict__ tw) {
   constexpr int V = N / 32, M = xyPairs(N);
   extern __shared__ __align__(16) float2 smem[];
-  const int calls = xyCalls(nkx), t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
-  const int z = int(blockIdx.x), c = int(blockIdx.y);
-  float2* B = smem;
-  float2* w = B + calls * kXYGroup * N;
-  for (int m = t; m < N; m += kZPassThreads) w[m] = tw[m];
-  for (int it = t; it < calls * kXYGroup * N; it += kZPassThreads) B[it] = make_float2(0.f, 0.f);
+  const XYBlock<N> blk(smem, nkx, tw);
+  const int lane = blk.lane, warp = blk.warp;
+  const float2* B = blk.B;
+  for (int it = blk.t; it < blk.calls * kXYGroup * N; it += kZPassThreads) blk.B[it] = make_float2(0.f, 0.f);
   __syncthreads();
-  constexpr int nxh = N / 2 + 1;
-  const cufftComplex* src = C + std::size_t(c) * nCplx + std::size_t(z) * N * nxh;
-  for (int it = t; it < rows * nkx; it += kZPassThreads) {  // in the four-step order along y
-    const int kx = it % nkx, y = bandRow(it / nkx, rows, by, N);
-    B[xySlot(N, kx, xyPos<N>(y))] = src[y * nxh + kx];
-  }
+  blk.bandRows(C, nCplx, nkx, rows, by);
   __syncthreads();
-  for (int k = 0; k < calls; ++k) {
-    zPassStep<N, kXYCols, true>(B + k * kXYGroup * N, w, true);
-    zPassStep<N, kXYCols, true>(B + k * kXYGroup * N, w, false);
-  }
-  float* dst = out + std::size_t(c) * nReal + std::size_t(z) * N * N;
+  blk.template alongY<true>();
+  const float2* w = blk.w;
+  float* dst = out + std::size_t(blk.c) * nReal + std::size_t(blk.z) * N * N;
   const int k2 = int(__brev(unsigned(lane)) >> 27);
   for (int y = 2 * M * warp; y < N; y += 2 * M * kXYWarps) {
     float2 a[M][V];  // Z[k] = A[k] + i B[k] of rows ya = y + 2 m and ya + 1, k = k1 + V k2
@@ -235,7 +258,7 @@ __global__ void __launch_bounds__(kZPassThreads, xyBlocks<N>())
         a[m][k1] = make_float2(p.x - q.y, p.y + q.x);
       }
     }
-    xRowsInverse<N, M>(a, w, lane);
+    xRows<N, M, true>(a, w, lane);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll

@@ -2,7 +2,8 @@
 // three components (one batched plan), the operator applied per frequency by a kernel calling
 // pyca/math/filters.h, and the complex-to-real transforms back; on 3-D grids with a power-of-two
 // nz, cuFFT transforms each z-plane and one kernel does z and the operator (fft_zpass.cuh,
-// docs/design/fluid-fft.md). Plans, the complex buffer and the symbol tables are made on the first
+// docs/design/fluid-fft.md); on a band, the y passes of fft_band.cuh or, where nx = ny, x and y
+// together (fft_xy.cuh) without cuFFT. Plans, the complex buffer and the symbol tables are made on the first
 // use of a (grid size, device, stream) and cached; later calls only queue work on pyca's current
 // stream (no synchronisation).
 #include <cuda_runtime.h>
@@ -72,8 +73,9 @@ struct CufftPlans {
   cufftHandle r2c2 = 0, c2r2 = 0;
   float2* twiddles = nullptr;  // exp(-2 pi i m / nz), m < nz
   bool hasR2c3 = false, hasC2r3 = false, hasR2c1 = false, hasC2r1 = false, hasR2c2 = false, hasC2r2 = false;
-  // A band (fft_band.cuh), on z-pass grids whose ny the y passes handle: cuFFT along x alone (batch
-  // 3 ny nz rows), the y passes' twiddles; made on the first call with a band.
+  // A band (fft_band.cuh), on z-pass grids whose ny the y passes handle: the y passes' twiddles,
+  // made on the first call with a band (ensureBand), and cuFFT along x alone (batch 3 ny nz rows),
+  // made on the first call that needs it (ensureRows).
   bool yPass = false, bandReady = false, hasR2cx = false, hasC2rx = false;
   int sms = 1;  // the device's multiprocessors (ensureBand)
   // x and y together (fft_xy.cuh) where nx = ny: the most shared memory a block may take (two
@@ -170,17 +172,6 @@ struct CufftPlans {
     check(cudaGetDevice(&device), kOp, "cudaGetDevice");
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kOp,
           "cudaDeviceGetAttribute");
-    int nx = size.x;
-    for (int k = 0; k < 2; ++k) {
-      cufftHandle* h = k == 0 ? &r2cx : &c2rx;
-      bool* made = k == 0 ? &hasR2cx : &hasC2rx;
-      if (*made) continue;
-      checkFft(cufftPlanMany(h, 1, &nx, nullptr, 1, 0, nullptr, 1, 0, k == 0 ? CUFFT_R2C : CUFFT_C2R,
-                             3 * size.y * size.z),
-               "cufftPlanMany");
-      *made = true;
-      checkFft(cufftSetStream(*h, stream), "cufftSetStream");
-    }
     if (!twiddlesY) twiddlesY = makeTwiddles(size.y, hostTwiddlesY);
     // Shared memory limits of the band's kernels (the widest blocks of 128 and 256 points need more
     // than the default 48 KB).
@@ -213,6 +204,22 @@ struct CufftPlans {
       });
     }
     bandReady = true;
+  }
+
+  // cuFFT's plans along x (batch 3 ny nz rows): the band's passes without x and y together; made on
+  // their first use.
+  void ensureRows() {
+    int nx = size.x;
+    for (int k = 0; k < 2; ++k) {
+      cufftHandle* h = k == 0 ? &r2cx : &c2rx;
+      bool* made = k == 0 ? &hasR2cx : &hasC2rx;
+      if (*made) continue;
+      checkFft(cufftPlanMany(h, 1, &nx, nullptr, 1, 0, nullptr, 1, 0, k == 0 ? CUFFT_R2C : CUFFT_C2R,
+                             3 * size.y * size.z),
+               "cufftPlanMany");
+      *made = true;
+      checkFft(cufftSetStream(*h, stream), "cufftSetStream");
+    }
   }
 
   template <int NY, int TX>
@@ -344,7 +351,8 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
     pyca::checkLaunch(kOp);
   };
   if (P.yPass && inJoined && outJoined && math::bandActive(p, s.x, s.y, s.z)) {
-    // A band: x by cuFFT; y (the columns kx <= bx, the rows |ky| <= by) and z on the band alone.
+    // A band: x and y together (fft_xy.cuh) where they apply, else x by cuFFT and y (the columns kx
+    // <= bx, the rows |ky| <= by); z on the band alone.
     P.ensureBand();
     const int nkx = math::axisBanded(p, 0, s.x) ? p.band[0] + 1 : nxh;
     const bool yBand = math::axisBanded(p, 1, s.y);
@@ -381,6 +389,7 @@ void FluidApply(float* const out[3], const float* const in[3], const GridInfo& g
       pyca::checkLaunch(kOp);
       return;
     }
+    P.ensureRows();
     checkFft(cufftExecR2C(P.r2cx, const_cast<float*>(in[0]), C[0]), "cufftExecR2C");
     yPassOn(std::false_type{}, nkx);
     zPassOn(band, zCols);
