@@ -3,9 +3,9 @@
 // pyca/math/filters.h, and the complex-to-real transforms back; on 3-D grids with a power-of-two
 // nz, cuFFT transforms each z-plane and one kernel does z and the operator (fft_zpass.cuh,
 // docs/design/fluid-fft.md); on a band, the y passes of fft_band.cuh or, where nx = ny, x and y
-// together (fft_xy.cuh) without cuFFT. Plans, the complex buffer and the symbol tables are made on the first
-// use of a (grid size, device, stream) and cached; later calls only queue work on pyca's current
-// stream (no synchronisation).
+// together (fft_xy.cuh) without cuFFT. Plans, the complex buffer and the symbol tables are made on
+// the first use of a (grid size, device, stream) and cached; later calls only queue work on pyca's
+// current stream (no synchronisation).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
