@@ -50,12 +50,19 @@ PYCA_HD Stencil1 stencil1(std::ptrdiff_t stride, int i, int n, DiffT d, Boundary
   return Stencil1{hasNext ? stride : 0, hasPrev ? -stride : 0, 0.5f};  // BC_CLAMP
 }
 
+// w (next - prev): a difference of stencil1's weight (T: float, or a vector of floats on the CPU's
+// SIMD rows, where the interior's central difference is weightedDiff(0.5f, ...)).
+template <class T>
+PYCA_HD T weightedDiff(float w, T next, T prev) {
+  return w * (next - prev);
+}
+
 // One-dimensional finite difference (per index unit) at index i of the samples p[k * stride], with
 // the stencil of stencil1().
 PYCA_HD float diff1(const float* p, std::ptrdiff_t stride, int i, int n, DiffT d, BoundaryCondT bc) {
   const Stencil1 s = stencil1(stride, i, n, d, bc);
   if (s.w == 0.f) return 0.f;
-  return s.w * (p[s.next] - p[s.prev]);
+  return weightedDiff(s.w, p[s.next], p[s.prev]);
 }
 
 // The same difference of the product a * b (PyCA's finiteDiffProd: the difference of the products,
@@ -194,8 +201,8 @@ PYCA_HD float upwindGradMag(const float* p, const Grid3& g, int x, int y, int z,
   return speed * std::sqrt(s);
 }
 
-PYCA_HD float det3(float a00, float a01, float a02, float a10, float a11, float a12, float a20, float a21,
-                   float a22) {
+template <class T>
+PYCA_HD T det3(T a00, T a01, T a02, T a10, T a11, T a12, T a20, T a21, T a22) {
   return a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20);
 }
 

@@ -247,8 +247,24 @@ PYCA_HD float loadRO(const float* p) {
 // The linear interpolation a + f (b - a) between two taps at fraction f in [0, 1), the one formula of
 // every trilinear sample on both backends (x first, then y, then z). It is exact where a == b (a
 // constant stays constant), and f == 0 gives a whatever b holds (a NaN or an infinity in a tap of
-// zero weight does not reach the sample).
-PYCA_HD float lerp(float a, float b, float f) { return f == 0.f ? a : a + f * (b - a); }
+// zero weight does not reach the sample). T is float, or a vector of floats on the CPU's SIMD rows
+// (core/src/ops/simd16.h: the same arithmetic lane by lane).
+template <class T>
+struct Lanes {
+  // f == 0 ? a : t, lane by lane (a CPU vector type specialises it: simd16.h).
+  PYCA_HD static T zeroOr(T f, T a, T t) { return f == 0.f ? a : t; }
+};
+template <class T>
+PYCA_HD T lerp(T a, T b, T f) {
+  return Lanes<T>::zeroOr(f, a, a + f * (b - a));
+}
+
+// The trilinear sample from its eight taps c[z][y][x] at fractions fx, fy, fz: x first, then y, then z.
+template <class T>
+PYCA_HD T trilinear(T c000, T c001, T c010, T c011, T c100, T c101, T c110, T c111, T fx, T fy, T fz) {
+  return lerp(lerp(lerp(c000, c001, fx), lerp(c010, c011, fx), fy),
+              lerp(lerp(c100, c101, fx), lerp(c110, c111, fx), fy), fz);
+}
 
 // Trilinear sample of the NC planes src (grid size n) at p when p lies in [0, n - 1) on every axis
 // (every axis longer than 1): there every background strategy has the taps floor(p) and
@@ -268,11 +284,8 @@ PYCA_HD bool interpolateInterior(float out[NC], const Planes<NC>& src, const Vec
   PYCA_UNROLL
   for (int c = 0; c < NC; ++c) {
     const float* s = src.p[c] + b;
-    const float y0 =
-        lerp(lerp(loadRO(s), loadRO(s + 1), fx), lerp(loadRO(s + dy), loadRO(s + dy + 1), fx), fy);
-    const float y1 = lerp(lerp(loadRO(s + dz), loadRO(s + dz + 1), fx),
-                          lerp(loadRO(s + dz + dy), loadRO(s + dz + dy + 1), fx), fy);
-    out[c] = lerp(y0, y1, fz);
+    out[c] = trilinear(loadRO(s), loadRO(s + 1), loadRO(s + dy), loadRO(s + dy + 1), loadRO(s + dz),
+                       loadRO(s + dz + 1), loadRO(s + dz + dy), loadRO(s + dz + dy + 1), fx, fy, fz);
   }
   return true;
 }

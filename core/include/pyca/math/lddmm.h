@@ -16,12 +16,25 @@
 namespace pyca {
 namespace math {
 
+// One coordinate of the point x + scale * v(x) where a time step samples (T: float, or a vector of
+// floats on the CPU's SIMD rows, core/src/ops/lddmm_simd.cpp).
+template <class T>
+PYCA_HD T stepCoord(T x, float scale, T v) {
+  return x + scale * v;
+}
+
+// The point x + scale * v(x) at voxel (x, y, z), linear index id.
+PYCA_HD Vec3Df stepPoint(const Planes<3>& v, const Vec3Df& scale, int x, int y, int z, std::size_t id) {
+  return Vec3Df(stepCoord(float(x), scale.x, loadRO(v.p[0] + id)),
+                stepCoord(float(y), scale.y, loadRO(v.p[1] + id)),
+                stepCoord(float(z), scale.z, loadRO(v.p[2] + id)));
+}
+
 // hOut(x) = h(x + scale * v(x)) (trilinear, PARTIAL_ID; scale = delta / spacing): ComposeHV's voxel.
 template <class Index = std::size_t>
 PYCA_HD Vec3Df composeHVAt(const Planes<3>& h, const Planes<3>& v, const Vec3Di& n, const Vec3Df& scale,
                            int x, int y, int z, std::size_t id) {
-  const Vec3Df p(float(x) + scale.x * loadRO(v.p[0] + id), float(y) + scale.y * loadRO(v.p[1] + id),
-                 float(z) + scale.z * loadRO(v.p[2] + id));
+  const Vec3Df p = stepPoint(v, scale, x, y, z, id);
   float r[3];
   interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3, Index>(r, h, n, p);
   return Vec3Df(r[0], r[1], r[2]);
@@ -47,11 +60,17 @@ struct TransportParams {
   Vec3Df a0, a1, a2, t;
 };
 
-// A q + t, in the order of pyca.apps.affine.affine_hfield's passes: ((a.x q.x + a.y q.y) + a.z q.z) + t.
+// One coordinate of A q + t (a: a row of A), in the order of pyca.apps.affine.affine_hfield's passes:
+// ((a.x q.x + a.y q.y) + a.z q.z) + t (T: float, or a vector of floats on the CPU's SIMD rows).
+template <class T>
+PYCA_HD T affineCoord(const Vec3Df& a, float t, T qx, T qy, T qz) {
+  return ((a.x * qx + a.y * qy) + a.z * qz) + t;
+}
+
+// A q + t.
 PYCA_HD Vec3Df affineAt(const TransportParams& P, const Vec3Df& q) {
-  return Vec3Df(((P.a0.x * q.x + P.a0.y * q.y) + P.a0.z * q.z) + P.t.x,
-                ((P.a1.x * q.x + P.a1.y * q.y) + P.a1.z * q.z) + P.t.y,
-                ((P.a2.x * q.x + P.a2.y * q.y) + P.a2.z * q.z) + P.t.z);
+  return Vec3Df(affineCoord(P.a0, P.t.x, q.x, q.y, q.z), affineCoord(P.a1, P.t.y, q.x, q.y, q.z),
+                affineCoord(P.a2, P.t.z, q.x, q.y, q.z));
 }
 
 // o at voxel id = q (an H-field's three planes).
@@ -67,9 +86,7 @@ PYCA_HD void storeAt(const MutPlanes<3>& o, std::size_t id, const Vec3Df& q) {
 // PARTIAL_ID, outside, holds its own coordinate; an axis of size 1 is not interpolated (index 0: 0).
 PYCA_HD Vec3Df composeIdentityAt(const Planes<3>& v, const Vec3Di& n, const Vec3Df& scale, int x, int y,
                                  int z, std::size_t id) {
-  const Vec3Df p(float(x) + scale.x * loadRO(v.p[0] + id), float(y) + scale.y * loadRO(v.p[1] + id),
-                 float(z) + scale.z * loadRO(v.p[2] + id));
-  return Vec3Df(n.x == 1 ? 0.f : p.x, n.y == 1 ? 0.f : p.y, n.z == 1 ? 0.f : p.z);
+  return identityOf(stepPoint(v, scale, x, y, z, id), n);
 }
 
 // One voxel of LDDMMTransportStep: hOut = ComposeHV(h, v, delta) and J = ApplyH(im, hOut) there (of
@@ -94,6 +111,17 @@ struct GradStepParams {
   float s = 1.f;
 };
 
+// (d grad_c J0) |D h| with d = J0 - I1(h), and m a + b s (T: float, or a vector of floats on the
+// CPU's SIMD rows).
+template <class T>
+PYCA_HD T ssdTerm(T d, T g, T jac) {
+  return (d * g) * jac;
+}
+template <class T>
+PYCA_HD T momentumStep(T m, T b, const GradStepParams& P) {
+  return m * P.a + b * P.s;
+}
+
 template <class Index = std::size_t>
 PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, const Planes<3>& h,
                               const float* J0, const float* I1, const GradStepParams& P, int x, int y, int z,
@@ -108,8 +136,8 @@ PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, cons
   const float d = J0[id] - j1;
   PYCA_UNROLL
   for (int c = 0; c < 3; ++c) {
-    const float b = (d * gr[c]) * jac;
-    mOut.p[c][id] = P.a == 0.f ? b * P.s : m.p[c][id] * P.a + b * P.s;
+    const float b = ssdTerm(d, gr[c], jac);
+    mOut.p[c][id] = P.a == 0.f ? b * P.s : momentumStep(m.p[c][id], b, P);
   }
 }
 

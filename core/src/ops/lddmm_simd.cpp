@@ -1,0 +1,193 @@
+// The CPU loops of LDDMMTransportStep and LDDMMGradStep sixteen voxels at once, on CPUs with AVX-512
+// (core/src/ops/simd16.h): the same per-voxel math as the scalar loops of lddmm.cpp (pyca/math/lddmm.h,
+// its templates on F16), to the bit. The gathers take interiorSamples(), the interior's central
+// differences vector loads; a lane that leaves the interior (a sample near or past the border, a voxel
+// on the grid's border) takes the scalar function of its voxel. Design: docs/design/cpu-simd.md.
+#include "ops/lddmm_simd.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/simd16.h"
+#include "pyca/math/lddmm.h"
+
+namespace pyca {
+namespace simd16 {
+
+bool available() {
+#if PYCA_HAVE_SIMD16
+  static const bool on = [] {
+    const char* env = std::getenv("PYCA_CPU_SIMD");
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return on;
+#else
+  return false;
+#endif
+}
+
+#if PYCA_HAVE_SIMD16
+namespace {
+
+// Grids whose linear indices fit the 32-bit lanes of interiorSamples().
+bool fits(const Vec3Di& n) { return double(n.x) * double(n.y) * double(n.z) < 2147483648.0; }
+
+// f(y, z) for every row of x, rows spread over the OpenMP threads (as lddmm.cpp's voxelRows).
+template <class F>
+void forRows(const Vec3Di& n, F&& f) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int z = 0; z < n.z; ++z) {
+    for (int y = 0; y < n.y; ++y) f(y, z);
+  }
+}
+
+// The lanes of `m`, lowest first.
+template <class F>
+void eachLane(Mask m, F&& f) {
+  for (; m != 0; m &= Mask(m - 1)) f(__builtin_ctz(m));
+}
+
+PYCA_SIMD16 void transportRow(const math::MutPlanes<3>& hOut, float* J, const math::Planes<3>& h,
+                              const math::Planes<3>& v, const float* im, const math::TransportParams& P,
+                              int y, int z) {
+  const Vec3Di& n = P.n;
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    // hOut = h(x + scale v): composeHVAt (composeIdentityAt without h)
+    const F16 px = math::stepCoord(lanesFrom(x0), P.scale.x, load(v.p[0] + id, live));
+    const F16 py = math::stepCoord(splat(float(y)), P.scale.y, load(v.p[1] + id, live));
+    const F16 pz = math::stepCoord(splat(float(z)), P.scale.z, load(v.p[2] + id, live));
+    F16 q[3];
+    if (h.p[0] != nullptr) {
+      const Mask done = interiorSamples<3>(q, h, n, px, py, pz, live);
+      eachLane(live & Mask(~done), [&](int k) {
+        float r[3];
+        math::interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3>(r, h, n,
+                                                                            Vec3Df(px[k], py[k], pz[k]));
+        for (int c = 0; c < 3; ++c) q[c][k] = r[c];
+      });
+    } else {  // identityOf(): 0 along an axis of size 1
+      q[0] = n.x == 1 ? splat(0.f) : px;
+      q[1] = n.y == 1 ? splat(0.f) : py;
+      q[2] = n.z == 1 ? splat(0.f) : pz;
+    }
+    for (int c = 0; c < 3; ++c) store(hOut.p[c] + id, live, q[c]);
+    // J = im(q), or im(A q + t): sampleClamp
+    F16 t[3] = {q[0], q[1], q[2]};
+    if (P.affine) {
+      t[0] = math::affineCoord(P.a0, P.t.x, q[0], q[1], q[2]);
+      t[1] = math::affineCoord(P.a1, P.t.y, q[0], q[1], q[2]);
+      t[2] = math::affineCoord(P.a2, P.t.z, q[0], q[1], q[2]);
+    }
+    F16 j[1];
+    const math::Planes<1> src{{im}};
+    const Mask done = interiorSamples<1>(j, src, P.nIm, t[0], t[1], t[2], live);
+    eachLane(live & Mask(~done),
+             [&](int k) { j[0][k] = math::sampleClamp(im, P.nIm, Vec3Df(t[0][k], t[1][k], t[2][k])); });
+    store(J + id, live, j[0]);
+  }
+}
+
+PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<3>& m,
+                             const math::Planes<3>& h, const float* J0, const float* I1,
+                             const math::GradStepParams& P, const math::ComposeOut& C, int y, int z) {
+  const math::Grid3& g = P.g;
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  const std::ptrdiff_t dy = g.sy(), dz = g.sz();
+  // Where every central difference has both neighbours (3-D grids; BC_APPROX and BC_CLAMP alike there).
+  const bool rowInside = n.z > 1 && y >= 1 && y <= n.y - 2 && z >= 1 && z <= n.z - 2;
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    const F16 hx = load(h.p[0] + id, live), hy = load(h.p[1] + id, live), hz = load(h.p[2] + id, live);
+    // I1(h): sampleClamp
+    F16 j1[1];
+    const math::Planes<1> src{{I1}};
+    const Mask sampled = interiorSamples<1>(j1, src, n, hx, hy, hz, live);
+    eachLane(live & Mask(~sampled),
+             [&](int k) { j1[0][k] = math::sampleClamp(I1, n, Vec3Df(hx[k], hy[k], hz[k])); });
+    // |D h| vol and grad J0: central differences (jacDetH, gradient)
+    const Mask inside = rowInside ? live & inRange(lanesFrom(x0), 1.f, float(n.x - 1)) : Mask(0);
+    F16 jac = splat(0.f), gr[3] = {splat(0.f), splat(0.f), splat(0.f)};
+    if (inside != 0) {
+      const auto central = [&](const float* p, std::ptrdiff_t s, float is) {
+        return math::weightedDiff(0.5f, load(p + id + s, inside), load(p + id - s, inside)) * is;
+      };
+      jac = math::det3(central(h.p[0], 1, g.isx), central(h.p[0], dy, g.isy), central(h.p[0], dz, g.isz),
+                       central(h.p[1], 1, g.isx), central(h.p[1], dy, g.isy), central(h.p[1], dz, g.isz),
+                       central(h.p[2], 1, g.isx), central(h.p[2], dy, g.isy), central(h.p[2], dz, g.isz)) *
+            P.vol;
+      gr[0] = central(J0, 1, g.isx);
+      gr[1] = central(J0, dy, g.isy);
+      gr[2] = central(J0, dz, g.isz);
+    }
+    eachLane(live & Mask(~inside), [&](int k) {
+      const std::size_t i = id + std::size_t(k);
+      const int x = x0 + k;
+      jac[k] = math::jacDetH(h.p[0] + i, h.p[1] + i, h.p[2] + i, g, x, y, z, DIFF_CENTRAL, BC_APPROX) * P.vol;
+      float a, b, c;
+      math::gradient(J0 + i, g, x, y, z, DIFF_CENTRAL, BC_CLAMP, a, b, c);
+      gr[0][k] = a;
+      gr[1][k] = b;
+      gr[2][k] = c;
+    });
+    // mOut: ssdGradStepVoxel's update
+    const F16 d = load(J0 + id, live) - j1[0];
+    for (int c = 0; c < 3; ++c) {
+      const F16 b = math::ssdTerm(d, gr[c], jac);
+      store(mOut.p[c] + id, live, P.a == 0.f ? b * P.s : math::momentumStep(load(m.p[c] + id, live), b, P));
+    }
+    if (!C.on) continue;
+    // C.hOut = h(x + scale v): composeHVAt
+    const F16 px = math::stepCoord(lanesFrom(x0), C.scale.x, load(C.v.p[0] + id, live));
+    const F16 py = math::stepCoord(splat(float(y)), C.scale.y, load(C.v.p[1] + id, live));
+    const F16 pz = math::stepCoord(splat(float(z)), C.scale.z, load(C.v.p[2] + id, live));
+    F16 q[3];
+    const Mask done = interiorSamples<3>(q, h, n, px, py, pz, live);
+    eachLane(live & Mask(~done), [&](int k) {
+      float r[3];
+      math::interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3>(r, h, n,
+                                                                          Vec3Df(px[k], py[k], pz[k]));
+      for (int c = 0; c < 3; ++c) q[c][k] = r[c];
+    });
+    for (int c = 0; c < 3; ++c) store(C.hOut.p[c] + id, live, q[c]);
+  }
+}
+
+}  // namespace
+
+bool transportStep(const math::MutPlanes<3>& hOut, float* J, const math::Planes<3>& h,
+                   const math::Planes<3>& v, const float* im, const math::TransportParams& P) {
+  if (!available() || !fits(P.n) || !fits(P.nIm)) return false;
+  forRows(P.n, [&](int y, int z) { transportRow(hOut, J, h, v, im, P, y, z); });
+  return true;
+}
+
+bool ssdGradStep(const math::MutPlanes<3>& mOut, const math::Planes<3>& m, const math::Planes<3>& h,
+                 const float* J0, const float* I1, const math::GradStepParams& P, const math::ComposeOut& C) {
+  const Vec3Di n(P.g.nx, P.g.ny, P.g.nz);
+  if (!available() || !fits(n)) return false;
+  forRows(n, [&](int y, int z) { gradStepRow(mOut, m, h, J0, I1, P, C, y, z); });
+  return true;
+}
+
+#else  // no SIMD rows on this target: the scalar loops run
+
+bool transportStep(const math::MutPlanes<3>&, float*, const math::Planes<3>&, const math::Planes<3>&,
+                   const float*, const math::TransportParams&) {
+  return false;
+}
+bool ssdGradStep(const math::MutPlanes<3>&, const math::Planes<3>&, const math::Planes<3>&, const float*,
+                 const float*, const math::GradStepParams&, const math::ComposeOut&) {
+  return false;
+}
+
+#endif
+
+}  // namespace simd16
+}  // namespace pyca

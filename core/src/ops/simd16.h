@@ -1,0 +1,155 @@
+// Sixteen voxels at once on CPUs with AVX-512 (x86-64): the vector types, and the trilinear samples of
+// a row of positions, for the CPU loops of the gathers (core/src/ops/lddmm_simd.cpp). Included only by
+// files compiled with -ffp-contract=off (CMakeLists.txt), so that each lane computes what the scalar
+// per-voxel functions of pyca/math compute, to the bit: those functions are templates over the value
+// type and run here on F16 (the same operations in the same order, no multiply-add contracted).
+//
+// Every function here carries PYCA_SIMD16 (the instruction set it needs) and runs only after
+// simd16::available() said yes, so one library runs on any x86-64 CPU. Design:
+// docs/design/cpu-simd.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#define PYCA_HAVE_SIMD16 1
+#include <immintrin.h>
+#else
+#define PYCA_HAVE_SIMD16 0
+#endif
+
+#include "pyca/math/interp.h"
+#include "pyca/vec3.h"
+
+namespace pyca {
+namespace simd16 {
+
+// Whether the CPU has AVX-512 (F) and PYCA_CPU_SIMD is not 0: decided once per process.
+bool available();
+
+#if PYCA_HAVE_SIMD16
+
+#define PYCA_SIMD16 __attribute__((target("avx512f")))
+
+using F16 = float __attribute__((vector_size(64)));
+using I16 = int __attribute__((vector_size(64)));
+using Mask = __mmask16;
+
+PYCA_SIMD16 inline F16 splat(float a) { return _mm512_set1_ps(a); }
+PYCA_SIMD16 inline F16 load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+PYCA_SIMD16 inline void store(float* p, Mask m, F16 a) { _mm512_mask_storeu_ps(p, m, a); }
+// Lanes of b where m is set, of a elsewhere.
+PYCA_SIMD16 inline F16 blend(Mask m, F16 a, F16 b) { return _mm512_mask_blend_ps(m, a, b); }
+// The first `count` lanes (0 <= count <= 16).
+inline Mask firstLanes(int count) { return Mask((1u << count) - 1u); }
+// float(x0 + k) in lane k.
+PYCA_SIMD16 inline F16 lanesFrom(int x0) {
+  return F16{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + float(x0);
+}
+// (The masked forms of the intrinsics below: GCC 12 warns of its own undefined vectors in the others.)
+constexpr Mask kAll = 0xFFFF;
+// int(a) and float(i), lane by lane (truncation, as the scalar casts).
+PYCA_SIMD16 inline I16 truncate(F16 a) { return I16(_mm512_maskz_cvttps_epi32(kAll, a)); }
+PYCA_SIMD16 inline F16 toFloat(I16 i) { return F16(_mm512_maskz_cvtepi32_ps(kAll, __m512i(i))); }
+// The smallest of the lanes of v in m (m not empty).
+PYCA_SIMD16 inline int minLane(I16 v, Mask m) {
+  __m512i t = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7FFFFFFF), m, __m512i(v));
+  for (int half = 8; half >= 1; half /= 2) {
+    const __m512i rot = _mm512_maskz_alignr_epi32(kAll, t, t, half);
+    t = _mm512_mask_min_epi32(t, kAll, t, rot);
+  }
+  return I16(t)[0];
+}
+// lo <= a < hi, lane by lane (false for NaN).
+PYCA_SIMD16 inline Mask inRange(F16 a, float lo, float hi) {
+  return _mm512_cmp_ps_mask(a, splat(lo), _CMP_GE_OQ) & _mm512_cmp_ps_mask(a, splat(hi), _CMP_LT_OQ);
+}
+
+}  // namespace simd16
+
+// lerp()'s choice f == 0 ? a : t as one masked blend (GCC lowers the vector ?: lane by lane where
+// the comparison is shared between lerps).
+template <>
+struct math::Lanes<simd16::F16> {
+  PYCA_SIMD16 static simd16::F16 zeroOr(simd16::F16 f, simd16::F16 a, simd16::F16 t) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(f, _mm512_setzero_ps(), _CMP_EQ_OQ), t, a);
+  }
+};
+
+namespace simd16 {
+
+// The trilinear samples of the NC planes of src (grid n, fewer than 2^31 voxels) at the positions (px,
+// py, pz) of the lanes in `live`: the lanes whose position lies in [0, n - 1) on every axis (where
+// interpolateInterior() samples, the same taps for every background strategy) get its value in out[c],
+// to the bit; the mask of those lanes is returned, and the other lanes of out are left to the caller.
+//
+// The taps: a row of positions moves little from one lane to the next, so the lanes that share their
+// (y, z) taps read two runs of 16 columns from each of the four rows and pick their taps by a permute
+// (up to kRowGroups groups of lanes); any lane left reads its taps with a gather.
+template <int NC>
+PYCA_SIMD16 Mask interiorSamples(F16 out[NC], const math::Planes<NC>& src, const Vec3Di& n, F16 px, F16 py,
+                                 F16 pz, Mask live) {
+  constexpr int kRowGroups = 4;
+  for (int c = 0; c < NC; ++c) out[c] = splat(0.f);
+  const Mask in = live & inRange(px, 0.f, float(n.x - 1)) & inRange(py, 0.f, float(n.y - 1)) &
+                  inRange(pz, 0.f, float(n.z - 1));
+  if (in == 0) return 0;
+  // p >= 0 in these lanes: truncation is floor, as in interpolateInterior().
+  const I16 ix = truncate(px), iy = truncate(py), iz = truncate(pz);
+  const F16 fx = px - toFloat(ix), fy = py - toFloat(iy), fz = pz - toFloat(iz);
+  const int dy = n.x, dz = n.x * n.y;
+  const I16 row = iz * n.y + iy;  // the (y, z) taps' first row
+  Mask todo = in;
+  // Columns w .. w + 31 of a row: w the smallest x tap; lanes whose taps ix, ix + 1 lie in that window.
+  const int w = minLane(ix, in);
+  const I16 rel = ix - w, rel1 = rel + 1;
+  Mask windowed = in & _mm512_cmplt_epi32_mask(__m512i(rel), _mm512_set1_epi32(31));
+  const I16 col = I16{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + w;
+  const Mask loadA = _mm512_cmplt_epi32_mask(__m512i(col), _mm512_set1_epi32(n.x));
+  const Mask loadB = _mm512_cmplt_epi32_mask(__m512i(col + 16), _mm512_set1_epi32(n.x));
+  for (int g = 0; g < kRowGroups && windowed != 0; ++g) {
+    const int r = row[__builtin_ctz(windowed)];
+    const Mask sel = windowed & _mm512_cmpeq_epi32_mask(__m512i(row), _mm512_set1_epi32(r));
+    windowed &= Mask(~sel);
+    todo &= Mask(~sel);
+    const std::ptrdiff_t r0 = std::ptrdiff_t(r) * dy + w;
+    const std::ptrdiff_t rows[4] = {r0, r0 + dy, r0 + dz, r0 + dz + dy};
+    for (int c = 0; c < NC; ++c) {
+      F16 t[4][2];
+      for (int q = 0; q < 4; ++q) {
+        const __m512 a = _mm512_maskz_loadu_ps(loadA, src.p[c] + rows[q]);
+        const __m512 b = _mm512_maskz_loadu_ps(loadB, src.p[c] + rows[q] + 16);
+        t[q][0] = F16(_mm512_permutex2var_ps(a, __m512i(rel), b));
+        t[q][1] = F16(_mm512_permutex2var_ps(a, __m512i(rel1), b));
+      }
+      const F16 s =
+          math::trilinear(t[0][0], t[0][1], t[1][0], t[1][1], t[2][0], t[2][1], t[3][0], t[3][1], fx, fy, fz);
+      out[c] = blend(sel, out[c], s);
+    }
+  }
+  if (todo != 0) {
+    const __m512i b0 = __m512i(row * dy + ix);
+    const __m512i o[8] = {b0,
+                          _mm512_add_epi32(b0, _mm512_set1_epi32(1)),
+                          _mm512_add_epi32(b0, _mm512_set1_epi32(dy)),
+                          _mm512_add_epi32(b0, _mm512_set1_epi32(dy + 1)),
+                          _mm512_add_epi32(b0, _mm512_set1_epi32(dz)),
+                          _mm512_add_epi32(b0, _mm512_set1_epi32(dz + 1)),
+                          _mm512_add_epi32(b0, _mm512_set1_epi32(dz + dy)),
+                          _mm512_add_epi32(b0, _mm512_set1_epi32(dz + dy + 1))};
+    for (int c = 0; c < NC; ++c) {
+      F16 t[8];
+      for (int k = 0; k < 8; ++k)
+        t[k] = F16(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), todo, o[k], src.p[c], 4));
+      const F16 s = math::trilinear(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], fx, fy, fz);
+      out[c] = blend(todo, out[c], s);
+    }
+  }
+  return in;
+}
+
+#endif  // PYCA_HAVE_SIMD16
+
+}  // namespace simd16
+}  // namespace pyca
