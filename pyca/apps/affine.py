@@ -319,7 +319,8 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
                     break
         info.append({"scale": f, "grid": list(g1.size()), "iterations": it + 1, "energy_start": hist[0],
                      "energy_end": hist[-1], "stop": stop})
-    ca.synchronize()
+    if mem == ca.MEM_DEVICE:  # a CPU run never starts the GPU (its context takes GPU memory)
+        ca.synchronize()
     return AffineResult(_params_to_T(A, t, cf), kind, gf, gm, info, time.perf_counter() - t0)
 
 

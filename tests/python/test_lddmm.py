@@ -146,6 +146,17 @@ def test_inputs_unchanged(small_pair):
     np.testing.assert_array_equal(moving.numpy(), m0)
 
 
+def test_cpu_run_never_waits_on_the_gpu(small_pair, monkeypatch):
+    # A CPU run (the linear stage too) must not start a CUDA context: on a GPU whose memory others hold
+    # it would fail with "out of memory" (pyca lddmm --device cpu in the GPU suite did).
+    def refuse():
+        raise AssertionError("ca.synchronize() called by a CPU run")
+
+    monkeypatch.setattr(ca.core, "synchronize", refuse)  # what pyca.apps call
+    res = lddmm.register(*small_pair, scales=(1,), iterations=2, time_steps=2, affine="rigid", device="cpu")
+    assert res.deformed.memType() == ca.MEM_HOST
+
+
 def test_numpy_inputs_and_2d():
     # A 2-D pair (z = 1): a disk and a shifted, stretched disk.
     x, y = np.meshgrid(np.arange(40.0), np.arange(36.0), indexing="ij")
