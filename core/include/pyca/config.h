@@ -8,3 +8,13 @@
 #else
 #define PYCA_HD inline
 #endif
+
+// PYCA_HD for the per-voxel formulas that also run on the CPU's vectors of 16 floats
+// (core/src/ops/simd16.h): always inlined on the host, even at -O0, since the functions that use them
+// there are compiled for AVX-512, and a call between code of two instruction sets would pass the
+// vectors by two different conventions.
+#if defined(__CUDACC__)
+#define PYCA_HD_LANES __host__ __device__ __forceinline__
+#else
+#define PYCA_HD_LANES inline __attribute__((always_inline))
+#endif

@@ -49,6 +49,12 @@ void eachLane(Mask m, F&& f) {
   for (; m != 0; m &= Mask(m - 1)) f(__builtin_ctz(m));
 }
 
+// The central difference of p along the axis of stride s, per world unit (is: 1 / spacing), in the lanes
+// of m: gradient()'s interior term.
+PYCA_SIMD16 F16 centralDiff(const float* p, std::ptrdiff_t s, float is, Mask m) {
+  return math::weightedDiff(0.5f, load(p + s, m), load(p - s, m)) * is;
+}
+
 PYCA_SIMD16 void transportRow(const math::MutPlanes<3>& hOut, float* J, const math::Planes<3>& h,
                               const math::Planes<3>& v, const float* im, const math::TransportParams& P,
                               int y, int z) {
@@ -115,16 +121,16 @@ PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<
     const Mask inside = rowInside ? live & inRange(lanesFrom(x0), 1.f, float(n.x - 1)) : Mask(0);
     F16 jac = splat(0.f), gr[3] = {splat(0.f), splat(0.f), splat(0.f)};
     if (inside != 0) {
-      const auto central = [&](const float* p, std::ptrdiff_t s, float is) {
-        return math::weightedDiff(0.5f, load(p + id + s, inside), load(p + id - s, inside)) * is;
-      };
-      jac = math::det3(central(h.p[0], 1, g.isx), central(h.p[0], dy, g.isy), central(h.p[0], dz, g.isz),
-                       central(h.p[1], 1, g.isx), central(h.p[1], dy, g.isy), central(h.p[1], dz, g.isz),
-                       central(h.p[2], 1, g.isx), central(h.p[2], dy, g.isy), central(h.p[2], dz, g.isz)) *
-            P.vol;
-      gr[0] = central(J0, 1, g.isx);
-      gr[1] = central(J0, dy, g.isy);
-      gr[2] = central(J0, dz, g.isz);
+      jac =
+          math::det3(centralDiff(h.p[0] + id, 1, g.isx, inside), centralDiff(h.p[0] + id, dy, g.isy, inside),
+                     centralDiff(h.p[0] + id, dz, g.isz, inside), centralDiff(h.p[1] + id, 1, g.isx, inside),
+                     centralDiff(h.p[1] + id, dy, g.isy, inside), centralDiff(h.p[1] + id, dz, g.isz, inside),
+                     centralDiff(h.p[2] + id, 1, g.isx, inside), centralDiff(h.p[2] + id, dy, g.isy, inside),
+                     centralDiff(h.p[2] + id, dz, g.isz, inside)) *
+          P.vol;
+      gr[0] = centralDiff(J0 + id, 1, g.isx, inside);
+      gr[1] = centralDiff(J0 + id, dy, g.isy, inside);
+      gr[2] = centralDiff(J0 + id, dz, g.isz, inside);
     }
     eachLane(live & Mask(~inside), [&](int k) {
       const std::size_t i = id + std::size_t(k);

@@ -49,16 +49,17 @@ PYCA_SIMD16 inline F16 lanesFrom(int x0) {
 }
 // (The masked forms of the intrinsics below: GCC 12 warns of its own undefined vectors in the others.)
 constexpr Mask kAll = 0xFFFF;
-// int(a) and float(i), lane by lane (truncation, as the scalar casts).
-PYCA_SIMD16 inline I16 truncate(F16 a) { return I16(_mm512_maskz_cvttps_epi32(kAll, a)); }
+// int(a) in the lanes of m (truncation, as the scalar cast), 0 in the others; float(i), lane by lane.
+PYCA_SIMD16 inline I16 truncate(F16 a, Mask m) { return I16(_mm512_maskz_cvttps_epi32(m, a)); }
 PYCA_SIMD16 inline F16 toFloat(I16 i) { return F16(_mm512_maskz_cvtepi32_ps(kAll, __m512i(i))); }
 // The smallest of the lanes of v in m (m not empty).
 PYCA_SIMD16 inline int minLane(I16 v, Mask m) {
   __m512i t = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7FFFFFFF), m, __m512i(v));
-  for (int half = 8; half >= 1; half /= 2) {
-    const __m512i rot = _mm512_maskz_alignr_epi32(kAll, t, t, half);
-    t = _mm512_mask_min_epi32(t, kAll, t, rot);
-  }
+  // the minimum with the vector rotated by 8, 4, 2 and 1 lanes (immediates, also at -O0)
+  t = _mm512_mask_min_epi32(t, kAll, t, _mm512_maskz_alignr_epi32(kAll, t, t, 8));
+  t = _mm512_mask_min_epi32(t, kAll, t, _mm512_maskz_alignr_epi32(kAll, t, t, 4));
+  t = _mm512_mask_min_epi32(t, kAll, t, _mm512_maskz_alignr_epi32(kAll, t, t, 2));
+  t = _mm512_mask_min_epi32(t, kAll, t, _mm512_maskz_alignr_epi32(kAll, t, t, 1));
   return I16(t)[0];
 }
 // lo <= a < hi, lane by lane (false for NaN).
@@ -95,8 +96,9 @@ PYCA_SIMD16 Mask interiorSamples(F16 out[NC], const math::Planes<NC>& src, const
   const Mask in = live & inRange(px, 0.f, float(n.x - 1)) & inRange(py, 0.f, float(n.y - 1)) &
                   inRange(pz, 0.f, float(n.z - 1));
   if (in == 0) return 0;
-  // p >= 0 in these lanes: truncation is floor, as in interpolateInterior().
-  const I16 ix = truncate(px), iy = truncate(py), iz = truncate(pz);
+  // p >= 0 in these lanes: truncation is floor, as in interpolateInterior() (0 in the other lanes, so
+  // that no index arithmetic below overflows).
+  const I16 ix = truncate(px, in), iy = truncate(py, in), iz = truncate(pz, in);
   const F16 fx = px - toFloat(ix), fy = py - toFloat(iy), fz = pz - toFloat(iz);
   const int dy = n.x, dz = n.x * n.y;
   const I16 row = iz * n.y + iy;  // the (y, z) taps' first row

@@ -53,7 +53,7 @@ PYCA_HD Stencil1 stencil1(std::ptrdiff_t stride, int i, int n, DiffT d, Boundary
 // w (next - prev): a difference of stencil1's weight (T: float, or a vector of floats on the CPU's
 // SIMD rows, where the interior's central difference is weightedDiff(0.5f, ...)).
 template <class T>
-PYCA_HD T weightedDiff(float w, T next, T prev) {
+PYCA_HD_LANES T weightedDiff(float w, T next, T prev) {
   return w * (next - prev);
 }
 
@@ -202,7 +202,7 @@ PYCA_HD float upwindGradMag(const float* p, const Grid3& g, int x, int y, int z,
 }
 
 template <class T>
-PYCA_HD T det3(T a00, T a01, T a02, T a10, T a11, T a12, T a20, T a21, T a22) {
+PYCA_HD_LANES T det3(T a00, T a01, T a02, T a10, T a11, T a12, T a20, T a21, T a22) {
   return a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20);
 }
 

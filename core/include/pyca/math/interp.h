@@ -252,16 +252,16 @@ PYCA_HD float loadRO(const float* p) {
 template <class T>
 struct Lanes {
   // f == 0 ? a : t, lane by lane (a CPU vector type specialises it: simd16.h).
-  PYCA_HD static T zeroOr(T f, T a, T t) { return f == 0.f ? a : t; }
+  PYCA_HD_LANES static T zeroOr(T f, T a, T t) { return f == 0.f ? a : t; }
 };
 template <class T>
-PYCA_HD T lerp(T a, T b, T f) {
+PYCA_HD_LANES T lerp(T a, T b, T f) {
   return Lanes<T>::zeroOr(f, a, a + f * (b - a));
 }
 
 // The trilinear sample from its eight taps c[z][y][x] at fractions fx, fy, fz: x first, then y, then z.
 template <class T>
-PYCA_HD T trilinear(T c000, T c001, T c010, T c011, T c100, T c101, T c110, T c111, T fx, T fy, T fz) {
+PYCA_HD_LANES T trilinear(T c000, T c001, T c010, T c011, T c100, T c101, T c110, T c111, T fx, T fy, T fz) {
   return lerp(lerp(lerp(c000, c001, fx), lerp(c010, c011, fx), fy),
               lerp(lerp(c100, c101, fx), lerp(c110, c111, fx), fy), fz);
 }

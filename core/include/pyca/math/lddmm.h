@@ -19,7 +19,7 @@ namespace math {
 // One coordinate of the point x + scale * v(x) where a time step samples (T: float, or a vector of
 // floats on the CPU's SIMD rows, core/src/ops/lddmm_simd.cpp).
 template <class T>
-PYCA_HD T stepCoord(T x, float scale, T v) {
+PYCA_HD_LANES T stepCoord(T x, float scale, T v) {
   return x + scale * v;
 }
 
@@ -63,7 +63,7 @@ struct TransportParams {
 // One coordinate of A q + t (a: a row of A), in the order of pyca.apps.affine.affine_hfield's passes:
 // ((a.x q.x + a.y q.y) + a.z q.z) + t (T: float, or a vector of floats on the CPU's SIMD rows).
 template <class T>
-PYCA_HD T affineCoord(const Vec3Df& a, float t, T qx, T qy, T qz) {
+PYCA_HD_LANES T affineCoord(const Vec3Df& a, float t, T qx, T qy, T qz) {
   return ((a.x * qx + a.y * qy) + a.z * qz) + t;
 }
 
@@ -114,11 +114,11 @@ struct GradStepParams {
 // (d grad_c J0) |D h| with d = J0 - I1(h), and m a + b s (T: float, or a vector of floats on the
 // CPU's SIMD rows).
 template <class T>
-PYCA_HD T ssdTerm(T d, T g, T jac) {
+PYCA_HD_LANES T ssdTerm(T d, T g, T jac) {
   return (d * g) * jac;
 }
 template <class T>
-PYCA_HD T momentumStep(T m, T b, const GradStepParams& P) {
+PYCA_HD_LANES T momentumStep(T m, T b, const GradStepParams& P) {
   return m * P.a + b * P.s;
 }
 
