@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops/lddmm_simd.h"
@@ -153,7 +154,11 @@ TEST_P(LddmmSimd, GradStepIsTheVoxelFunction) {
 
 INSTANTIATE_TEST_SUITE_P(Grids, LddmmSimd,
                          ::testing::Values(Vec3Di(37, 23, 19), Vec3Di(16, 4, 3), Vec3Di(5, 6, 7),
-                                           Vec3Di(70, 9, 5), Vec3Di(33, 17, 1), Vec3Di(2, 2, 2)));
+                                           Vec3Di(70, 9, 5), Vec3Di(33, 17, 1), Vec3Di(2, 2, 2)),
+                         [](const ::testing::TestParamInfo<Vec3Di>& i) {
+                           return std::to_string(i.param.x) + "x" + std::to_string(i.param.y) + "x" +
+                                  std::to_string(i.param.z);
+                         });
 
 }  // namespace
 }  // namespace pyca
