@@ -55,6 +55,25 @@ PYCA_SIMD16 F16 centralDiff(const float* p, std::ptrdiff_t s, float is, Mask m) 
   return math::weightedDiff(0.5f, load(p + s, m), load(p - s, m)) * is;
 }
 
+// The points x + scale v(x) of the voxels x0 .. x0 + 15 of row (y, z) (first linear index id): stepPoint.
+PYCA_SIMD16 void stepPoints(F16 p[3], const math::Planes<3>& v, const Vec3Df& scale, int x0, int y, int z,
+                            std::size_t id, Mask live) {
+  p[0] = math::stepCoord(lanesFrom(x0), scale.x, load(v.p[0] + id, live));
+  p[1] = math::stepCoord(splat(float(y)), scale.y, load(v.p[1] + id, live));
+  p[2] = math::stepCoord(splat(float(z)), scale.z, load(v.p[2] + id, live));
+}
+
+// q = h(p) (trilinear, PARTIAL_ID): composeHVAt's sample.
+PYCA_SIMD16 void composeAt(F16 q[3], const math::Planes<3>& h, const Vec3Di& n, const F16 p[3], Mask live) {
+  const Mask done = interiorSamples<3>(q, h, n, p[0], p[1], p[2], live);
+  eachLane(live & Mask(~done), [&](int k) {
+    float r[3];
+    math::interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3>(r, h, n,
+                                                                        Vec3Df(p[0][k], p[1][k], p[2][k]));
+    for (int c = 0; c < 3; ++c) q[c][k] = r[c];
+  });
+}
+
 PYCA_SIMD16 void transportRow(const math::MutPlanes<3>& hOut, float* J, const math::Planes<3>& h,
                               const math::Planes<3>& v, const float* im, const math::TransportParams& P,
                               int y, int z) {
@@ -64,22 +83,14 @@ PYCA_SIMD16 void transportRow(const math::MutPlanes<3>& hOut, float* J, const ma
     const std::size_t id = row + std::size_t(x0);
     const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
     // hOut = h(x + scale v): composeHVAt (composeIdentityAt without h)
-    const F16 px = math::stepCoord(lanesFrom(x0), P.scale.x, load(v.p[0] + id, live));
-    const F16 py = math::stepCoord(splat(float(y)), P.scale.y, load(v.p[1] + id, live));
-    const F16 pz = math::stepCoord(splat(float(z)), P.scale.z, load(v.p[2] + id, live));
-    F16 q[3];
+    F16 p[3], q[3];
+    stepPoints(p, v, P.scale, x0, y, z, id, live);
     if (h.p[0] != nullptr) {
-      const Mask done = interiorSamples<3>(q, h, n, px, py, pz, live);
-      eachLane(live & Mask(~done), [&](int k) {
-        float r[3];
-        math::interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3>(r, h, n,
-                                                                            Vec3Df(px[k], py[k], pz[k]));
-        for (int c = 0; c < 3; ++c) q[c][k] = r[c];
-      });
+      composeAt(q, h, n, p, live);
     } else {  // identityOf(): 0 along an axis of size 1
-      q[0] = n.x == 1 ? splat(0.f) : px;
-      q[1] = n.y == 1 ? splat(0.f) : py;
-      q[2] = n.z == 1 ? splat(0.f) : pz;
+      q[0] = n.x == 1 ? splat(0.f) : p[0];
+      q[1] = n.y == 1 ? splat(0.f) : p[1];
+      q[2] = n.z == 1 ? splat(0.f) : p[2];
     }
     for (int c = 0; c < 3; ++c) store(hOut.p[c] + id, live, q[c]);
     // J = im(q), or im(A q + t): sampleClamp
@@ -150,17 +161,9 @@ PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<
     }
     if (!C.on) continue;
     // C.hOut = h(x + scale v): composeHVAt
-    const F16 px = math::stepCoord(lanesFrom(x0), C.scale.x, load(C.v.p[0] + id, live));
-    const F16 py = math::stepCoord(splat(float(y)), C.scale.y, load(C.v.p[1] + id, live));
-    const F16 pz = math::stepCoord(splat(float(z)), C.scale.z, load(C.v.p[2] + id, live));
-    F16 q[3];
-    const Mask done = interiorSamples<3>(q, h, n, px, py, pz, live);
-    eachLane(live & Mask(~done), [&](int k) {
-      float r[3];
-      math::interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3>(r, h, n,
-                                                                          Vec3Df(px[k], py[k], pz[k]));
-      for (int c = 0; c < 3; ++c) q[c][k] = r[c];
-    });
+    F16 p[3], q[3];
+    stepPoints(p, C.v, C.scale, x0, y, z, id, live);
+    composeAt(q, h, n, p, live);
     for (int c = 0; c < 3; ++c) store(C.hOut.p[c] + id, live, q[c]);
   }
 }
