@@ -25,6 +25,12 @@ def device_info() -> str:
     return _core_module.device_info()
 
 
+def cpu_vector_info() -> str:
+    """How the CPU loops of the fused LDDMM steps run here: "AVX-512, 16 voxels at once", or "scalar: "
+    and why (no AVX-512 on this CPU, PYCA_CPU_SIMD=0); the same results either way."""
+    return _core_module.cpu_vector_info()
+
+
 def SetToZero(v):
     """Sets every element of an Image3D or Field3D to 0 (PyCA's SetToZero), in any memory type."""
     v.fill(0.0)

@@ -387,6 +387,7 @@ def cmd_info(_a):
     avail = ca.cuda_available()
     print(f"  CUDA available: {avail}")
     print(f"  device: {ca.device_info()}")
+    print(f"  CPU vectors (LDDMM steps): {ca.cpu_vector_info()}")
     why = ca.core.cuda_unavailable_reason() if not avail else ""
     if why and why != ca.device_info():
         print(f"  why not: {why}")

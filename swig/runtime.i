@@ -3,6 +3,7 @@
 %rename(cuda_unavailable_reason) pyca::cudaUnavailableReason;
 %rename(built_with_cuda) pyca::builtWithCuda;
 %rename(device_info) pyca::deviceInfo;
+%rename(cpu_vector_info) pyca::cpuVectorInfo;
 %rename(GetNumberOfCUDADevices) pyca::cudaDeviceCount;
 %rename(current_stream) pyca::currentStream;
 %rename(set_current_stream) pyca::setCurrentStream;

@@ -89,7 +89,7 @@ def resolve_device(device):
             raise ca.CudaError(f"lddmm: MEM_DEVICE requested but {ca.cuda_unavailable_reason()}")
     if int(mem) == int(ca.MEM_DEVICE):
         return ca.MEM_DEVICE, f"gpu ({ca.device_info()})"
-    return ca.MEM_HOST, f"cpu ({os.cpu_count()} cores)"
+    return ca.MEM_HOST, f"cpu ({os.cpu_count()} cores; {ca.cpu_vector_info()})"
 
 
 def _as_image(x, name):

@@ -9,6 +9,9 @@
 """
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -155,6 +158,39 @@ def test_cpu_run_never_waits_on_the_gpu(small_pair, monkeypatch):
     monkeypatch.setattr(ca.core, "synchronize", refuse)  # what pyca.apps call
     res = lddmm.register(*small_pair, scales=(1,), iterations=2, time_steps=2, affine="rigid", device="cpu")
     assert res.deformed.memType() == ca.MEM_HOST
+
+
+def test_cpu_vector_info_names_the_path():
+    info = ca.cpu_vector_info()
+    assert info.startswith("AVX-512") or info.startswith("scalar: "), info
+    r = subprocess.run([sys.executable, "-c", "import pyca; print(pyca.cpu_vector_info())"],
+                       env={**os.environ, "PYCA_CPU_SIMD": "0"}, capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "scalar: PYCA_CPU_SIMD=0"
+
+
+_REGISTER_AND_SAVE = """
+import sys, numpy as np
+from pyca.apps import data, lddmm
+f, m = data.builtin_pair(size=(37, 29, 21), spacing=(2.0, 2.0, 8.0 / 3.0))
+r = lddmm.register(f, m, scales=(2, 1), iterations=(8, 5), time_steps=4, affine="rigid", device="cpu")
+np.savez(sys.argv[1], phiinv=r.phiinv.numpy(), deformed=r.deformed.numpy(),
+         energies=np.array([e["energy"] for e in r.energies]))
+"""
+
+
+@pytest.mark.skipif(not ca.cpu_vector_info().startswith("AVX-512"), reason=f"the CPU's SIMD rows do not run here "
+                    f"({ca.cpu_vector_info()})")
+def test_cpu_vectors_give_the_same_registration_to_the_bit(tmp_path):
+    # The whole CPU registration (the linear stage, three scales' fused steps) with the SIMD rows and with
+    # the scalar loops (PYCA_CPU_SIMD=0), each in a process of its own: the same bits.
+    out = {}
+    for simd in ("1", "0"):
+        path = tmp_path / f"simd{simd}.npz"
+        subprocess.run([sys.executable, "-c", _REGISTER_AND_SAVE, str(path)], env={**os.environ, "PYCA_CPU_SIMD": simd},
+                       check=True, capture_output=True, text=True, timeout=300)
+        out[simd] = np.load(path)
+    for k in ("phiinv", "deformed", "energies"):
+        np.testing.assert_array_equal(out["1"][k], out["0"][k], err_msg=k)
 
 
 def test_numpy_inputs_and_2d():

@@ -20,6 +20,11 @@ std::string deviceInfo();
 // Throws CudaError naming `what` when no GPU can be used.
 void requireCuda(const char* what);
 
+// How the CPU loops of the fused LDDMM steps run here: "AVX-512, 16 voxels at once", or "scalar: "
+// and the reason (no AVX-512 on this CPU, PYCA_CPU_SIMD=0, not an x86-64 build). Defined by the core
+// (core/src/ops/lddmm_simd.cpp), with or without CUDA.
+std::string cpuVectorInfo();
+
 // The stream pyca enqueues its device work on (a cudaStream_t as an integer; 0 = legacy
 // default stream). Set per thread; inherited by nothing else.
 std::size_t currentStream();

@@ -7,26 +7,47 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "ops/simd16.h"
 #include "pyca/math/lddmm.h"
+#include "pyca/runtime.h"
 
 namespace pyca {
 namespace simd16 {
 
-bool available() {
+namespace {
+// Whether the SIMD rows run, and why not: decided once per process.
+struct Decision {
+  bool on = false;
+  const char* why = "";
+};
+const Decision& decision() {
+  static const Decision d = [] {
 #if PYCA_HAVE_SIMD16
-  static const bool on = [] {
     const char* env = std::getenv("PYCA_CPU_SIMD");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    if (env != nullptr && std::strcmp(env, "0") == 0) return Decision{false, "PYCA_CPU_SIMD=0"};
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return on;
+    if (__builtin_cpu_supports("avx512f") == 0) return Decision{false, "no AVX-512 on this CPU"};
+    return Decision{true, ""};
 #else
-  return false;
+    return Decision{false, "not an x86-64 build"};
 #endif
+  }();
+  return d;
 }
+}  // namespace
+
+bool available() { return decision().on; }
+
+}  // namespace simd16
+
+std::string cpuVectorInfo() {
+  const simd16::Decision& d = simd16::decision();
+  return d.on ? "AVX-512, 16 voxels at once" : std::string("scalar: ") + d.why;
+}
+
+namespace simd16 {
 
 #if PYCA_HAVE_SIMD16
 namespace {
