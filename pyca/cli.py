@@ -327,6 +327,7 @@ def cmd_demo(a):
 
     import pyca as ca
     from .apps import lddmm
+    from .apps._device import wait
 
     try:
         mem, device = lddmm.resolve_device(a.device)
@@ -339,7 +340,7 @@ def cmd_demo(a):
     def step(what, fn):
         t0 = time.perf_counter()
         out = fn()
-        ca.synchronize()
+        wait(mem)
         say(f"  {what:<64s} {1e3 * (time.perf_counter() - t0):8.2f} ms  {out if out is not None else ''}")
 
     grid = ca.GridInfo((n, n, n), (1.0, 1.0, 1.5))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import core as ca
+from ._device import wait
 from ._lddmm_solver import _coarse_grid
 from ._metrics import make_metric
 
@@ -319,8 +320,7 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
                     break
         info.append({"scale": f, "grid": list(g1.size()), "iterations": it + 1, "energy_start": hist[0],
                      "energy_end": hist[-1], "stop": stop})
-    if mem == ca.MEM_DEVICE:  # a CPU run never starts the GPU (its context takes GPU memory)
-        ca.synchronize()
+    wait(mem)
     return AffineResult(_params_to_T(A, t, cf), kind, gf, gm, info, time.perf_counter() - t0)
 
 

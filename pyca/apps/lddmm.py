@@ -35,6 +35,7 @@ import numpy as np
 from .. import core as ca
 from .. import io as pio
 from . import affine
+from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
 from ._lddmm_solver import _coarse_grid, _jac_det, _Level
 from ._metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
@@ -612,8 +613,7 @@ def register(fixed, moving, *, progress=False, **params):
                 lev.forward()
                 lev.I1, gain = _gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
             info = _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=gain is not None)
-            if mem == ca.MEM_DEVICE:  # a CPU run never starts the GPU (its context takes GPU memory)
-                ca.synchronize()
+            wait(mem)
             info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
             if gain is not None:
                 info["bias_gain"] = list(gain)
@@ -642,8 +642,7 @@ def register(fixed, moving, *, progress=False, **params):
         labels = _on_fixed(grid, lab, full, labels=True)
     jac = ca.Image3D(grid, mem)
     _jac_det(jac, phiinv)
-    if mem == ca.MEM_DEVICE:  # a CPU run never starts the GPU (its context takes GPU memory)
-        ca.synchronize()
+    wait(mem)
     timings["outputs_s"] = time.perf_counter() - t0
     timings["registration_s"] = sum(s["seconds"] for s in timings["scales"]) + aff.seconds
     timings["total_s"] = time.perf_counter() - t_start

@@ -150,14 +150,16 @@ def test_inputs_unchanged(small_pair):
 
 
 def test_cpu_run_never_waits_on_the_gpu(small_pair, monkeypatch):
-    # A CPU run (the linear stage too) must not start a CUDA context: on a GPU whose memory others hold
+    # A CPU run (the linear stage too, and pyca demo) must not start a CUDA context: on a GPU whose memory others hold
     # it would fail with "out of memory" (pyca lddmm --device cpu in the GPU suite did).
     def refuse():
         raise AssertionError("ca.synchronize() called by a CPU run")
 
     monkeypatch.setattr(ca.core, "synchronize", refuse)  # what pyca.apps call
+    monkeypatch.setattr(ca, "synchronize", refuse)
     res = lddmm.register(*small_pair, scales=(1,), iterations=2, time_steps=2, affine="rigid", device="cpu")
     assert res.deformed.memType() == ca.MEM_HOST
+    assert cli.main(["demo", "--device", "cpu", "--size", "8", "-q"]) == 0  # the demo times each step
 
 
 def test_cpu_vector_info_names_the_path():
