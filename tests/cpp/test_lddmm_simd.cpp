@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "ops/lddmm_simd.h"
-#include "ops/simd16.h"
 #include "pyca/math/lddmm.h"
 
 namespace pyca {

@@ -8,6 +8,9 @@
 namespace pyca {
 namespace simd16 {
 
+// Whether the CPU has AVX-512 (F) and PYCA_CPU_SIMD is not 0: decided once per process.
+bool available();
+
 bool transportStep(const math::MutPlanes<3>& hOut, float* J, const math::Planes<3>& h,
                    const math::Planes<3>& v, const float* im, const math::TransportParams& P);
 bool ssdGradStep(const math::MutPlanes<3>& mOut, const math::Planes<3>& m, const math::Planes<3>& h,

@@ -5,12 +5,11 @@
 // type and run here on F16 (the same operations in the same order, no multiply-add contracted).
 //
 // Every function here carries PYCA_SIMD16 (the instruction set it needs) and runs only after
-// simd16::available() said yes, so one library runs on any x86-64 CPU. Design:
+// simd16::available() (ops/lddmm_simd.h) said yes, so one library runs on any x86-64 CPU. Design:
 // docs/design/cpu-simd.md.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
 #define PYCA_HAVE_SIMD16 1
@@ -24,9 +23,6 @@
 
 namespace pyca {
 namespace simd16 {
-
-// Whether the CPU has AVX-512 (F) and PYCA_CPU_SIMD is not 0: decided once per process.
-bool available();
 
 #if PYCA_HAVE_SIMD16
 
