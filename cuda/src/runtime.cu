@@ -105,8 +105,52 @@ std::string deviceInfo() {
 std::size_t currentStream() { return tl_stream; }
 void setCurrentStream(std::size_t s) { tl_stream = s; }
 
+namespace {
+
+// Whether the current device's primary context (the one the runtime, and so pyca, CuPy and PyTorch,
+// put work on) exists. Without it no work can be pending, and cudaStreamSynchronize would create it:
+// hundreds of MiB of device memory for a process that never used the GPU. Asked of the driver
+// through the runtime's entry-point table, so the library still links no libcuda. True when the
+// driver cannot say (the old behaviour: synchronise).
+bool primaryContextActive() {
+  using DeviceGet = int (*)(int*, int);
+  using GetState = int (*)(int, unsigned int*, int*);
+  static DeviceGet deviceGet = nullptr;
+  static GetState getState = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto entry = [](const char* name) -> void* {
+      void* f = nullptr;
+      cudaDriverEntryPointQueryResult q{};
+#if CUDART_VERSION >= 12050
+      cudaError_t err = cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q);
+#else
+      cudaError_t err = cudaGetDriverEntryPoint(name, &f, cudaEnableDefault, &q);
+#endif
+      cudaGetLastError();
+      return err == cudaSuccess && q == cudaDriverEntryPointSuccess ? f : nullptr;
+    };
+    void* a = entry("cuDeviceGet");
+    void* b = entry("cuDevicePrimaryCtxGetState");
+    if (a != nullptr && b != nullptr) {
+      deviceGet = reinterpret_cast<DeviceGet>(a);
+      getState = reinterpret_cast<GetState>(b);
+    }
+  });
+  int ordinal = 0, dev = 0, active = 1;
+  unsigned int flags = 0;
+  if (getState == nullptr || cudaGetDevice(&ordinal) != cudaSuccess || deviceGet(&dev, ordinal) != 0 ||
+      getState(dev, &flags, &active) != 0) {
+    cudaGetLastError();
+    return true;
+  }
+  return active != 0;
+}
+
+}  // namespace
+
 void synchronize() {
-  if (!cudaAvailable()) return;
+  if (!cudaAvailable() || !primaryContextActive()) return;
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
 }
 

@@ -187,6 +187,40 @@ def test_roundtrip_between_memory_types(cls, path):
         assert np.array_equal(b.numpy(), ref) and np.array_equal(a.numpy(), ref)
 
 
+# The current device's primary context before any work, after synchronize(), and after a device
+# allocation and synchronize(), as the driver reports it (cuDevicePrimaryCtxGetState).
+_CONTEXT_PROBE = """
+import ctypes
+import pyca as ca
+cu = ctypes.CDLL("libcuda.so.1")
+assert cu.cuInit(0) == 0
+def active():
+    dev, flags, on = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+    assert cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cu.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(on)) == 0
+    return on.value
+seen = [active()]
+ca.synchronize()
+seen.append(active())
+im = ca.Image3D(ca.GridInfo((8, 8, 8)), ca.MEM_DEVICE)
+ca.synchronize()
+seen.append(active())
+print(*seen)
+"""
+
+
+@needs_gpu
+def test_synchronize_starts_no_cuda_context_before_any_device_work():
+    # A CPU-only program that calls synchronize() must not pay a context's device memory; once pyca has
+    # put work on the device, synchronize() waits for it (the context exists).
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _CONTEXT_PROBE], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["0", "0", "1"], run.stdout
+
+
 @needs_gpu
 def test_pinned_memory_is_a_host_buffer():
     im = ca.Image3D(ca.GridInfo((4, 4, 4)), ca.MEM_HOST_PINNED)

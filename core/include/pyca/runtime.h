@@ -29,7 +29,8 @@ std::string cpuVectorInfo();
 // default stream). Set per thread; inherited by nothing else.
 std::size_t currentStream();
 void setCurrentStream(std::size_t stream);
-// Waits for all work queued on pyca's current stream.
+// Waits for all work queued on pyca's current stream. Returns at once, starting no CUDA context,
+// in a process whose device has none yet (nothing can be queued there).
 void synchronize();
 // Throws CudaError if the last kernel launch on this thread failed; names `op`.
 void checkLaunch(const char* op);
