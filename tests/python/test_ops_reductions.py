@@ -150,3 +150,44 @@ def test_mixed_memory():
     b = ArrayFactory(ca.MEM_DEVICE).random_image(g)
     with pytest.raises(ca.MemoryTypeError, match=r"Dot.*'b'"):
         ca.Dot(a, b)
+
+
+# Every CPU sum of the core, printed to the bit, in a process with OMP_NUM_THREADS threads.
+_SUMS_PROBE = """
+import numpy as np
+import pyca as ca
+g = ca.GridInfo((67, 61, 59), (1.0, 1.2, 0.9))
+r = np.random.default_rng(5)
+def im(lo=-2.0, hi=3.0):
+    return ca.Image3D.from_array(np.asfortranarray(r.uniform(lo, hi, g.size()).astype(np.float32)), g)
+a, b = im(), im()
+out = [ca.Sum(a), ca.Sum2(a), ca.L1(a), ca.Dot(a, b)]
+out.append(ca.LNCC(ca.Image3D(g), a, b, ca.Vec3Di(2, 2, 2)))
+K = ca.FluidKernelFFT()
+K.setAlpha(1.0); K.setGamma(0.1); K.setGrid(g)
+m = ca.Field3D.from_array(np.asfortranarray(r.uniform(-1, 1, tuple(g.size()) + (3,)).astype(np.float32)), g)
+v = ca.Field3D(g)
+K.applyInverseOperatorDot(v, m)
+K.stageDot()
+out.append(K.takeDot())
+out.append(ca.LDDMMHalveStep(im(), im(), im(), im()))
+print(" ".join(float(x).hex() for x in out))
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_cpu_sums_have_the_same_bits_for_any_number_of_threads(threads):
+    # Against 2 threads: an OpenMP reduction clause adds the threads' partial sums in whatever order
+    # they finish, which changes the last bits with the number of threads and from run to run.
+    import os
+    import subprocess
+    import sys
+
+    def run(n):
+        env = {**os.environ, "OMP_NUM_THREADS": n, "OMP_DYNAMIC": "false"}
+        return subprocess.run([sys.executable, "-c", _SUMS_PROBE], env=env, capture_output=True, text=True,
+                              timeout=300, check=True).stdout.split()
+
+    ref = run("2")
+    assert len(ref) == 7
+    assert run(threads) == ref

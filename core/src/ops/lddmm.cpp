@@ -10,6 +10,7 @@
 #include "ops/lddmm_simd.h"
 #include "pyca/array3d.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/ops/lddmm.h"
 
@@ -55,11 +56,12 @@ void ssdGradStep(float* const mOut[3], const float* const m[3], const float* con
 
 void halveStep(float* m, const float* mOld, float* v, const float* vOld, std::size_t n, double* sum,
                const char*) {
-  double s = 0.0;
-  const std::ptrdiff_t k = std::ptrdiff_t(n);
-#pragma omp parallel for simd schedule(static) reduction(+ : s)
-  for (std::ptrdiff_t i = 0; i < k; ++i) s += math::halveElement(m, mOld, v, vOld, std::size_t(i));
-  *sum = s;
+  *sum = detail::orderedSum(std::ptrdiff_t(n), detail::kSumBlock, [&](std::ptrdiff_t lo, std::ptrdiff_t hi) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (std::ptrdiff_t i = lo; i < hi; ++i) s += math::halveElement(m, mOld, v, vOld, std::size_t(i));
+    return s;
+  });
 }
 
 }  // namespace cpu_impl

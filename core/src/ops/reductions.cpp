@@ -11,6 +11,7 @@
 #include "ops/arithmetic_loops.h"
 #include "ops/reductions_cuda.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/math/arithmetic.h"
 #include "pyca/ops/arithmetic.h"
 
@@ -20,21 +21,26 @@ namespace {
 using cuda_impl::SumKind;
 constexpr std::ptrdiff_t kParallelMin = arith::kParallelMin;
 
+// Sums in blocks added in order (detail::orderedSum): the same bits on every run and thread count.
 template <class Term>
 double cpuSum(const float* a, std::ptrdiff_t n) {
   const Term t{};
-  double s = 0.0;
-#pragma omp parallel for simd schedule(static) reduction(+ : s) if (parallel : n >= kParallelMin)
-  for (std::ptrdiff_t i = 0; i < n; ++i) s += t(a[i]);
-  return s;
+  return detail::orderedSum(n, detail::kSumBlock, [&](std::ptrdiff_t lo, std::ptrdiff_t hi) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (std::ptrdiff_t i = lo; i < hi; ++i) s += t(a[i]);
+    return s;
+  });
 }
 
 double cpuDot(const float* a, const float* b, std::ptrdiff_t n) {
   const math::DotTerm t{};
-  double s = 0.0;
-#pragma omp parallel for simd schedule(static) reduction(+ : s) if (parallel : n >= kParallelMin)
-  for (std::ptrdiff_t i = 0; i < n; ++i) s += t(a[i], b[i]);
-  return s;
+  return detail::orderedSum(n, detail::kSumBlock, [&](std::ptrdiff_t lo, std::ptrdiff_t hi) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (std::ptrdiff_t i = lo; i < hi; ++i) s += t(a[i], b[i]);
+    return s;
+  });
 }
 
 // Minimum and maximum of n floats; both NaN if one of them is NaN.

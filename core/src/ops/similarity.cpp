@@ -11,6 +11,7 @@
 
 #include "ops/similarity_cuda.h"
 #include "pyca/detail/checks.h"
+#include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
 #include "pyca/math/similarity.h"
 
@@ -41,8 +42,8 @@ void boxAxis(float* out, const float* in, std::size_t outer, int n, std::size_t 
       const std::size_t c = std::min(C, inner - k0);
       const float* src = in + o * std::size_t(n) * inner + k0;
       float* dst = out + o * std::size_t(n) * inner + k0;
-      for (int i = 0; i < n; ++i) std::copy(src + std::size_t(i) * inner, src + std::size_t(i) * inner + c,
-                                            &buf[std::size_t(i) * c]);
+      for (int i = 0; i < n; ++i)
+        std::copy(src + std::size_t(i) * inner, src + std::size_t(i) * inner + c, &buf[std::size_t(i) * c]);
       std::fill(acc.begin(), acc.begin() + std::ptrdiff_t(c), 0.0);
       for (int i = 0; i < std::min(r, n); ++i)
         for (std::size_t k = 0; k < c; ++k) acc[k] += buf[std::size_t(i) * c + k];
@@ -84,8 +85,8 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
   }
   const Vec3Di s = I.size();
   if (dev) {
-    PYCA_CUDA_CALL(op, return cuda_impl::LNCC(grad.data(), I.data(), J.data(), mask ? mask->data() : nullptr, s,
-                                              radius, eps));
+    PYCA_CUDA_CALL(op, return cuda_impl::LNCC(grad.data(), I.data(), J.data(), mask ? mask->data() : nullptr,
+                                              s, radius, eps));
   }
   const std::size_t n = I.nVox(), nx = std::size_t(s.x), nxy = nx * std::size_t(s.y);
   const float* a = I.data();
@@ -101,27 +102,35 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
     t4[i] = a[i] * b[i];
   }
   for (std::vector<float>* t : {&t0, &t1, &t2, &t3, &t4}) boxCpu(t->data(), t->data(), s, radius);
-  double S = 0.0;
+  // The sum over rows in blocks of rows added in order (the same bits for any number of threads).
   const std::ptrdiff_t rows = std::ptrdiff_t(s.y) * s.z;
-#pragma omp parallel for schedule(static) reduction(+ : S)
-  for (std::ptrdiff_t row = 0; row < rows; ++row) {
-    const int y = int(row % s.y), z = int(row / s.y);
-    const int cyz = math::boxCount(y, radius.y, s.y) * math::boxCount(z, radius.z, s.z);
-    for (int x = 0; x < s.x; ++x) {
-      const std::size_t i = std::size_t(z) * nxy + std::size_t(y) * nx + std::size_t(x);
-      float k[4];
-      const float cnt = float(cyz * math::boxCount(x, radius.x, s.x));
-      S += math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
-      t0[i] = k[0];
-      t1[i] = k[1];
-      t2[i] = k[2];
-      t3[i] = k[3];
-    }
-  }
+  const std::ptrdiff_t rowBlock = std::max<std::ptrdiff_t>(1, detail::kSumBlock / s.x);
+  const double S = detail::orderedSum(
+      rows, rowBlock,
+      [&](std::ptrdiff_t lo, std::ptrdiff_t hi) {
+        double part = 0.0;
+        for (std::ptrdiff_t row = lo; row < hi; ++row) {
+          const int y = int(row % s.y), z = int(row / s.y);
+          const int cyz = math::boxCount(y, radius.y, s.y) * math::boxCount(z, radius.z, s.z);
+          for (int x = 0; x < s.x; ++x) {
+            const std::size_t i = std::size_t(z) * nxy + std::size_t(y) * nx + std::size_t(x);
+            float k[4];
+            const float cnt = float(cyz * math::boxCount(x, radius.x, s.x));
+            part += math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
+            t0[i] = k[0];
+            t1[i] = k[1];
+            t2[i] = k[2];
+            t3[i] = k[3];
+          }
+        }
+        return part;
+      },
+      n);
   for (std::vector<float>* t : {&t0, &t1, &t2, &t3}) boxCpu(t->data(), t->data(), s, radius);
   float* g = grad.data();
 #pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) g[i] = math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
+  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i)
+    g[i] = math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
   return S;
 }
 
