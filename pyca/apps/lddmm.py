@@ -53,7 +53,7 @@ INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
 # (the fluid operator's spacing enters); iterations are caps (tol stops); bias_sigma is in world units
 # (0: off); fixed_blur in moving-image voxels (0: off).
 DEFAULTS = dict(
-    alpha=2.0, beta=0.0, gamma=0.02, lpow=2, sigma=None, metric="ssd", radius=3,
+    alpha=0.15, beta=0.0, gamma=0.02, lpow=8, sigma=None, metric="ssd", radius=3,
     step="auto", max_step=0.5, tol=3e-3, time_steps=4, band_tol=1e-4,
     scales=(4, 2, 1), iterations=(10, 150, 150),
     normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, fixed_blur=INTERP_BLUR, affine="auto",
@@ -444,6 +444,15 @@ def _stop_rule(hist, tol, window=5):
     return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * (hist[0] - hist[-1])
 
 
+def _step_refused(p, f, eps, tries):
+    """The refusal of a fixed step that lowered the energy in none of its halvings: the scale would end
+    where it began, and the run report success."""
+    gain = f"{float(p['gamma']) ** -int(p['lpow']):.2g}" if p["gamma"] > 0 else "unbounded"
+    return (f"lddmm: step={p['step']:g} lowered the energy at scale 1/{f} in none of {tries} tries (down to {eps * 2:g}); "
+            f"K = L^-1 multiplies the lowest frequencies by gamma^-lpow = {gain}: use step='auto', which sizes each "
+            f"scale's first step to max_step voxels")
+
+
 def _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=False):
     """Gradient descent of one scale (docs/lddmm.md, 'Optimiser'); returns the scale's report.
     forwarded: lev.forward() has run with the current velocities (only I1 may have changed since)."""
@@ -489,6 +498,8 @@ def _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=False):
         if pbar is not None:
             pbar.update(n_it - it - 1)
         break
+    if not auto and fails and len(hist) == 1:  # a fixed step that lowered nothing: the scale would end as it began
+        raise ValueError(_step_refused(p, f, eps, fails))
     rel = (hist[-2] - hist[-1]) / abs(hist[-1]) if len(hist) > 1 and hist[-1] != 0 else 0.0
     return {"scale": f, "iterations": it + 1, "max_iterations": n_it, "stop": stop, "energy_start": hist[0],
             "energy_end": hist[-1], "last_relative_decrease": rel}

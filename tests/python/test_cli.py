@@ -163,6 +163,16 @@ def test_overwrite_replaces_the_previous_run_without_stale_files(tmp_path):
     _assert_complete(out)
 
 
+def test_fixed_step_that_lowers_nothing_is_refused(tmp_path):
+    # With the defaults' kernel (gamma^-lpow = 4e13) a step of 1e-4 overshoots in every halving: one line,
+    # a non-zero exit and no output folder, not an identity map reported as a registration.
+    out = tmp_path / "out"
+    line = _assert_one_line_error(run("lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "5", "--step",
+                                      "0.0001", "--no-progress", "--out", str(out)), 2, "step='auto'")
+    assert "none of 5 tries" in line and "gamma^-lpow = 3.9e+13" in line, line
+    assert not out.exists()
+
+
 def test_out_that_is_a_file_is_refused(tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
@@ -198,8 +208,10 @@ def test_ctrl_c_during_the_registration(tmp_path):
     out = tmp_path / "out"
     # A small fixed step: every iteration is accepted, the registration runs until interrupted (LNCC:
     # the SSD's larger weight makes this step converge, and stop, within a second).
+    # (lpow 2, alpha 2: a kernel whose gain suits this fixed step; the defaults' would refuse it.)
     p = _start(["lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "100000", "--step", "0.0001",
-                "--metric", "lncc", "--time-steps", "2", "--tol", "0", "--no-progress", "--out", str(out)])
+                "--metric", "lncc", "--lpow", "2", "--alpha", "2", "--time-steps", "2", "--tol", "0", "--no-progress",
+                "--out", str(out)])
     started = []
 
     def ready():  # the first line is printed when the inputs are checked and the work starts

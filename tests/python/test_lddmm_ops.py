@@ -359,7 +359,7 @@ def test_band_tol_refuses_bad_values(bad):
 def test_band_limited_kernel_gives_the_same_registration(device):
     pair = data.builtin_pair(size=(64, 64, 32), spacing=(0.5, 0.5, 0.5))
     kw = dict(scales=(1,), iterations=15, time_steps=4, tol=0.0, affine="none", device=device, metric="ssd",
-              alpha=1.0, gamma=0.04, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0)
+              alpha=1.0, gamma=0.04, lpow=2, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0)
     assert _lddmm_solver.kernel_band(pair[0].grid(), dict(lddmm.DEFAULTS, **kw)) == [10, 10, 5]
     band = lddmm.register(*pair, **kw)
     full = lddmm.register(*pair, band_tol=0.0, **kw)
