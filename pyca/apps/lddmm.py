@@ -447,10 +447,13 @@ def _stop_rule(hist, tol, window=5):
 def _step_refused(p, f, eps, tries):
     """The refusal of a fixed step that lowered the energy in none of its halvings: the scale would end
     where it began, and the run report success."""
-    gain = f"{float(p['gamma']) ** -int(p['lpow']):.2g}" if p["gamma"] > 0 else "unbounded"
-    return (f"lddmm: step={p['step']:g} lowered the energy at scale 1/{f} in none of {tries} tries (down to {eps * 2:g}); "
-            f"K = L^-1 multiplies the lowest frequencies by gamma^-lpow = {gain}: use step='auto', which sizes each "
-            f"scale's first step to max_step voxels")
+    try:
+        gain = f"{float(p['gamma']) ** -int(p['lpow']):.2g}" if p["gamma"] > 0 else "unbounded"
+    except OverflowError:
+        gain = "beyond the range of a double"
+    return (f"lddmm: step={p['step']:g} lowered the energy at scale 1/{f} in none of {tries} tries (down to "
+            f"{eps * 2:g}); K = L^-1 multiplies the lowest frequencies by gamma^-lpow = {gain}: use step='auto', "
+            f"which sizes each scale's first step to max_step voxels")
 
 
 def _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=False):

@@ -409,3 +409,19 @@ def test_output_folder_in_missing_parent(tmp_path, capsys):
     rc = cli.main(["lddmm", "--out", str(tmp_path / "a" / "b"), "--no-progress"])
     assert rc == 2 and "does not exist" in capsys.readouterr().err
 
+
+
+def test_fixed_step_refusal_names_the_kernels_gain():
+    # The refusal's gain, gamma^-lpow: a number, "unbounded" without gamma, and no OverflowError of its own
+    # where the power leaves the range of a double.
+    assert "gamma^-lpow = 3.9e+13" in lddmm._step_refused(dict(step=1e-4, gamma=0.02, lpow=8), 1, 1e-5, 8)
+    assert "gamma^-lpow = unbounded" in lddmm._step_refused(dict(step=1e-4, gamma=0.0, lpow=2), 2, 1e-5, 8)
+    assert "beyond the range of a double" in lddmm._step_refused(dict(step=0.1, gamma=1e-10, lpow=64), 1, 1e-3, 3)
+
+
+def test_fixed_step_that_lowers_nothing_is_refused_before_any_output():
+    # A step of 1e-4 through the defaults' kernel (gain 4e13) overshoots in every halving: an error naming
+    # step='auto', not an identity map reported as a registration.
+    with pytest.raises(ValueError, match="none of 6 tries.*step='auto'"):
+        lddmm.register(*data.builtin_pair(size=(24, 24, 16)), scales=(1,), iterations=6, step=1e-4, affine="none",
+                       device="cpu")

@@ -356,35 +356,27 @@ void fluidApplyCpu(FftwPlans& P, float* const out[3], const float* const in[3], 
   }
   const float scale = float(1.0 / double(P.nReal));
   fftwf_complex *X = P.cplx[0], *Y = P.cplx[1], *Z = P.cplx[2];
-  // Rows (kz, r) in blocks of rows, their Parseval terms added in order (the same bits for any
-  // number of threads).
-  const std::ptrdiff_t rows = std::ptrdiff_t(s.z) * ext.rows;
-  const std::ptrdiff_t rowBlock = std::max<std::ptrdiff_t>(1, detail::kSumBlock / ext.nkx);
-  const double sum = detail::orderedSum(
-      rows, rowBlock,
-      [&](std::ptrdiff_t lo, std::ptrdiff_t hi) {
-        double part = 0.0;
-        for (std::ptrdiff_t row = lo; row < hi; ++row) {
-          const int kz = int(row / ext.rows), ky = ext.ky(int(row % ext.rows), s.y);
-          std::size_t i = (std::size_t(kz) * s.y + ky) * nxh;
-          for (int kx = 0; kx < ext.nkx; ++kx, ++i) {
-            float re[3] = {X[i][0], Y[i][0], Z[i][0]};
-            float im[3] = {X[i][1], Y[i][1], Z[i][1]};
-            const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
-            math::fluidApplyBanded(prm, kx, ky, kz, s.x, s.y, s.z, cx[kx], cy[ky], cz[kz], sx[kx], sy[ky],
-                                   sz[kz], scale, re, im);
-            if (dot) part += math::parsevalTerm(kx, s.x, re0, im0, re, im);
-            X[i][0] = re[0];
-            Y[i][0] = re[1];
-            Z[i][0] = re[2];
-            X[i][1] = im[0];
-            Y[i][1] = im[1];
-            Z[i][1] = im[2];
-          }
-        }
-        return part;
-      },
-      std::size_t(rows) * std::size_t(ext.nkx));
+  // Rows (kz, r), their Parseval terms added in order (the same bits for any number of threads).
+  const double sum = detail::orderedRowSum(std::ptrdiff_t(s.z) * ext.rows, ext.nkx, [&](std::ptrdiff_t row) {
+    const int kz = int(row / ext.rows), ky = ext.ky(int(row % ext.rows), s.y);
+    std::size_t i = (std::size_t(kz) * s.y + ky) * nxh;
+    double part = 0.0;
+    for (int kx = 0; kx < ext.nkx; ++kx, ++i) {
+      float re[3] = {X[i][0], Y[i][0], Z[i][0]};
+      float im[3] = {X[i][1], Y[i][1], Z[i][1]};
+      const float re0[3] = {re[0], re[1], re[2]}, im0[3] = {im[0], im[1], im[2]};
+      math::fluidApplyBanded(prm, kx, ky, kz, s.x, s.y, s.z, cx[kx], cy[ky], cz[kz], sx[kx], sy[ky], sz[kz],
+                             scale, re, im);
+      if (dot) part += math::parsevalTerm(kx, s.x, re0, im0, re, im);
+      X[i][0] = re[0];
+      Y[i][0] = re[1];
+      Z[i][0] = re[2];
+      X[i][1] = im[0];
+      Y[i][1] = im[1];
+      Z[i][1] = im[2];
+    }
+    return part;
+  });
   if (dot) *dot += sum;
 
   for (int c = 0; c < 3; ++c) inverseCpu(P, c, out[c], banded ? &ext : nullptr);

@@ -102,30 +102,23 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
     t4[i] = a[i] * b[i];
   }
   for (std::vector<float>* t : {&t0, &t1, &t2, &t3, &t4}) boxCpu(t->data(), t->data(), s, radius);
-  // The sum over rows in blocks of rows added in order (the same bits for any number of threads).
-  const std::ptrdiff_t rows = std::ptrdiff_t(s.y) * s.z;
-  const std::ptrdiff_t rowBlock = std::max<std::ptrdiff_t>(1, detail::kSumBlock / s.x);
-  const double S = detail::orderedSum(
-      rows, rowBlock,
-      [&](std::ptrdiff_t lo, std::ptrdiff_t hi) {
-        double part = 0.0;
-        for (std::ptrdiff_t row = lo; row < hi; ++row) {
-          const int y = int(row % s.y), z = int(row / s.y);
-          const int cyz = math::boxCount(y, radius.y, s.y) * math::boxCount(z, radius.z, s.z);
-          for (int x = 0; x < s.x; ++x) {
-            const std::size_t i = std::size_t(z) * nxy + std::size_t(y) * nx + std::size_t(x);
-            float k[4];
-            const float cnt = float(cyz * math::boxCount(x, radius.x, s.x));
-            part += math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
-            t0[i] = k[0];
-            t1[i] = k[1];
-            t2[i] = k[2];
-            t3[i] = k[3];
-          }
-        }
-        return part;
-      },
-      n);
+  // The rows' sums added in order (the same bits for any number of threads).
+  const double S = detail::orderedRowSum(std::ptrdiff_t(s.y) * s.z, s.x, [&](std::ptrdiff_t row) {
+    const int y = int(row % s.y), z = int(row / s.y);
+    const int cyz = math::boxCount(y, radius.y, s.y) * math::boxCount(z, radius.z, s.z);
+    double part = 0.0;
+    for (int x = 0; x < s.x; ++x) {
+      const std::size_t i = std::size_t(z) * nxy + std::size_t(y) * nx + std::size_t(x);
+      float k[4];
+      const float cnt = float(cyz * math::boxCount(x, radius.x, s.x));
+      part += math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
+      t0[i] = k[0];
+      t1[i] = k[1];
+      t2[i] = k[2];
+      t3[i] = k[3];
+    }
+    return part;
+  });
   for (std::vector<float>* t : {&t0, &t1, &t2, &t3}) boxCpu(t->data(), t->data(), s, radius);
   float* g = grad.data();
 #pragma omp parallel for schedule(static)

@@ -59,5 +59,21 @@ double orderedSum(std::ptrdiff_t n, std::ptrdiff_t block, BlockSum blockSum, std
   return s;
 }
 
+// orderedSum over `rows` rows of `rowLength` items each, rowSum(row) summing one row in order: blocks
+// of whole rows of about kSumBlock items.
+template <class RowSum>
+double orderedRowSum(std::ptrdiff_t rows, std::ptrdiff_t rowLength, RowSum rowSum) {
+  const std::ptrdiff_t block =
+      std::max<std::ptrdiff_t>(1, kSumBlock / std::max<std::ptrdiff_t>(1, rowLength));
+  return orderedSum(
+      rows, block,
+      [&](std::ptrdiff_t lo, std::ptrdiff_t hi) {
+        double s = 0.0;
+        for (std::ptrdiff_t row = lo; row < hi; ++row) s += rowSum(row);
+        return s;
+      },
+      std::size_t(rows) * std::size_t(rowLength));
+}
+
 }  // namespace detail
 }  // namespace pyca
