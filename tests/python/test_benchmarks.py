@@ -64,3 +64,17 @@ def test_brain_lab_runs_a_setting_with_a_bias_field():
     out = _run("lab/brain_lab.py", "--seeds", "1L", "--resolution", "2", "--device", "cpu", "--params",
                '[{"iterations": [1, 1, 1], "_bias": 0.15}]')
     assert "seed 1 LAS" in out and "iterations 3" in out
+
+
+def test_brain_probe_compares_the_match_at_the_exact_map():
+    from pyca.apps import data
+
+    if data.mni_dir() is None:
+        pytest.skip("needs the MNI152 template (nilearn)")
+    out = _run("lab/brain_probe.py", "ssd", "--seed", "1", "--params", '{"iterations": [1, 1, 1]}')
+    rows = [ln for ln in out.splitlines() if "sum of squared differences" in ln]
+    assert len(rows) == 4, out
+    # The exact map brings the moving image closer to the fixed one than the identity-like map of three
+    # iterations does, at the solver's own blur.
+    exact, pyca = (float(x.split()[-1]) for x in rows[0].split(": ", 1)[1].split(", "))
+    assert 0 < exact < pyca, rows[0]
