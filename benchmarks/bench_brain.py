@@ -83,16 +83,19 @@ def identity_map(pair):
     return idx @ M[:3, :3].T + M[:3, 3]
 
 
+def image(a, aff):
+    """A pyca Image3D of array a with the whole voxel -> world affine aff, as pyca.io reads it from a file."""
+    import pyca as ca
+    from pyca.io import split_affine
+
+    sp, org, direction = split_affine(aff, "bench_brain", "image")
+    return ca.Image3D.from_array(np.asfortranarray(a, np.float32),
+                                 ca.GridInfo(a.shape, tuple(sp), tuple(org), direction=direction))
+
+
 def run_pyca(pair, device, params):
     import pyca as ca
     from pyca.apps import lddmm
-
-    from pyca.io import split_affine
-
-    def image(a, aff):  # the whole voxel -> world affine, as pyca.io reads it from a file
-        sp, org, direction = split_affine(aff, "bench_brain", "image")
-        return ca.Image3D.from_array(np.asfortranarray(a, np.float32),
-                                     ca.GridInfo(a.shape, tuple(sp), tuple(org), direction=direction))
 
     fixed, moving = image(pair["fixed"], pair["fixed_affine"]), image(pair["moving"], pair["moving_affine"])
     labels = image(pair["moving_labels"].astype(np.float32), pair["moving_affine"])

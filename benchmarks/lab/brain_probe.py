@@ -21,7 +21,7 @@ from scipy import ndimage
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from bench_brain import evaluate, run_pyca  # noqa: E402
+from bench_brain import evaluate, image, run_pyca  # noqa: E402
 
 
 def _warp(a, vox, order=1):
@@ -39,19 +39,9 @@ def solver_images(pair):
     scaled the same way (on its own grid). No bias correction (these pairs have no bias field)."""
     import pyca as ca
     from pyca.apps import lddmm
-    from pyca.io import split_affine
 
-    def image(a, aff):
-        sp, org, direction = split_affine(aff, "brain_probe", "image")
-        return ca.Image3D.from_array(np.asfortranarray(a, np.float32),
-                                     ca.GridInfo(a.shape, tuple(sp), tuple(org), direction=direction))
-
-    p = dict(lddmm.DEFAULTS)
     fixed, moving = image(pair["fixed"], pair["fixed_affine"]), image(pair["moving"], pair["moving_affine"])
-    rng = lddmm._robust_range(fixed, p)
-    I1 = lddmm._normalised(fixed, ca.MEM_HOST, p, rng=rng)
-    ca.GaussianBlur(I1, I1, ca.Vec3Df(*lddmm._fixed_blur_sigma(fixed.grid(), moving.grid(), p["fixed_blur"])))
-    M = lddmm._normalised(lddmm._histogram_matched(moving, fixed), ca.MEM_HOST, p, rng=rng)
+    I1, M = lddmm._compared_images(fixed, moving, dict(lddmm.DEFAULTS), ca.MEM_HOST)
     return I1.numpy().astype(np.float64), M.numpy().astype(np.float64)
 
 
@@ -64,7 +54,8 @@ def probe_ssd(pair, seed, a, params):
     brain = pair["fixed_labels"] > 0
     for blur in (0.0, 0.41, 0.58, 0.8):  # extra blur of I1, voxels (0.41: what the solver adds itself)
         ref = ndimage.gaussian_filter(I1, blur) if blur else I1
-        cols = [f"{name} {np.sum((_warp(M, m) - ref)[brain] ** 2):.1f}" for name, m in (("exact map", true), ("pyca", mvox))]
+        cols = [f"{name} {np.sum((_warp(M, m) - ref)[brain] ** 2):.1f}"
+                for name, m in (("exact map", true), ("pyca", mvox))]
         print(f"seed {seed}, I1 blurred by {blur} more voxels: sum of squared differences over the brain: "
               + ", ".join(cols), flush=True)
 
@@ -114,8 +105,9 @@ def probe_sharp(pair, seed, a, params):
 def probe_blur(pair, seed, a, params):
     brain = pair["fixed_labels"] > 0
     for s in (0.0, 0.5, 0.75, 1.0):
-        p = pair if not s else dict(pair, **{k: ndimage.gaussian_filter(pair[k].astype(np.float64), s).astype(np.float32)
-                                             for k in ("fixed", "moving")})
+        blurred = {k: ndimage.gaussian_filter(pair[k].astype(np.float64), s).astype(np.float32)
+                   for k in ("fixed", "moving")}
+        p = dict(pair, **blurred) if s else pair
         mvox, lab, sec, _ = run_pyca(p, a.device, params)
         print(_row(f"seed {seed}, both images blurred by {s} voxels", evaluate("pyca", mvox, lab, sec, pair, brain)),
               flush=True)

@@ -6,7 +6,8 @@ from .. import core as ca
 
 def wait(mem):
     """Waits for the work queued on pyca's current stream when `mem` is device memory. A CPU run returns
-    at once: synchronize()'s first call starts a CUDA context, which takes GPU memory (and fails with
-    "out of memory" where another process holds it)."""
+    at once: it queued nothing there, and in a process that also runs GPU work it must not wait for
+    that (its times would include it). (synchronize() itself starts no CUDA context in a process that
+    has none: runtime.h.)"""
     if int(mem) == int(ca.MEM_DEVICE):
         ca.synchronize()

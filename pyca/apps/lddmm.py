@@ -444,6 +444,23 @@ def _stop_rule(hist, tol, window=5):
     return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * (hist[0] - hist[-1])
 
 
+def _compared_images(fixed, moving, p, mem, fixed_mask=None, moving_mask=None):
+    """(I1, Mn): the fixed and moving images as register() compares them, copies in `mem`: each scaled by
+    `normalize` (with 'histogram', the moving image's intensities first matched to the fixed image's and
+    both scaled by the fixed image's range), the fixed one then smoothed by `fixed_blur` (as sharp as the
+    warped moving image it is compared with). Mn stays on the moving image's grid (docs/lddmm.md,
+    'Intensities'). Also for lab scripts (benchmarks/lab/brain_probe.py)."""
+    frange = _robust_range(fixed, p, fixed_mask) if p["normalize"] != "none" else None
+    I1 = _normalised(fixed, mem, p, rng=frange)
+    if p["normalize"] == "histogram":
+        Mn = _normalised(_histogram_matched(moving, fixed, moving_mask, fixed_mask), mem, p, rng=frange)
+    else:
+        Mn = _normalised(moving, mem, p, moving_mask)
+    if p["fixed_blur"] > 0:
+        ca.GaussianBlur(I1, I1, ca.Vec3Df(*_fixed_blur_sigma(fixed.grid(), moving.grid(), float(p["fixed_blur"]))))
+    return I1, Mn
+
+
 def _step_refused(p, f, eps, tries):
     """The refusal of a fixed step that lowered the energy in none of its halvings: the scale would end
     where it began, and the run report success."""
@@ -555,15 +572,7 @@ def register(fixed, moving, *, progress=False, **params):
     # the moving image's own voxels: the affine, then the affine after phiinv for the outputs).
     # With normalize 'histogram' the moving image's intensities are first matched to the fixed
     # image's, and both images take the fixed image's range.
-    frange = _robust_range(fixed, p, extra["fixed_mask"]) if p["normalize"] != "none" else None
-    I1 = _normalised(fixed, mem, p, rng=frange)
-    if p["normalize"] == "histogram":
-        matched = _histogram_matched(moving, fixed, extra["moving_mask"], extra["fixed_mask"])
-        Mn = _normalised(matched, mem, p, rng=frange)
-    else:
-        Mn = _normalised(moving, mem, p, extra["moving_mask"])
-    if p["fixed_blur"] > 0:  # as sharp as the warped moving image it is compared with (docs/lddmm.md)
-        ca.GaussianBlur(I1, I1, ca.Vec3Df(*_fixed_blur_sigma(grid, moving.grid(), float(p["fixed_blur"]))))
+    I1, Mn = _compared_images(fixed, moving, p, mem, extra["fixed_mask"], extra["moving_mask"])
     fmask = _binary(extra["fixed_mask"], mem)
     mmask = _binary(extra["moving_mask"], mem)
     kind = _affine_kind(p["affine"], I1, Mn)
