@@ -54,7 +54,7 @@ INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
 # (0: off); fixed_blur in moving-image voxels (0: off).
 DEFAULTS = dict(
     alpha=0.15, beta=0.0, gamma=0.02, lpow=8, sigma=None, metric="ssd", radius=3,
-    step="auto", max_step=0.5, tol=3e-3, time_steps=4, band_tol=1e-4,
+    step="auto", max_step=0.5, tol=2e-3, time_steps=4, band_tol=1e-4,
     scales=(4, 2, 1), iterations=(10, 150, 150),
     normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, fixed_blur=INTERP_BLUR, affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None,
@@ -406,14 +406,28 @@ class LDDMMResult:
 
 
 def _gain_corrected(I1, W, sigma):
-    """(I1 g, g's range): the fixed image I1 times the smooth gain g = (G(W I1) + c) / (G(I1^2) + c)
+    """(I1 g, g's range): the fixed image I1 times the smooth gain g = (G(f W I1) + c) / (G(f I1^2) + c)
     that best maps it onto the warped moving image W locally (G: a Gaussian of `sigma` world units;
-    c, 1% of I1^2's mean, takes g to 1 where I1 is dark). The squared differences then compare
-    anatomy, not a bias field's slow intensity changes (docs/lddmm.md, 'Intensities')."""
+    c, 1% of G(f I1^2)'s mean, takes g to 1 where I1 is dark). The weight f = 1 / (1 + |grad I1|^2 / k^2)
+    (k^2: the mean of |grad I1|^2 weighted by I1^2, so the background's extent does not enter) measures
+    the gain where the anatomy is flat: at an edge a residual misalignment changes W I1 by far more than
+    a bias field does. The squared differences then compare anatomy, not a bias field's slow intensity
+    changes (docs/lddmm.md, 'Intensities')."""
     g, mem = I1.grid(), I1.memType()
-    num, den, out = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Image3D(g, mem)
+    num, den, f = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Image3D(g, mem)
+    grad = ca.Field3D(g, mem)
+    ca.Gradient(grad, I1)
+    ca.SqrMagnitude(f, grad)
+    del grad
     ca.Mul(num, W, I1)
     ca.Mul(den, I1, I1)
+    k2 = float(ca.Dot(f, den)) / max(float(ca.Sum(den)), np.finfo(np.float64).tiny)
+    if k2 > 0:
+        ca.MulC_I(f, 1.0 / k2)
+    ca.AddC_I(f, 1.0)
+    ca.Inv_I(f)
+    ca.Mul_I(num, f)
+    ca.Mul_I(den, f)
     s = ca.Vec3Df(*(sigma if n > 1 else 0.0 for n in tuple(g.size())))
     ca.GaussianBlur(num, num, s)
     ca.GaussianBlur(den, den, s)
@@ -421,8 +435,8 @@ def _gain_corrected(I1, W, sigma):
     ca.AddC_I(num, c)
     ca.AddC_I(den, c)
     ca.Div_I(num, den)
-    ca.Mul(out, I1, num)
-    return out, tuple(float(x) for x in ca.MinMax(num))
+    ca.Mul(f, I1, num)  # f: the corrected image now
+    return f, tuple(float(x) for x in ca.MinMax(num))
 
 
 def _fixed_blur_sigma(fg, mg, blur):

@@ -74,29 +74,57 @@ def test_histogram_normalisation_undoes_a_monotone_intensity_change(pair):
     assert res.initial_mismatch < 1e-3 * base.initial_mismatch, (res.initial_mismatch, base.initial_mismatch)
 
 
-def test_gain_correction_is_the_smoothed_ratio(pair):
-    """_gain_corrected against SciPy: I1 (G(W I1) + c) / (G(I1^2) + c), G a Gaussian of sigma world
-    units (scipy.ndimage.gaussian_filter, border extended, truncated at 4 sigma as pyca's), c 1% of
-    the mean of G(I1^2)."""
+def _gain_reference(I1, W, spacing, sigma, flat=True):
+    """SciPy's g = (G(f W I1) + c) / (G(f I1^2) + c): G a Gaussian of sigma world units (border extended,
+    truncated at 4 sigma as pyca's), c 1% of the mean of G(f I1^2), f = 1 / (1 + |grad I1|^2 / k^2) with
+    central differences per world unit over a clamped border and k^2 the mean of |grad I1|^2 weighted by
+    I1^2 (f = 1 when not flat)."""
     from scipy import ndimage
 
+    sd = sigma / np.asarray(spacing)
+    G = lambda a: ndimage.gaussian_filter(a, sd, mode="nearest", truncate=4.0)  # noqa: E731
+    f = np.ones_like(I1)
+    if flat:
+        p, g2 = np.pad(I1, 1, mode="edge"), 0.0
+        for k, h in enumerate(spacing):
+            hi, lo = [slice(1, -1)] * 3, [slice(1, -1)] * 3
+            hi[k], lo[k] = slice(2, None), slice(None, -2)
+            g2 = g2 + ((p[tuple(hi)] - p[tuple(lo)]) / (2 * h)) ** 2
+        f = 1.0 / (1.0 + g2 / np.average(g2, weights=I1 * I1))
+    num, den = G(f * W * I1), G(f * I1 * I1)
+    c = 0.01 * den.mean()
+    return (num + c) / (den + c)
+
+
+def test_gain_correction_is_the_flat_weighted_smoothed_ratio(pair):
     fixed, moving = pair
     I1, W = fixed.numpy().astype(np.float64), moving.numpy().astype(np.float64)
-    sd = 10.0 / np.array(tuple(fixed.grid().spacing()))
-    G = lambda a: ndimage.gaussian_filter(a, sd, mode="nearest", truncate=4.0)  # noqa: E731
-    num, den = G(W * I1), G(I1 * I1)
-    c = 0.01 * den.mean()
-    g = (num + c) / (den + c)
+    g = _gain_reference(I1, W, tuple(fixed.grid().spacing()), 10.0)
     out, (lo, hi) = lddmm._gain_corrected(fixed, moving, 10.0)
     np.testing.assert_allclose(out.numpy(), I1 * g, rtol=1e-4, atol=1e-5 * I1.max())
     assert (lo, hi) == pytest.approx((g.min(), g.max()), rel=1e-4)
 
 
+def test_gain_correction_leans_on_flat_anatomy_not_misaligned_edges(pair):
+    """With no bias at all, a moving image one voxel out of place along x moves the gain away from 1
+    only through its edges; the flatness weight keeps that error inside the object at under two
+    thirds of what the plain smoothed ratio (f = 1) gives (0.042 against 0.070 here)."""
+    fixed, _ = pair
+    I1 = fixed.numpy().astype(np.float64)
+    W = np.asfortranarray(np.roll(I1, 1, axis=0), np.float32)
+    out, _ = lddmm._gain_corrected(fixed, ca.Image3D.from_array(W, fixed.grid()), 5.0)
+    inside = I1 > 0.5 * I1.max()
+    g = out.numpy()[inside] / I1[inside]
+    plain = _gain_reference(I1, W.astype(np.float64), tuple(fixed.grid().spacing()), 5.0, flat=False)[inside]
+    assert np.abs(g - 1).mean() < 0.67 * np.abs(plain - 1).mean(), (np.abs(g - 1).mean(), np.abs(plain - 1).mean())
+
+
 def test_gain_correction_takes_a_smooth_bias_field(pair):
     """The warped moving image is the fixed one times a smooth gain (+-25% along x, on a 64-unit box):
-    with sigma 5 the corrected fixed image is within 3% of it at 90% of the object's voxels, and its
-    mean error is a third of the uncorrected one (near the object's border the Gaussian's average
-    leans to the interior's gain)."""
+    with sigma 5 the corrected fixed image is within 3.5% of it at 90% of the object's voxels, and its
+    mean error is well under half the uncorrected one (near the object's border the Gaussian's average
+    leans to the interior's gain, the more so as the flatness weight favours the interior: 3.0% and
+    1.5% here, 2.6% and 1.3% without the weight)."""
     fixed, _ = pair
     a = fixed.numpy()
     x = np.linspace(-1.0, 1.0, a.shape[0])[:, None, None]
@@ -105,7 +133,7 @@ def test_gain_correction_takes_a_smooth_bias_field(pair):
     inside = a > 0.5 * a.max()
     err = np.abs(out.numpy() - Wa)[inside] / Wa[inside]
     err0 = np.abs(a - Wa)[inside] / Wa[inside]
-    assert np.percentile(err, 90) < 0.03 and err.mean() < err0.mean() / 3, (err.mean(), err0.mean())
+    assert np.percentile(err, 90) < 0.035 and err.mean() < 0.4 * err0.mean(), (err.mean(), err0.mean())
     assert lo < 0.92 and hi > 1.08
 
 
