@@ -287,8 +287,11 @@ def test_undo_restores_the_state_a_recomputation_gives(device, fused, monkeypatc
     ref = lddmm.register(*pair, **kw)
     assert sum(not e["accepted"] for e in ref.energies) >= 2  # the case under test happened
     assert [e["accepted"] for e in new.energies] == [e["accepted"] for e in ref.energies]
+    # float32 rounding parts the two runs once a step is undone: energies then differ by 1e-7 to
+    # 1.2e-6 relative on the CPU and up to 2.7e-6 on the GPU (measured, 25 iterations); an undo that
+    # leaves v as it was differs by 0.12 and takes other decisions
     for a, b in zip(new.energies, ref.energies):
-        assert a["energy"] == pytest.approx(b["energy"], rel=1e-6)
+        assert a["energy"] == pytest.approx(b["energy"], rel=1e-5)
     np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-5)
     np.testing.assert_allclose(new.phiinv.numpy(), ref.phiinv.numpy(), atol=1e-5)
 
