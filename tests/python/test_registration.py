@@ -96,8 +96,10 @@ def _gain_reference(I1, W, spacing, sigma, flat=True):
     return (num + c) / (den + c)
 
 
-def test_gain_correction_is_the_flat_weighted_smoothed_ratio(pair):
-    fixed, moving = pair
+@pytest.mark.parametrize("dims", [3, 2])
+def test_gain_correction_is_the_flat_weighted_smoothed_ratio(pair, dims):
+    # 2-D as z = 1: no gradient and no blur along z
+    fixed, moving = pair if dims == 3 else data.builtin_pair(size=(40, 36, 1), spacing=(1.5, 2.0, 1.0))
     I1, W = fixed.numpy().astype(np.float64), moving.numpy().astype(np.float64)
     g = _gain_reference(I1, W, tuple(fixed.grid().spacing()), 10.0)
     out, (lo, hi) = lddmm._gain_corrected(fixed, moving, 10.0)
