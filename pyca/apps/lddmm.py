@@ -414,14 +414,15 @@ def _gain_corrected(I1, W, sigma):
     a bias field does. The squared differences then compare anatomy, not a bias field's slow intensity
     changes (docs/lddmm.md, 'Intensities')."""
     g, mem = I1.grid(), I1.memType()
-    num, den, f = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Image3D(g, mem)
-    grad = ca.Field3D(g, mem)
+    f, grad = ca.Image3D(g, mem), ca.Field3D(g, mem)
     ca.Gradient(grad, I1)
     ca.SqrMagnitude(f, grad)
-    del grad
+    del grad  # before num and den: at most four images at a time
+    num, den = ca.Image3D(g, mem), ca.Image3D(g, mem)
     ca.Mul(num, W, I1)
     ca.Mul(den, I1, I1)
-    k2 = float(ca.Dot(f, den)) / max(float(ca.Sum(den)), np.finfo(np.float64).tiny)
+    energy = float(ca.Sum(den))
+    k2 = float(ca.Dot(f, den)) / energy if energy > 0 else 0.0
     if k2 > 0:
         ca.MulC_I(f, 1.0 / k2)
     ca.AddC_I(f, 1.0)
