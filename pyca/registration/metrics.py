@@ -1,4 +1,4 @@
-"""Image match terms of the registration applications (pyca.apps.lddmm, pyca.apps.affine).
+"""Image match terms of registration (used by pyca.apps.lddmm and pyca.apps.affine).
 
 A metric compares the deformed moving image I with the fixed image J on the fixed grid and gives
 

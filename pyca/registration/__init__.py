@@ -1,0 +1,9 @@
+"""Registration building blocks: the parts that pyca's registration programs (``pyca.apps``:
+lddmm, affine, atlas, batch) are composed of, each public and documented, so that the next metric,
+transform or optimiser has a home.
+
+- ``pyca.registration.metrics``: image match terms (energy and gradient with respect to the
+  deformed image), on CPU and GPU alike.
+
+The design and the roles of the modules: docs/design/registration.md.
+"""
