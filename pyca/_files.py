@@ -46,12 +46,19 @@ def atomic_path(path):
         raise IsADirectoryError(f"cannot write {path!r}: it is a folder")
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"cannot write {path!r}: folder {folder!r} does not exist")
-    tmpdir = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=folder)
+    try:
+        tmpdir = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=folder)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write {path!r}: {e.strerror}") from None
     try:
         yield os.path.join(tmpdir, name)
         written = sorted(os.listdir(tmpdir), key=lambda n: (n == name, n))  # the named file last
         for n in written:
             os.replace(os.path.join(tmpdir, n), os.path.join(folder, n))
+    except OSError as e:  # a full disk, a folder made read-only meanwhile: named by the final file, not tmpdir
+        if str(e).startswith("cannot write"):
+            raise
+        raise OSError(e.errno, f"cannot write {path!r}: {e.strerror or e}") from None
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -22,6 +22,7 @@ singular, not finite) raises ImageFileError (a ValueError) naming the file and w
 """
 from __future__ import annotations
 
+import errno
 import os
 import zlib
 
@@ -128,12 +129,81 @@ def _read_nifti(path, what, check_shape=None):
     _check_grid(path, what, zooms + [1.0] * (3 - len(zooms)), [0.0] * 3)
     sp, org, direction = split_affine(img.affine, path, what)
     try:
-        data = np.asarray(img.dataobj)
+        data = _nifti_voxels(img, shape, path, what)
+    except ImageFileError:
+        raise
     except Exception as e:  # noqa: BLE001
         raise ImageFileError(f"{what} {path!r}: cannot read it as NIfTI/Analyze ({type(e).__name__}: {e})") from None
     if data.dtype.fields is not None or np.iscomplexobj(data):
         raise ImageFileError(f"{what} {path!r}: expected real scalar voxels, got dtype {data.dtype}")
     return data, sp, org, direction
+
+
+# The most bytes deflate can give per compressed byte (its longest match, 258 bytes, costs at least
+# two bits, about 1032x), with room for the gzip header: a header declaring more voxel bytes than this
+# allows for the file's size cannot be honest, and is refused before anything is decompressed.
+_DEFLATE_RATIO = 1100
+_READ_CHUNK = 1 << 22  # bytes decompressed per read: a file's voxels are read in bounded steps
+
+
+def _declared_bytes(img, shape):
+    """(offset, bytes) of the voxels a NIfTI/Analyze header declares."""
+    proxy = img.dataobj  # nibabel's view of the stored voxels: offset, dtype and scaling as read
+    n = int(np.prod(shape, dtype=object)) * int(np.dtype(proxy.dtype).itemsize)
+    return int(proxy.offset), n
+
+
+def _is_gzip(path):
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _nifti_voxels(img, shape, path, what):
+    """The voxels of a NIfTI/Analyze image, read only after its header's declared size has been checked
+    against the file: an uncompressed file must hold every declared byte; a gzip file must be large
+    enough to expand to them (_DEFLATE_RATIO) and is decompressed in chunks of _READ_CHUNK bytes, so that
+    a short stream is found before memory for the whole image is taken."""
+    import nibabel as nib
+
+    fm = img.file_map.get("image")
+    data_path = fm.filename if fm is not None and fm.filename else path
+    offset, nbytes = _declared_bytes(img, shape)
+    fsize = os.path.getsize(data_path)
+    gz = _is_gzip(data_path)
+    if not gz:
+        if offset + nbytes > fsize:
+            raise ImageFileError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels ({'x'.join(map(str, shape))} "
+                                 f"{np.dtype(img.dataobj.dtype)}) from byte {offset}, but the file holds {fsize} bytes "
+                                 "(truncated, or a corrupt header)")
+        return np.asarray(img.dataobj)
+    if nbytes + offset > _DEFLATE_RATIO * fsize + (1 << 16):
+        raise ImageFileError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels ({'x'.join(map(str, shape))} "
+                             f"{np.dtype(img.dataobj.dtype)}), more than a {fsize}-byte gzip file can hold (a corrupt "
+                             "or hostile header)")
+    import gzip
+
+    want = offset + nbytes
+    chunks, got = [], 0
+    with gzip.open(data_path, "rb") as f:
+        while got < want:
+            c = f.read(min(_READ_CHUNK, want - got))
+            if not c:
+                break
+            chunks.append(c)
+            got += len(c)
+    if got < want:
+        raise ImageFileError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels ({'x'.join(map(str, shape))} "
+                             f"{np.dtype(img.dataobj.dtype)}) from byte {offset}, but the file decompresses to {got} "
+                             "bytes (truncated, or a corrupt header)")
+    buf = bytearray(want)  # the checked size; each chunk is let go once copied
+    pos = 0
+    while chunks:
+        c = chunks.pop(0)
+        buf[pos:pos + len(c)] = c
+        pos += len(c)
+    dtype = np.dtype(img.dataobj.dtype)
+    arr = np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape, order="F")
+    return nib.volumeutils.apply_read_scaling(arr, img.dataobj.slope, img.dataobj.inter)
 
 
 def _check_raw_pixdim(img, path, what, ndim):
@@ -193,6 +263,14 @@ def read_array(path, what="load_image", check_shape=None):
     check_shape(path, what, shape), when given, may refuse the stored shape before the voxels are read."""
     path = os.fspath(path)
     if not os.path.exists(path):
+        if os.path.islink(path):
+            try:
+                os.stat(path)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise ImageFileError(f"{what} {path!r}: a loop of symbolic links") from None
+            raise FileNotFoundError(f"{what}: {path!r} is a symbolic link to {os.readlink(path)!r}, which does not "
+                                    "exist")
         raise FileNotFoundError(f"{what}: no such file: {path!r}")
     if os.path.isdir(path):
         raise ImageFileError(f"{what} {path!r}: is a folder, not an image file")
@@ -249,6 +327,9 @@ def _field_shape(path, what, data_shape):
     shape = list(data_shape)
     if len(shape) == 5 and shape[3] == 1:
         shape = shape[:3] + [shape[4]]
+    if len(shape) == 4 and shape[-1] == 2 and shape[2] != 1:
+        raise ImageFileError(f"{what} {os.fspath(path)!r}: data of shape {tuple(data_shape)} is a series of 2 volumes, "
+                             "not a vector field (a 2-component field is 2-D: shape (x, y, 1, 2) or (x, y, 1, 1, 2))")
     if len(shape) != 4 or shape[-1] not in (2, 3):
         raise ImageFileError(f"{what} {os.fspath(path)!r}: expected a vector field of shape (x, y, z, 3) or "
                              f"(x, y, z, 1, 3), got data of shape {tuple(data_shape)}")
@@ -301,6 +382,9 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
         raise FileNotFoundError(f"{what}: folder {folder!r} does not exist")
     if os.path.isdir(path):
         raise IsADirectoryError(f"{what}: {path!r} is a folder; give a file name (e.g. {os.path.join(path, 'image.nii.gz')!r})")
+    if _kind(path) == "unknown":
+        raise ImageFileError(f"{what} {path!r}: unknown file type; name it .nii, .nii.gz, .hdr (NIfTI) or .mha, .mhd, "
+                             ".nrrd (MetaImage/NRRD, with SimpleITK)")
     sp = np.array([float(s) for s in spacing], dtype=np.float64)
     org = np.array([float(o) for o in origin], dtype=np.float64)
     d = np.eye(3) if direction is None else np.asarray(direction, dtype=np.float64)

@@ -140,6 +140,132 @@ def test_registry_fuzz_in_a_subprocess(tmp_path):
     assert n >= 50, f"only {n} calls in {budget} s"
 
 
+# ------------------------------------------------------------------------------------------------
+# The file readers (issue 41): load_image and load_field on NIfTI files (.nii and .nii.gz) whose
+# header fields and bodies are mutated. Each call must return or raise ImageFileError (a ValueError) or
+# FileNotFoundError, within READER_CALL_S seconds, with at most READER_PEAK bytes allocated (the files are
+# a few KB: a header that declares more than its file holds must be refused before its voxels are
+# allocated), in a child whose address space is capped, so that an unchecked allocation fails there
+# (and is seen: a refusal that reports a MemoryError fails the case).
+READER_CALL_S = 5.0
+READER_PEAK = 64 << 20
+# (offset, struct format) of NIfTI-1 header fields worth breaking
+_FIELDS = [(0, "<i"), (40, "<8h"), (70, "<h"), (72, "<h"), (76, "<8f"), (108, "<f"), (112, "<f"), (116, "<f"),
+           (252, "<h"), (254, "<h"), (280, "<4f"), (296, "<4f"), (344, "<4s")]
+_VALUES = [0, -1, 1, 2, 3, 4, 5, 7, 8, 16, 32, 64, 255, 1200, 2000, 2**15 - 1, -2**15, 2**31 - 1]
+_FLOATS = [0.0, -1.0, 1e-30, 1e30, float("nan"), float("inf"), 352.0, 3.4e38]
+
+
+def _fuzz_readers(budget_s, seed, case_log, folder):
+    import gzip
+    import logging
+    import resource
+    import struct
+    import tracemalloc
+
+    import numpy as np
+
+    import nibabel as nib
+    from pyca import io as pio
+
+    logging.getLogger("nibabel").setLevel(logging.ERROR)  # its notes on fixed header fields
+    with open("/proc/self/statm") as f:
+        used = int(f.read().split()[0]) * resource.getpagesize()
+    lim = used + (1 << 30)
+    resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    rng = np.random.default_rng(seed)
+    base = []
+    for shape in [(6, 5, 4), (6, 5, 4, 1, 3), (7, 3)]:
+        img = nib.Nifti1Image(rng.normal(size=shape).astype(np.float32), np.diag([1.5, 2.0, 1.0, 1.0]))
+        path = os.path.join(folder, "base.nii")
+        nib.save(img, path)
+        with open(path, "rb") as fh:
+            base.append(bytearray(fh.read()))
+    log = os.open(case_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    deadline = time.monotonic() + budget_s
+    count = 0
+    tracemalloc.start()
+    while time.monotonic() < deadline:
+        raw = bytearray(base[int(rng.integers(len(base)))])
+        changes = []
+        for _ in range(int(rng.integers(1, 4))):
+            kind = int(rng.integers(5))
+            if kind == 4 and len(raw) >= 56:  # a plausible header with other (maybe huge) dimensions
+                dims = [int(rng.choice([1, 2, 3, 7, 255, 1200, 2000, 2**15 - 1])) for _ in range(4)]
+                raw[40:50] = struct.pack("<5h", int(rng.integers(2, 6)), *dims)
+                changes.append(f"dims={dims}")
+            elif kind == 0:  # a header field set to an extreme value
+                off, fmt = _FIELDS[int(rng.integers(len(_FIELDS)))]
+                n = struct.calcsize(fmt)
+                if off + n > len(raw):
+                    continue
+                k = len(struct.unpack(fmt, raw[off:off + n]))
+                if fmt.endswith("f"):
+                    vals = [float(rng.choice(_FLOATS)) for _ in range(k)]
+                elif fmt.endswith("s"):
+                    vals = [bytes(rng.integers(0, 256, 4, dtype=np.uint8))]
+                else:
+                    top = 2**31 - 1 if fmt.endswith("i") else 2**15 - 1
+                    vals = [max(-top - 1, min(top, int(rng.choice(_VALUES)))) for _ in range(k)]
+                raw[off:off + n] = struct.pack(fmt, *vals)
+                changes.append(f"field@{off}={vals}")
+            elif kind == 1:  # random bytes anywhere
+                for pos in rng.integers(0, len(raw), 4):
+                    raw[pos] = int(rng.integers(256))
+                changes.append("bytes")
+            elif kind == 2:  # truncated
+                cut = int(rng.integers(0, len(raw)))
+                del raw[cut:]
+                changes.append(f"cut@{cut}")
+            else:  # extended by garbage
+                raw += bytes(rng.integers(0, 256, int(rng.integers(1, 5000)), dtype=np.uint8))
+                changes.append("grown")
+        gz = bool(rng.integers(2))
+        path = os.path.join(folder, f"case.nii{'.gz' if gz else ''}")
+        with open(path, "wb") as fh:
+            fh.write(gzip.compress(bytes(raw)) if gz else bytes(raw))
+        for fn in (pio.load_image, pio.load_field):
+            case = f"{fn.__name__} gz={gz} {' '.join(changes)}\n"
+            os.write(log, case.encode())
+            tracemalloc.reset_peak()
+            t0 = time.monotonic()
+            try:
+                fn(path)
+            except (ValueError, FileNotFoundError) as e:
+                # a refusal from a check, not an allocation that failed (the address space is capped)
+                assert "MemoryError" not in str(e), f"{case.strip()}: {e}"
+            except Exception as e:  # noqa: BLE001 - the type is what is checked
+                raise AssertionError(f"{case.strip()}: raised {type(e).__name__}: {e}") from None
+            dt = time.monotonic() - t0
+            peak = tracemalloc.get_traced_memory()[1]
+            assert dt < READER_CALL_S, f"{case.strip()}: took {dt:.1f} s"
+            assert peak < READER_PEAK, f"{case.strip()}: allocated {peak} bytes"
+            count += 1
+    os.close(log)
+    return count
+
+
+def test_reader_fuzz_in_a_subprocess(tmp_path):
+    budget = float(os.environ.get("PYCA_FUZZ_READER_SECONDS", "8"))
+    seed = int(os.environ.get("PYCA_FUZZ_SEED", "19"))
+    log = tmp_path / "reader-cases.txt"
+    cmd = [sys.executable, os.path.abspath(__file__), "--readers", str(budget), str(seed), str(log)]
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=budget + 60)
+    except subprocess.TimeoutExpired:
+        lines = log.read_text().splitlines() if log.exists() else ["(none)"]
+        raise AssertionError(f"a reader hung (seed {seed}); last case: {lines[-1]}") from None
+    tail = (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == 0, f"reader fuzzing failed (seed {seed}):\n{tail}"
+    n = int(proc.stdout.split("FUZZ-DONE calls=")[1].split()[0])
+    assert n >= 200, f"only {n} reader calls in {budget} s"
+
+
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--readers":
+    calls = _fuzz_readers(float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], os.path.dirname(os.path.abspath(sys.argv[4])))
+    print(f"FUZZ-DONE calls={calls}")
+
+
 if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--child":
     calls = _fuzz(float(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     print(f"FUZZ-DONE calls={calls}")

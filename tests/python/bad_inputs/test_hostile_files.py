@@ -1,0 +1,140 @@
+"""Hostile files (issue 41): a header that declares more voxels than its file holds is refused before
+memory is taken for them, a 2-volume series is not read as a field, a symbolic-link loop and an
+unknown output type are named as such, and a failed write names the final file, not a temporary one."""
+import errno
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import pyca as ca
+
+pio = pytest.importorskip("pyca.io")
+nib = pytest.importorskip("nibabel")
+
+
+def _header_only(path, shape, dtype=np.float32, body=b"\0" * 4, compress=True):
+    hdr = nib.Nifti1Header()
+    hdr.set_data_dtype(dtype)
+    hdr.set_data_shape(shape)
+    raw = hdr.binaryblock + b"\0" * 4 + body
+    with open(path, "wb") as f:
+        f.write(gzip.compress(raw) if compress else raw)
+    return path
+
+
+def _run_limited(code, limit_gib=1.0):
+    """Runs `code` in a child whose address space is capped (beyond what the interpreter and pyca use),
+    so that an allocation of gigabytes fails there instead of taking this machine's memory."""
+    child = textwrap.dedent(f"""
+        import resource, sys
+        import pyca, pyca.io, nibabel, numpy
+        with open('/proc/self/statm') as f:
+            used = int(f.read().split()[0]) * resource.getpagesize()
+        lim = used + int({limit_gib} * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    """) + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("shape", [(1200, 1200, 1200), (2000, 2000, 2000)])
+def test_tiny_gzip_with_a_huge_header_is_refused_before_allocating(tmp_path, shape):
+    path = _header_only(str(tmp_path / "bomb.nii.gz"), shape)
+    assert os.path.getsize(path) < 200
+    proc = _run_limited(f"""
+        try:
+            pyca.io.load_image({path!r})
+        except pyca.io.ImageFileError as e:
+            print('REFUSED', e)
+    """, limit_gib=0.5)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.strip()
+    assert out.startswith("REFUSED") and "bomb.nii.gz" in out and "declares" in out, out
+    assert len(out.splitlines()) == 1
+
+
+def test_gzip_whose_stream_is_shorter_than_declared_is_refused_in_bounded_memory(tmp_path):
+    # 4 MB that compress to ~200 KB (inside deflate's ratio for 64 MB), but the header declares 64 MB
+    body = np.random.default_rng(0).bytes(200 << 10) + b"\0" * (4 << 20)
+    path = _header_only(str(tmp_path / "short.nii.gz"), (256, 256, 256), body=body)
+    proc = _run_limited(f"""
+        import tracemalloc
+        tracemalloc.start()
+        try:
+            pyca.io.load_image({path!r})
+        except pyca.io.ImageFileError as e:
+            print('REFUSED', e)
+        print('PEAK', tracemalloc.get_traced_memory()[1])
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "REFUSED" in proc.stdout and "decompresses to" in proc.stdout, proc.stdout
+    peak = int(proc.stdout.split("PEAK")[1])
+    assert peak < 16 << 20, f"{peak} bytes allocated for a refused 64 MB header"
+
+
+def test_uncompressed_file_shorter_than_its_header_declares_is_refused(tmp_path):
+    path = _header_only(str(tmp_path / "cut.nii"), (512, 512, 512), body=b"\0" * 1000, compress=False)
+    with pytest.raises(pio.ImageFileError, match=r"cut.nii.*declares .* but the file holds"):
+        pio.load_image(path)
+
+
+def test_gzip_reader_gives_nibabels_values(tmp_path):
+    for dt in (">i2", "<f4", "u1", "<f8"):
+        a = (np.arange(5 * 6 * 7).reshape(5, 6, 7) % 200).astype(dt)
+        img = nib.Nifti1Image(a, np.diag([2, 3, 4, 1.0]))
+        img.header.set_slope_inter(0.5, 3.0)
+        img.set_data_dtype(dt)
+        nib.save(img, str(tmp_path / "g.nii.gz"))
+        ref = np.asarray(nib.load(str(tmp_path / "g.nii.gz")).dataobj).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(pio.load_image(str(tmp_path / "g.nii.gz"))), ref)
+
+
+def test_two_volume_series_is_not_a_field(tmp_path):
+    path = str(tmp_path / "series.nii.gz")
+    nib.save(nib.Nifti1Image(np.ones((6, 5, 4, 2), np.float32), np.eye(4)), path)
+    with pytest.raises(pio.ImageFileError, match=r"load_field .*series.nii.gz.*2 volumes"):
+        pio.load_field(path)
+    flat = str(tmp_path / "flat.nii.gz")  # a 2-D field of 2 components is still read
+    nib.save(nib.Nifti1Image(np.ones((6, 5, 1, 2), np.float32), np.eye(4)), flat)
+    f = pio.load_field(flat)
+    assert tuple(f.grid().size()) == (6, 5, 1) and np.all(np.asarray(f)[..., 2] == 0)
+
+
+def test_symlink_loop_and_dangling_link_are_named(tmp_path):
+    a, b = tmp_path / "a.nii", tmp_path / "b.nii"
+    os.symlink(b, a)
+    os.symlink(a, b)
+    with pytest.raises(pio.ImageFileError, match="loop of symbolic links"):
+        pio.load_image(str(a))
+    d = tmp_path / "d.nii"
+    os.symlink(tmp_path / "gone.nii", d)
+    with pytest.raises(FileNotFoundError, match="symbolic link to .*gone.nii"):
+        pio.load_image(str(d))
+
+
+def test_unknown_output_type_is_refused_naming_the_file(tmp_path):
+    im = ca.Image3D((4, 4, 4))
+    im.fill(1.0)
+    with pytest.raises(pio.ImageFileError) as e:
+        pio.save_image(im, str(tmp_path / "x.txt"))
+    assert "x.txt" in str(e.value) and ".pyca-tmp" not in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_failed_write_names_the_final_file(tmp_path, monkeypatch):
+    import pyca._files as files
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device", src)
+
+    im = ca.Image3D((4, 4, 4))
+    im.fill(1.0)
+    monkeypatch.setattr(files.os, "replace", full)
+    with pytest.raises(OSError) as e:
+        pio.save_image(im, str(tmp_path / "out.nii.gz"))
+    assert "out.nii.gz" in str(e.value) and ".pyca-tmp" not in str(e.value) and e.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path) == []
