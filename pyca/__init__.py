@@ -44,6 +44,7 @@ def best_memory_type():
 # The package's parts (each importable on its own too).
 from . import common, cuda, dispatch, ext, io, registry  # noqa: E402,F401
 from . import _pickle  # noqa: E402,F401 - pickle / copy / Dask serialization of Image3D and Field3D
+from .kernels import func, index, kernel, map, on_device, reduce, scan  # noqa: E402,F401,A004
 from ._paths import get_include, get_libraries, get_library_dirs  # noqa: E402,F401
 from .managed import ManagedField3D, ManagedImage3D, MemoryManager, ThreadMemoryManager  # noqa: E402,F401
 

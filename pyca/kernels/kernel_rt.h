@@ -1,0 +1,127 @@
+// Run-time helpers of the C++ that pyca.kernels generates from Python kernels (one source for the
+// host compiler and for NVRTC). Python's semantics where C's differ: floor division and modulo,
+// min/max/abs, integer powers; the boundary rule of image reads (indices clamped to the grid) and
+// memory-safe writes (outside the grid: not done; the CPU loop reports them).
+#pragma once
+#include <pyca/kernel.cuh>
+
+namespace pyca_k {
+
+// Errors of a CPU call: code << 24 | source line of the first offence.
+enum { kErrWrite = 1, kErrDivZero = 2, kErrRange = 3 };
+struct Err {
+  int v;
+};
+PYCA_HD void report(Err* e, int code, int line) {
+#if !defined(__CUDA_ARCH__)
+  if (e) {
+#pragma omp atomic write
+    e->v = (code << 24) | (line & 0xffffff);
+  }
+#else
+  (void)e;
+  (void)code;
+  (void)line;
+#endif
+}
+
+PYCA_HD int clampi(int v, int n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
+
+// im[i, j, k]: indices clamped to the grid (the border voxel's value outside it).
+PYCA_HD float rd(const pyca::ImageView& a, int i, int j, int k) {
+  return a.data[a.index(clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
+}
+PYCA_HD const float* plane(const pyca::FieldView& a, int c) { return c <= 0 ? a.x : (c == 1 ? a.y : a.z); }
+PYCA_HD float rdf(const pyca::FieldView& a, int i, int j, int k, int c) {
+  return plane(a, c)[a.index(clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
+}
+// out[i, j, k] = v: only inside the grid.
+PYCA_HD void wr(const pyca::ImageView& a, int i, int j, int k, float v, Err* e, int line) {
+  if (a.contains(i, j, k))
+    a.data[a.index(i, j, k)] = v;
+  else
+    report(e, kErrWrite, line);
+}
+PYCA_HD void wrf(const pyca::FieldView& a, int i, int j, int k, int c, float v, Err* e, int line) {
+  if (a.contains(i, j, k) && c >= 0 && c <= 2)
+    const_cast<float*>(plane(a, c))[a.index(i, j, k)] = v;
+  else
+    report(e, kErrWrite, line);
+}
+
+// Python's // and % (the result of % has the divisor's sign); integer division by zero gives 0
+// (and the CPU call raises ZeroDivisionError).
+PYCA_HD int floordiv(int a, int b, Err* e, int line) {
+  if (b == 0) {
+    report(e, kErrDivZero, line);
+    return 0;
+  }
+  int q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+PYCA_HD int mod(int a, int b, Err* e, int line) {
+  if (b == 0) {
+    report(e, kErrDivZero, line);
+    return 0;
+  }
+  int r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+PYCA_HD float floordiv(float a, float b) { return floorf(a / b); }
+PYCA_HD double floordiv(double a, double b) { return floor(a / b); }
+PYCA_HD float mod(float a, float b) {
+  float r = fmodf(a, b);
+  if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b;
+  return r;
+}
+PYCA_HD double mod(double a, double b) {
+  double r = fmod(a, b);
+  if (r != 0.0 && ((r < 0.0) != (b < 0.0))) r += b;
+  return r;
+}
+// Python's min/max: the first of equal values; abs; int ** non-negative int.
+template <class T>
+PYCA_HD T min2(T a, T b) {
+  return b < a ? b : a;
+}
+template <class T>
+PYCA_HD T max2(T a, T b) {
+  return b > a ? b : a;
+}
+template <class T>
+PYCA_HD T sq(T a) {
+  return a * a;
+}
+PYCA_HD int absv(int a) { return a < 0 ? -a : a; }
+PYCA_HD float absv(float a) { return fabsf(a); }
+PYCA_HD double absv(double a) { return fabs(a); }
+PYCA_HD int ipow(int a, int n) {
+  int r = 1;
+  while (n > 0) {
+    if (n & 1) r *= a;
+    a *= a;
+    n >>= 1;
+  }
+  return r;
+}
+// float -> int as Python's int(): toward zero; NaN and out-of-range values give 0 / the limits
+// (C leaves them undefined).
+PYCA_HD int toint(float v) {
+  return v != v ? 0 : (v >= 2147483648.0f ? 2147483647 : (v <= -2147483648.0f ? (-2147483647 - 1) : int(v)));
+}
+PYCA_HD int toint(int v) { return v; }
+PYCA_HD int toint(bool v) { return v; }
+PYCA_HD int toint(double v) {
+  return v != v ? 0 : (v >= 2147483647.0 ? 2147483647 : (v <= -2147483648.0 ? (-2147483647 - 1) : int(v)));
+}
+#if defined(__CUDACC__)
+PYCA_HD float finf() { return __int_as_float(0x7f800000); }
+PYCA_HD float fnan() { return __int_as_float(0x7fffffff); }
+#else
+PYCA_HD float finf() { return __builtin_inff(); }
+PYCA_HD float fnan() { return __builtin_nanf(""); }
+#endif
+
+}  // namespace pyca_k

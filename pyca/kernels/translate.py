@@ -1,0 +1,800 @@
+"""Python kernels to C++: the subset of Python that ``@ca.kernel``, ``@ca.func`` and the functions given
+to ``ca.map``/``ca.reduce``/``ca.scan`` may use, typed statically and written as pyca ``PYCA_HD`` C++
+that the host compiler and NVRTC both compile (docs/design/kernels.md).
+
+Types: ``bool``, ``int`` (32 bits), ``float`` (32 bits, pyca's voxel type) and ``double`` (the
+accumulator of ``ca.reduce``). A local variable has one type in the whole function: the widest of
+the values assigned to it (bool < int < float < double). Numbers of the enclosing scopes (globals,
+closures) are constants of the compiled code. Anything outside the subset raises
+:class:`KernelSyntaxError` naming the function, the source line and the construct.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import linecache
+import math
+import numbers
+
+__all__ = ["KernelSyntaxError", "Func", "FuncTranslator", "Context", "function_node", "INDEX"]
+
+BOOL, INT, FLOAT, DOUBLE = "bool", "int", "float", "double"
+_RANK = {BOOL: 0, INT: 1, FLOAT: 2, DOUBLE: 3}
+_SCALAR_ANN = {"float": FLOAT, "int": INT, "bool": BOOL, "double": DOUBLE}
+ARRAY_TYPES = ("Image3D", "Field3D")
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+class KernelSyntaxError(TypeError):
+    """A kernel or helper uses something pyca cannot compile; the message names the function, the
+    source line and the construct."""
+
+
+def INDEX():  # noqa: N802 - the object behind ca.index (see pyca.kernels.index)
+    raise RuntimeError("ca.index() is only meaningful inside a @ca.kernel function")
+
+
+class Func:
+    """A helper written in the kernel subset of Python (``@ca.func``): callable from kernels (and from
+    Python, as the plain function). Parameters are typed by their annotations (float, int, bool),
+    else by the arguments of each call site; the return type by its annotation, else inferred."""
+
+    def __init__(self, fn):
+        if not inspect.isfunction(fn):
+            raise TypeError(f"@ca.func needs a Python function, got {type(fn).__name__}")
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<pyca kernel helper {self.__qualname__}>"
+
+
+# ------------------------------------------------------------------------------------------------
+# Finding a function's syntax tree
+_tree_cache: dict[str, tuple] = {}
+
+
+def _file_tree(filename: str):
+    lines = linecache.getlines(filename)
+    key = (len(lines), hash("".join(lines[:50])) if lines else 0)
+    hit = _tree_cache.get(filename)
+    if hit is not None and hit[0] == key:
+        return hit[1], lines
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        tree = None
+    _tree_cache[filename] = (key, tree)
+    return tree, lines
+
+
+def function_node(fn):
+    """(the FunctionDef or Lambda node of `fn`, its source lines, its file name)."""
+    code = fn.__code__
+    filename = code.co_filename
+    linecache.checkcache(filename)
+    tree, lines = _file_tree(filename)
+    name = fn.__name__
+    if tree is not None:
+        cands = []
+        for node in ast.walk(tree):
+            if name == "<lambda>" and isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno:
+                cands.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if first == code.co_firstlineno or node.lineno == code.co_firstlineno:
+                    cands.append(node)
+        if len(cands) > 1 and name == "<lambda>":
+            cands = [c for c in cands if _same_lambda(c, code)] or cands
+        if cands:
+            return cands[0], lines, filename
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        raise KernelSyntaxError(f"pyca kernel {fn.__qualname__}: its source code is not available (functions defined "
+                                "with exec or at an interactive prompt cannot be compiled; define it in a file)") from None
+    import textwrap
+
+    src = textwrap.dedent(src)
+    try:
+        mod = ast.parse(src)
+    except SyntaxError:
+        raise KernelSyntaxError(f"pyca kernel {fn.__qualname__}: cannot read its source") from None
+    off = code.co_firstlineno - 1
+    for node in ast.walk(mod):
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            ast.increment_lineno(mod, off)
+            return node, linecache.getlines(filename) or [""] * (off + 1) + src.splitlines(True), filename
+    raise KernelSyntaxError(f"pyca kernel {fn.__qualname__}: cannot find its definition in its source")
+
+
+def _same_lambda(node, code) -> bool:
+    if [a.arg for a in node.args.args] != list(code.co_varnames[: code.co_argcount]):
+        return False
+    try:
+        c = compile(ast.Expression(node), "<lambda>", "eval")
+        inner = next(k for k in c.co_consts if inspect.iscode(k))
+        return inner.co_code == code.co_code and inner.co_names == code.co_names
+    except Exception:
+        return True
+
+
+# ------------------------------------------------------------------------------------------------
+class Expr:
+    """A translated expression: C++ code, its type, and its value when it is a constant."""
+
+    __slots__ = ("code", "type", "const")
+
+    def __init__(self, code: str, type_: str, const=None):
+        self.code, self.type, self.const = code, type_, const
+
+
+def literal(value, t: str) -> str:
+    if t == BOOL:
+        return "true" if value else "false"
+    if t == INT:
+        return str(int(value))
+    v = float(value)
+    if math.isnan(v):
+        return "pyca_k::fnan()" if t == FLOAT else "double(pyca_k::fnan())"
+    if math.isinf(v):
+        s = "pyca_k::finf()" if t == FLOAT else "double(pyca_k::finf())"
+        return s if v > 0 else f"(-{s})"
+    r = repr(v)
+    if "e" not in r and "." not in r:
+        r += ".0"
+    return r + ("f" if t == FLOAT else "")
+
+
+def cast(e: Expr, t: str) -> str:
+    if e.const is not None:
+        if t == INT and isinstance(e.const, float):
+            return f"pyca_k::toint({literal(e.const, FLOAT)})"
+        return literal(e.const, t)
+    if e.type == t:
+        return e.code
+    if t == INT and e.type in (FLOAT, DOUBLE):
+        return f"pyca_k::toint({e.code})"
+    return f"{t}({e.code})"
+
+
+def promote(*types: str) -> str:
+    t = max(types, key=lambda x: _RANK[x])
+    return INT if t == BOOL else t
+
+
+# Functions of math with the same meaning in C (float overloads get the f suffix).
+_MATH1 = {n: n for n in ("sqrt exp log sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh log2 log10 "
+                         "expm1 log1p erf erfc fabs cbrt").split()}
+_MATH2 = {"atan2": "atan2", "pow": "pow", "hypot": "hypot", "copysign": "copysign", "fmod": "fmod"}
+_MATH_INT = {"floor": "floor", "ceil": "ceil", "trunc": "trunc"}  # return int in Python
+_MATH_BOOL = {"isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite"}
+_MATH_CONST = {"pi": math.pi, "e": math.e, "tau": math.tau, "inf": math.inf, "nan": math.nan}
+
+
+def _mfun(name: str, t: str) -> str:
+    return name + ("f" if t == FLOAT else "")
+
+
+class Context:
+    """What one compiled source collects: helper definitions (in dependency order), the names given
+    to them, and a counter for temporaries."""
+
+    def __init__(self):
+        self.helpers: list[str] = []
+        self.names: dict[tuple, tuple[str, str]] = {}  # (Func, arg types) -> (C name, return type)
+        self.stack: list = []
+        self.counter = 0
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"pyca_{base}{self.counter}"
+
+    def helper(self, func: Func, arg_types: tuple, where) -> tuple[str, str]:
+        key = (func, arg_types)
+        if key in self.names:
+            return self.names[key]
+        if func in self.stack:
+            where.fail(f"recursive call of {func.__name__} (helpers cannot call themselves)")
+        self.stack.append(func)
+        try:
+            node, lines, filename = function_node(func.fn)
+            cname = f"pyca_f_{func.__name__}_{len(self.names)}"
+            tr = FuncTranslator(func.fn, node, lines, filename, self, kind="func", param_types=arg_types,
+                                cname=cname, what="pyca helper")
+            code = tr.translate()
+            self.names[key] = (cname, tr.ret_type)
+            self.helpers.append(code)
+        finally:
+            self.stack.pop()
+        return self.names[key]
+
+
+class _Unknown(Exception):
+    """Type inference: a local whose type is not known yet."""
+
+
+class FuncTranslator:
+    """Translates one function (kind "kernel": a per-voxel body; kind "func": a scalar helper or a
+    lambda) to C++. param_types: {name: type} for kernels (types or "Image3D"/"Field3D"), a tuple of
+    scalar types (or None: from annotations) for helpers."""
+
+    def __init__(self, fn, node, lines, filename, ctx: Context, *, kind: str, param_types, cname: str,
+                 ret_type: str | None = None, what: str = "pyca kernel"):
+        self.fn, self.node, self.lines, self.filename = fn, node, lines, filename
+        self.ctx, self.kind, self.cname, self.what = ctx, kind, cname, what
+        self.ret_type = ret_type
+        self.args = [a.arg for a in node.args.args]
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+            self.fail_node(node, "*args, **kwargs, keyword-only, positional-only or default parameters")
+        self.globals = fn.__globals__
+        self.closure = {}
+        if fn.__closure__:
+            for n, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    self.closure[n] = cell.cell_contents
+                except ValueError:
+                    pass
+        if isinstance(param_types, dict):
+            self.params = dict(param_types)
+        else:
+            self.params = {}
+            anns = {x.arg: x.annotation for x in node.args.args}
+            for i, n in enumerate(self.args):
+                t = param_types[i] if param_types is not None and i < len(param_types) else None
+                ann = self._ann_type(anns.get(n)) if anns.get(n) is not None else None
+                self.params[n] = ann or t
+                if self.params[n] is None:
+                    self.fail_node(node, f"parameter {n!r} has no type (annotate it: float, int or bool)")
+            if self.ret_type is None and isinstance(node, ast.FunctionDef) and node.returns is not None:
+                self.ret_type = self._ann_type(node.returns)
+        self.locals: dict[str, str] = {}
+        self.local_names = self._assigned_names()
+        self.cur = node
+        self.infer = False
+        self.returns: list[str] = []
+
+    # -- errors
+    def _line(self, node) -> int:
+        return getattr(node, "lineno", getattr(self.node, "lineno", 0))
+
+    def fail_node(self, node, what: str):
+        ln = self._line(node)
+        text = self.lines[ln - 1].strip() if 0 < ln <= len(self.lines) else ""
+        name = self.fn.__qualname__
+        raise KernelSyntaxError(f"{self.what} {name} ({self.filename}:{ln}: {text!r}): {what} is not supported "
+                                "in a kernel (see docs/kernels.md)")
+
+    def fail(self, what: str):
+        self.fail_node(self.cur, what)
+
+    def _ann_type(self, ann) -> str | None:
+        s = ast.unparse(ann).strip("'\"").split(".")[-1]
+        if s in _SCALAR_ANN:
+            return _SCALAR_ANN[s]
+        self.fail_node(ann, f"parameter type {s!r} (helpers take float, int or bool)")
+
+    def _assigned_names(self) -> set[str]:
+        out = set()
+        body = self.node.body if isinstance(self.node.body, list) else []
+        for st in body:
+            for n in ast.walk(st):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    out.add(n.id)
+        return out - set(self.args)
+
+    # -- names and static values
+    def static(self, node):
+        """The Python object a global/closure name or attribute chain stands for, or a sentinel."""
+        if isinstance(node, ast.Name):
+            if node.id in self.local_names or node.id in self.params:
+                return _MISSING
+            if node.id in self.closure:
+                return self.closure[node.id]
+            if node.id in self.globals:
+                return self.globals[node.id]
+            return getattr(builtins, node.id, _MISSING)
+        if isinstance(node, ast.Attribute):
+            base = self.static(node.value)
+            if base is _MISSING:
+                return _MISSING
+            return getattr(base, node.attr, _MISSING)
+        return _MISSING
+
+    def var(self, name: str) -> str:
+        return f"v_{name}" if name not in self.params else f"p_{name}"
+
+    # -- translation entry
+    def translate(self) -> str:
+        if isinstance(self.node, ast.Lambda):
+            body = [ast.Return(value=self.node.body, lineno=self.node.lineno, col_offset=0)]
+        else:
+            body = self.node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                body = body[1:]
+        self.body = body
+        # Type inference: repeat until the locals' types stop changing.
+        self.infer = True
+        for _ in range(20):
+            before = dict(self.locals)
+            self.returns = []
+            self.block(body, 0)
+            if before == self.locals:
+                break
+        self.infer = False
+        for n in sorted(self.local_names):
+            if n not in self.locals:
+                self.locals[n] = INT  # only ever assigned something unusable: reported below
+        if self.kind == "func":
+            rt = self.ret_type or (promote(*self.returns) if self.returns else None)
+            if rt is None:
+                self.fail_node(self.node, "a helper that returns no value")
+            self.ret_type = rt
+            if not _always_returns(body):
+                self.fail_node(self.node, "a helper that can end without returning a value")
+        self.returns = []
+        code = self.block(body, 1)
+        decl = "".join(f"  {self.locals[n]} v_{n} = 0;\n" for n in sorted(self.locals))
+        if self.kind == "kernel":
+            ps = ["int pyca_i", "int pyca_j", "int pyca_k"]
+            for n in self.args:
+                t = self.params[n]
+                ps.append({"Image3D": f"const pyca::ImageView& p_{n}", "Field3D": f"const pyca::FieldView& p_{n}"}
+                          .get(t, f"{t} p_{n}"))
+            ps.append("pyca_k::Err* pyca_err")
+            return f"PYCA_HD void {self.cname}({', '.join(ps)}) {{\n{decl}{code}}}\n"
+        ps = [f"{self.params[n]} p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
+        return (f"PYCA_HD {self.ret_type} {self.cname}({', '.join(ps)}) {{\n  (void)pyca_err;\n{decl}{code}}}\n")
+
+    # -- statements
+    def block(self, stmts, depth: int) -> str:
+        return "".join(self.stmt(s, depth) for s in stmts)
+
+    def stmt(self, s, depth: int) -> str:
+        self.cur = s
+        ind = "  " * depth
+        try:
+            return self._stmt(s, depth, ind)
+        except _Unknown:
+            return ""
+
+    def _set_local(self, name: str, t: str, node):
+        if name in self.params:
+            pt = self.params[name]
+            if pt in ARRAY_TYPES:
+                self.fail_node(node, f"assigning to the array parameter {name!r}")
+            return
+        if t in ARRAY_TYPES or t not in _RANK:
+            self.fail_node(node, f"a variable holding a {t}")
+        old = self.locals.get(name)
+        self.locals[name] = t if old is None or _RANK[t] > _RANK[old] else old
+
+    def _assign_name(self, name: str, e: Expr, node, ind: str) -> str:
+        self._set_local(name, e.type, node)
+        if self.infer:
+            return ""
+        t = self.params.get(name) or self.locals[name]
+        return f"{ind}{self.var(name)} = {cast(e, t)};\n"
+
+    def _stmt(self, s, depth, ind) -> str:
+        if isinstance(s, ast.Assign):
+            out = ""
+            for tgt in s.targets:
+                out += self.assign(tgt, s.value, s, ind)
+            return out
+        if isinstance(s, ast.AnnAssign):
+            if not isinstance(s.target, ast.Name) or s.value is None:
+                self.fail("an annotation without a value or on something other than a name")
+            t = self._ann_type(s.annotation)
+            self._set_local(s.target.id, t, s)
+            return self.assign(s.target, s.value, s, ind)
+        if isinstance(s, ast.AugAssign):
+            tgt = s.target
+            load = ast.copy_location(
+                type(tgt)(**{f: getattr(tgt, f) for f in tgt._fields if f != "ctx"}, ctx=ast.Load()), tgt)
+            val = ast.copy_location(ast.BinOp(left=load, op=s.op, right=s.value), s)
+            return self.assign(tgt, val, s, ind)
+        if isinstance(s, ast.If):
+            c = self.cond(s.test)
+            out = f"{ind}if ({c}) {{\n{self.block(s.body, depth + 1)}{ind}}}"
+            if s.orelse:
+                out += f" else {{\n{self.block(s.orelse, depth + 1)}{ind}}}"
+            return out + "\n"
+        if isinstance(s, ast.While):
+            if s.orelse:
+                self.fail("while ... else")
+            c = self.cond(s.test)
+            return f"{ind}while ({c}) {{\n{self.block(s.body, depth + 1)}{ind}}}\n"
+        if isinstance(s, ast.For):
+            return self.for_range(s, depth, ind)
+        if isinstance(s, ast.Break):
+            return f"{ind}break;\n"
+        if isinstance(s, ast.Continue):
+            return f"{ind}continue;\n"
+        if isinstance(s, ast.Pass):
+            return ""
+        if isinstance(s, ast.Return):
+            if self.kind == "kernel":
+                if s.value is not None:
+                    self.fail("returning a value from a kernel (write results into an output image)")
+                return f"{ind}return;\n"
+            if s.value is None:
+                self.fail("a bare return in a helper")
+            e = self.expr(s.value)
+            self.returns.append(e.type)
+            if self.infer:
+                return ""
+            return f"{ind}return {cast(e, self.ret_type)};\n"
+        if isinstance(s, ast.Expr):
+            if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+                return ""  # a string as a comment
+            if isinstance(s.value, ast.Call):
+                e = self.expr(s.value)
+                return "" if self.infer else f"{ind}(void)({e.code});\n"
+            self.fail("an expression statement")
+        names = {ast.With: "a with block", ast.Try: "try/except", ast.Raise: "raise", ast.Assert: "assert",
+                 ast.Global: "global", ast.Nonlocal: "nonlocal", ast.FunctionDef: "a nested function",
+                 ast.ClassDef: "a class", ast.Delete: "del", ast.Import: "import", ast.ImportFrom: "import"}
+        self.fail(names.get(type(s), f"the statement {type(s).__name__}"))
+
+    def assign(self, tgt, value, s, ind) -> str:
+        if isinstance(tgt, ast.Name):
+            return self._assign_name(tgt.id, self.expr(value), s, ind)
+        if isinstance(tgt, ast.Subscript):
+            arr, idx = self.subscript_parts(tgt)
+            e = self.expr(value)
+            if e.type not in _RANK:
+                self.fail(f"storing a {e.type} into an image")
+            if self.infer:
+                return ""
+            ln = self._line(s)
+            if self.params[arr] == "Image3D":
+                return f"{ind}pyca_k::wr(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
+            return f"{ind}pyca_k::wrf(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
+        if isinstance(tgt, ast.Tuple):
+            names = []
+            for el in tgt.elts:
+                if not isinstance(el, ast.Name):
+                    self.fail("unpacking into something other than names")
+                names.append(el.id)
+            if isinstance(value, ast.Call) and self.static(value.func) is INDEX:
+                if self.kind != "kernel":
+                    self.fail("ca.index() outside a @ca.kernel function")
+                if len(names) != 3 or value.args or value.keywords:
+                    self.fail("ca.index() unpacked into other than three names (i, j, k = ca.index())")
+                return "".join(self._assign_name(n, Expr(f"pyca_{c}", INT), s, ind) for n, c in zip(names, "ijk"))
+            if isinstance(value, ast.Attribute) and value.attr == "shape":
+                arr = self.array_name(value.value)
+                if len(names) != 3:
+                    self.fail("unpacking shape into other than three names (nx, ny, nz = im.shape)")
+                return "".join(self._assign_name(n, Expr(f"p_{arr}.size.{c}", INT), s, ind)
+                               for n, c in zip(names, "xyz"))
+            if isinstance(value, ast.Tuple) and len(value.elts) == len(names):
+                vals = [self.expr(v) for v in value.elts]
+                out, tmps = "", []
+                for v in vals:
+                    tmp = self.ctx.fresh("t")
+                    tmps.append(tmp)
+                    if v.type not in _RANK:
+                        self.fail(f"a tuple holding a {v.type}")
+                    out += f"{ind}const {v.type} {tmp} = {v.code};\n"
+                for n, v, tmp in zip(names, vals, tmps):
+                    out += self._assign_name(n, Expr(tmp, v.type), s, ind)
+                return "" if self.infer else out
+            self.fail("this tuple unpacking (only i, j, k = ca.index(), nx, ny, nz = im.shape and a, b = x, y)")
+        self.fail(f"assigning to {type(tgt).__name__}")
+
+    def for_range(self, s, depth, ind) -> str:
+        if s.orelse:
+            self.fail("for ... else")
+        if not isinstance(s.target, ast.Name):
+            self.fail("a for loop whose target is not one name")
+        it = s.iter
+        if not (isinstance(it, ast.Call) and self.static(it.func) is range and not it.keywords
+                and 1 <= len(it.args) <= 3):
+            self.fail("a for loop over something other than range(...)")
+        args = [self.expr(a) for a in it.args]
+        for a in args:
+            if a.type not in (INT, BOOL):
+                self.fail(f"range() of a {a.type} (range takes ints)")
+        start, stop, step = (Expr("0", INT, 0), args[0], Expr("1", INT, 1)) if len(args) == 1 else \
+            (args[0], args[1], args[2] if len(args) == 3 else Expr("1", INT, 1))
+        name = s.target.id
+        self._set_local(name, INT, s)
+        body = self.block(s.body, depth + 2)
+        if self.infer:
+            return ""
+        t, e, st = self.ctx.fresh("i"), self.ctx.fresh("e"), self.ctx.fresh("s")
+        if step.const is not None:
+            if step.const == 0:
+                self.fail("range() with step 0")
+            cond = f"{t} < {e}" if step.const > 0 else f"{t} > {e}"
+            head = f"{ind}{{\n{ind}  const int {e} = {stop.code};\n"
+            loop = f"{ind}  for (int {t} = {start.code}; {cond}; {t} += {step.code}) {{\n"
+        else:
+            head = (f"{ind}{{\n{ind}  const int {e} = {stop.code};\n{ind}  const int {st} = {step.code};\n"
+                    f"{ind}  if ({st} == 0) pyca_k::report(pyca_err, pyca_k::kErrRange, {self._line(s)});\n")
+            loop = f"{ind}  if ({st} != 0) for (int {t} = {start.code}; {st} > 0 ? {t} < {e} : {t} > {e}; {t} += {st}) {{\n"
+        assign = f"{ind}    {self.var(name)} = {t};\n"
+        return head + loop + assign + body + f"{ind}  }}\n{ind}}}\n"
+
+    # -- expressions
+    def cond(self, node) -> str:
+        e = self.expr(node, condition=True)
+        if e.type not in _RANK:
+            self.fail(f"a {e.type} as a condition")
+        return e.code if e.type == BOOL else f"({e.code}) != 0"
+
+    def array_name(self, node) -> str:
+        if isinstance(node, ast.Name) and self.params.get(node.id) in ARRAY_TYPES:
+            return node.id
+        self.fail("indexing or .shape of something other than an Image3D/Field3D parameter")
+
+    def subscript_parts(self, node) -> tuple[str, list[str]]:
+        arr = self.array_name(node.value)
+        sl = node.slice
+        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if any(isinstance(x, ast.Slice) for x in elts):
+            self.fail("slicing (index one voxel: im[i, j, k])")
+        want = 3 if self.params[arr] == "Image3D" else 4
+        if len(elts) != want:
+            self.fail(f"{self.params[arr]} {arr} indexed with {len(elts)} indices (it takes "
+                      f"{'[i, j, k]' if want == 3 else '[i, j, k, c]'})")
+        idx = []
+        for x in elts:
+            e = self.expr(x)
+            if e.type not in (INT, BOOL):
+                self.fail(f"a {e.type} index (indices are ints: use int(...))")
+            idx.append(e.code)
+        return arr, idx
+
+    def expr(self, node, condition: bool = False) -> Expr:
+        self.cur_expr = node
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool):
+                return Expr(literal(v, BOOL), BOOL, v)
+            if isinstance(v, int):
+                if not _INT_MIN <= v <= _INT_MAX:
+                    self.fail(f"the integer constant {v} (ints are 32 bits)")
+                return Expr(literal(v, INT), INT, v)
+            if isinstance(v, float):
+                return Expr(literal(v, FLOAT), FLOAT, v)
+            self.fail(f"the constant {v!r}")
+        if isinstance(node, ast.Name):
+            return self.name(node)
+        if isinstance(node, ast.BinOp):
+            return self.binop(node)
+        if isinstance(node, ast.UnaryOp):
+            e = self.expr(node.operand, condition=isinstance(node.op, ast.Not))
+            if e.type not in _RANK:
+                self.fail(f"an operator on a {e.type}")
+            if isinstance(node.op, ast.Not):
+                return Expr(f"(!({e.code}))", BOOL)
+            if isinstance(node.op, ast.Invert):
+                if e.type not in (INT, BOOL):
+                    self.fail("~ on a float")
+                return Expr(f"(~{cast(e, INT)})", INT)
+            t = promote(e.type)
+            op = "-" if isinstance(node.op, ast.USub) else "+"
+            const = (-e.const if op == "-" else +e.const) if e.const is not None else None
+            return Expr(f"({op}{cast(e, t)})", t, const)
+        if isinstance(node, ast.BoolOp):
+            vals = [self.expr(v, condition=True) for v in node.values]
+            if not condition and any(v.type != BOOL for v in vals):
+                self.fail("and/or on values that are not bools outside a condition (Python would return one of "
+                          "the values; compare them instead)")
+            op = " && " if isinstance(node.op, ast.And) else " || "
+            return Expr("(" + op.join(v.code if v.type == BOOL else f"(({v.code}) != 0)" for v in vals) + ")", BOOL)
+        if isinstance(node, ast.Compare):
+            parts = []
+            left = self.expr(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self.expr(right_node)
+                sym = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}.get(type(op))
+                if sym is None:
+                    self.fail(f"the comparison {type(op).__name__} (is, in: only numbers compare)")
+                if left.type not in _RANK or right.type not in _RANK:
+                    self.fail("comparing something other than numbers")
+                t = promote(left.type, right.type)
+                parts.append(f"({cast(left, t)} {sym} {cast(right, t)})")
+                left = right
+            return Expr("(" + " && ".join(parts) + ")", BOOL)
+        if isinstance(node, ast.IfExp):
+            c = self.cond(node.test)
+            a, b = self.expr(node.body), self.expr(node.orelse)
+            if a.type not in _RANK or b.type not in _RANK:
+                self.fail("a conditional expression that is not a number")
+            t = max(a.type, b.type, key=lambda x: _RANK[x])
+            return Expr(f"(({c}) ? {cast(a, t)} : {cast(b, t)})", t)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+                arr = self.array_name(node.value.value)
+                k = node.slice
+                if not (isinstance(k, ast.Constant) and isinstance(k.value, int) and -3 <= k.value <= 2):
+                    self.fail("shape indexed by other than a constant 0, 1 or 2")
+                return Expr(f"p_{arr}.size.{'xyz'[k.value]}", INT)
+            arr, idx = self.subscript_parts(node)
+            if self.params[arr] == "Image3D":
+                return Expr(f"pyca_k::rd(p_{arr}, {', '.join(idx)})", FLOAT)
+            return Expr(f"pyca_k::rdf(p_{arr}, {', '.join(idx)})", FLOAT)
+        if isinstance(node, ast.Attribute):
+            v = self.static(node)
+            if v is not _MISSING and isinstance(v, numbers.Number):
+                return self.constant(v)
+            if node.attr == "shape":
+                self.fail("shape used as a value (unpack it: nx, ny, nz = im.shape, or index it: im.shape[0])")
+            self.fail(f"the attribute .{node.attr}")
+        names = {ast.Lambda: "a lambda inside a kernel", ast.ListComp: "a list comprehension", ast.List: "a list",
+                 ast.Dict: "a dict", ast.Set: "a set", ast.Tuple: "a tuple here", ast.JoinedStr: "an f-string",
+                 ast.GeneratorExp: "a generator", ast.NamedExpr: "the := operator", ast.Starred: "*unpacking"}
+        self.fail(names.get(type(node), f"the expression {type(node).__name__}"))
+
+    def constant(self, v) -> Expr:
+        if isinstance(v, (bool,)) or type(v).__name__ == "bool_":
+            return Expr(literal(bool(v), BOOL), BOOL, bool(v))
+        if isinstance(v, numbers.Integral):
+            if not _INT_MIN <= int(v) <= _INT_MAX:
+                self.fail(f"the integer constant {v} (ints are 32 bits)")
+            return Expr(literal(int(v), INT), INT, int(v))
+        if isinstance(v, numbers.Real):
+            return Expr(literal(float(v), FLOAT), FLOAT, float(v))
+        self.fail(f"the value {v!r}")
+
+    def name(self, node) -> Expr:
+        n = node.id
+        if n in self.params:
+            t = self.params[n]
+            if t in ARRAY_TYPES:
+                self.fail(f"the {t} {n!r} used as a value (index it: {n}[i, j, k])")
+            return Expr(f"p_{n}", t)
+        if n in self.local_names:
+            if n not in self.locals:
+                if self.infer:
+                    raise _Unknown(n)
+                self.fail(f"the variable {n!r} before it is assigned")
+            return Expr(f"v_{n}", self.locals[n])
+        v = self.static(node)
+        if v is _MISSING:
+            self.fail(f"the undefined name {n!r}")
+        if isinstance(v, numbers.Number) and not isinstance(v, complex):
+            return self.constant(v)
+        self.fail(f"the name {n!r} (a {type(v).__name__}) as a value")
+
+    def binop(self, node) -> Expr:
+        a, b = self.expr(node.left), self.expr(node.right)
+        if a.type not in _RANK or b.type not in _RANK:
+            self.fail("arithmetic on something other than numbers")
+        op = node.op
+        ln = self._line(node)
+        t = promote(a.type, b.type)
+        sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}.get(type(op))
+        if sym:
+            return Expr(f"({cast(a, t)} {sym} {cast(b, t)})", t)
+        if isinstance(op, ast.Div):
+            t = promote(t, FLOAT)
+            return Expr(f"({cast(a, t)} / {cast(b, t)})", t)
+        if isinstance(op, (ast.FloorDiv, ast.Mod)):
+            f = "floordiv" if isinstance(op, ast.FloorDiv) else "mod"
+            if t == INT:
+                return Expr(f"pyca_k::{f}({cast(a, t)}, {cast(b, t)}, pyca_err, {ln})", INT)
+            return Expr(f"pyca_k::{f}({cast(a, t)}, {cast(b, t)})", t)
+        if isinstance(op, ast.Pow):
+            if b.const is not None and isinstance(b.const, int) and not isinstance(b.const, bool) and b.const >= 0:
+                if t == INT:
+                    return Expr(f"pyca_k::ipow({cast(a, INT)}, {b.const})", INT)
+                if b.const == 2:
+                    return Expr(f"pyca_k::sq({cast(a, t)})", t)
+            t = promote(t, FLOAT)
+            return Expr(f"{_mfun('pow', t)}({cast(a, t)}, {cast(b, t)})", t)
+        sym = {ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&"}.get(type(op))
+        if sym:
+            if t != INT:
+                self.fail(f"the bit operator {sym} on floats")
+            return Expr(f"({cast(a, INT)} {sym} {cast(b, INT)})", INT)
+        self.fail(f"the operator {type(op).__name__}")
+
+    def call(self, node) -> Expr:
+        f = self.static(node.func)
+        if node.keywords:
+            self.fail("keyword arguments in a call")
+        if f is INDEX:
+            self.fail("ca.index() other than as i, j, k = ca.index()")
+        args = [self.expr(a) for a in node.args]
+        for a in args:
+            if a.type not in _RANK:
+                self.fail(f"passing a {a.type} to a function")
+        if isinstance(f, Func):
+            if len(args) != f.fn.__code__.co_argcount:
+                self.fail(f"calling {f.__name__} with {len(args)} arguments (it takes {f.fn.__code__.co_argcount})")
+            cname, rt = self.ctx.helper(f, tuple(promote(a.type) if a.type == BOOL else a.type for a in args), self)
+            params = self.ctx_param_types(f, args)
+            return Expr(f"{cname}({', '.join([cast(a, t) for a, t in zip(args, params)] + ['pyca_err'])})", rt)
+        if f in (min, max):
+            if len(args) < 2:
+                self.fail(f"{f.__name__}() of fewer than two numbers (it takes numbers, not sequences)")
+            t = promote(*(a.type for a in args))
+            code = cast(args[0], t)
+            for a in args[1:]:
+                code = f"pyca_k::{f.__name__}2<{t}>({code}, {cast(a, t)})"
+            return Expr(code, t)
+        if f is abs and len(args) == 1:
+            t = promote(args[0].type)
+            return Expr(f"pyca_k::absv({cast(args[0], t)})", t)
+        if f is float and len(args) == 1:
+            return Expr(cast(args[0], FLOAT), FLOAT, float(args[0].const) if args[0].const is not None else None)
+        if f is int and len(args) == 1:
+            return Expr(cast(args[0], INT), INT)
+        if f is bool and len(args) == 1:
+            return Expr(f"(({args[0].code}) != 0)", BOOL)
+        if f is round and len(args) == 1:
+            t = promote(args[0].type, FLOAT)
+            return Expr(f"pyca_k::toint({_mfun('rint', t)}({cast(args[0], t)}))", INT)
+        mname = _math_name(f)
+        if mname is not None:
+            if mname in _MATH1 and len(args) == 1:
+                t = promote(args[0].type, FLOAT)
+                return Expr(f"{_mfun(_MATH1[mname], t)}({cast(args[0], t)})", t)
+            if mname == "log" and len(args) == 2:
+                t = promote(args[0].type, args[1].type, FLOAT)
+                lg = _mfun("log", t)
+                return Expr(f"({lg}({cast(args[0], t)}) / {lg}({cast(args[1], t)}))", t)
+            if mname in _MATH2 and len(args) == 2:
+                t = promote(args[0].type, args[1].type, FLOAT)
+                return Expr(f"{_mfun(_MATH2[mname], t)}({cast(args[0], t)}, {cast(args[1], t)})", t)
+            if mname in _MATH_INT and len(args) == 1:
+                if args[0].type in (INT, BOOL):
+                    return Expr(cast(args[0], INT), INT)
+                t = args[0].type
+                return Expr(f"pyca_k::toint({_mfun(_MATH_INT[mname], t)}({args[0].code}))", INT)
+            if mname in _MATH_BOOL and len(args) == 1:
+                t = promote(args[0].type, FLOAT)
+                return Expr(f"bool({_MATH_BOOL[mname]}({cast(args[0], t)}))", BOOL)
+            self.fail(f"math.{mname} with {len(args)} arguments")
+        label = ast.unparse(node.func)
+        self.fail(f"calling {label}() (kernels call math.*, min, max, abs, float, int, round and @ca.func helpers)")
+
+    def ctx_param_types(self, func: Func, args) -> list[str]:
+        return [t for t in self.ctx_param_cache(func, args)]
+
+    def ctx_param_cache(self, func, args):
+        key = (func, tuple(promote(a.type) if a.type == BOOL else a.type for a in args))
+        cname, _ = self.ctx.names[key]
+        node, _, _ = function_node(func.fn)
+        anns = [a.annotation for a in node.args.args]
+        return [self._ann_type(x) if x is not None else t for x, t in zip(anns, key[1])]
+
+
+_MISSING = object()
+_MATH_OBJECTS = {getattr(math, n): n for n in list(_MATH1) + list(_MATH2) + list(_MATH_INT) + list(_MATH_BOOL) + ["log"]
+                 if hasattr(math, n)}
+
+
+def _math_name(f) -> str | None:
+    try:
+        return _MATH_OBJECTS.get(f)
+    except TypeError:
+        return None
+
+
+def _always_returns(stmts) -> bool:
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Return):
+        return True
+    if isinstance(last, ast.If):
+        return _always_returns(last.body) and _always_returns(last.orelse)
+    return False
