@@ -538,6 +538,8 @@ class FuncTranslator:
     def array_name(self, node) -> str:
         if isinstance(node, ast.Name) and self.params.get(node.id) in ARRAY_TYPES:
             return node.id
+        if isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
+            self.fail(f"a {type(node).__name__.lower()}")
         self.fail("indexing or .shape of something other than an Image3D/Field3D parameter")
 
     def subscript_parts(self, node) -> tuple[str, list[str]]:
