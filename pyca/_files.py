@@ -29,9 +29,52 @@ import threading
 import zlib
 
 __all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "zlib_compress",
-           "check_out_dir", "clear_previous"]
+           "check_out_dir", "clear_previous", "PathError", "confined", "safe_name", "fingerprint"]
 
 TMP_PREFIX = ".pyca-tmp-"
+
+
+class PathError(ValueError):
+    """A path read from a file or an argument that would leave the folder it must stay in."""
+
+
+def safe_name(name, what="name"):
+    """`name` when it can be one entry of a folder: a non-empty string, no separator, not '.' or '..',
+    no NUL; PathError otherwise. Names read from a file (a subject name in summary.json) go through
+    this before they become part of a path."""
+    if not isinstance(name, str) or not name or name in (".", "..") or "\0" in name \
+            or "/" in name or (os.sep != "/" and os.sep in name) or (os.altsep and os.altsep in name):
+        raise PathError(f"{what} {name!r} is not a plain file name (no folders, '..' or absolute paths)")
+    return name
+
+
+def confined(root, *parts, what="path"):
+    """os.path.join(root, *parts), resolved (symbolic links followed, '..' removed), when it lies
+    inside `root` (resolved too); PathError naming `what` otherwise. The one place where a path made
+    from untrusted pieces (summary.json's names, a command line) is checked before it is written to or
+    removed: every output path of the atlas and batch commands is made here."""
+    base = os.path.realpath(os.fspath(root))
+    for p in parts:
+        if not isinstance(p, str) or os.path.isabs(p) or "\0" in p:
+            raise PathError(f"{what} {p!r} must be a relative path inside {os.fspath(root)!r}")
+    full = os.path.realpath(os.path.join(base, *parts))
+    if os.path.commonpath([base, full]) != base:
+        raise PathError(f"{what} {os.path.join(*parts)!r} leads outside {os.fspath(root)!r} (to {full!r})")
+    return full
+
+
+def fingerprint(path, chunk=1 << 20):
+    """'sha256:<hex>' of a file's bytes (read in chunks): what a resumed run compares its inputs with."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            b = fh.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return "sha256:" + h.hexdigest()
 
 
 @contextlib.contextmanager

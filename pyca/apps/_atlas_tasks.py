@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
+from .._files import confined, safe_name
 from ..distributed import cached_image
 
 # Input problems that exclude a subject (anything else is a bug and is reported as such too).
@@ -61,8 +62,9 @@ def _on_grid(im, grid):
 def subject_file(out_dir, name, what, ext=".nii"):
     """out_dir/subjects/NAME/WHAT.nii: a subject's state after its last registration (what: 'deformed',
     'phiinv', 'jacdet'; iteration 0 writes 'deformed', its input on the template grid). Uncompressed by
-    default: gzip of a float field costs far more than the registration on a GPU (docs/atlas.md)."""
-    return os.path.join(out_dir, "subjects", name, what + ext)
+    default: gzip of a float field costs far more than the registration on a GPU (docs/atlas.md). The path
+    is made by pyca._files.confined: a name that would lead outside out_dir/subjects is refused."""
+    return confined(out_dir, "subjects", safe_name(name, "atlas: subject name"), what + ext, what="atlas: subject file")
 
 
 def initial(src, name, grid, out_dir, ext=".nii"):

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
-from .._files import atomic_open
+from .._files import atomic_open, fingerprint, safe_name
 from .._progress import progress_bar
 from .. import distributed as pdist
 from . import _atlas_tasks as tasks
@@ -151,9 +151,60 @@ def _load_state(out):
         raise AtlasError(f"atlas: cannot read {path}: {e}") from None
     if not isinstance(st, dict) or st.get("format") != "pyca-atlas-1":
         raise AtlasError(f"atlas: {path} is not a pyca atlas summary")
-    if any(s is None for s in st["sources"]):
-        raise AtlasError("atlas: this atlas was built from in-memory images, which cannot be resumed")
+    _check_state(st, path)
     return st
+
+
+def _check_state(st, path):
+    """Everything --resume takes from summary.json, checked before it is used (the file may have been
+    edited, by mistake or not): the sources, the subject names (derived from them, as a new atlas
+    derives them), the iteration counters, the exclusions, and each source file's fingerprint."""
+    def bad(why):
+        return AtlasError(f"atlas: cannot resume from {path}: {why}")
+
+    src = st.get("sources")
+    if not isinstance(src, list) or len(src) < 2:
+        raise bad("'sources' must list at least 2 subject files")
+    if any(s is None for s in src):
+        raise AtlasError("atlas: this atlas was built from in-memory images, which cannot be resumed")
+    if not all(isinstance(s, str) and os.path.isabs(s) for s in src):
+        raise bad("'sources' must be absolute file paths")
+    names = st.get("names")
+    if names != _names(src):
+        raise bad(f"'names' {str(names)[:80]} is not the list of subject names its sources give "
+                  f"({str(_names(src))[:80]})")
+    for n in names:
+        safe_name(n, "atlas: subject name")
+    for key, lo in (("completed_iteration", 0), ("target_iterations", 0)):
+        v = st.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise bad(f"{key!r} must be an integer >= {lo}, got {v!r}")
+    done = [e.get("iteration") for e in st.get("iterations", []) if isinstance(e, dict)]
+    if not isinstance(st.get("iterations"), list) or done != list(range(st["completed_iteration"] + 1)):
+        raise bad(f"'completed_iteration' {st['completed_iteration']} does not match the iterations recorded "
+                  f"({done})")
+    ex = st.get("excluded")
+    if not isinstance(ex, dict) or not set(ex) <= set(names):
+        raise bad("'excluded' must map subject names of this atlas to their errors")
+    last = st["iterations"][-1].get("records")
+    if not isinstance(last, dict) or set(last) != set(names) - {n for n, e in ex.items()
+                                                                if isinstance(e, dict) and e.get("iteration", 0) <
+                                                                st["completed_iteration"]}:
+        raise bad("the subjects of the last iteration are not those 'names' lists")
+    if st.get("subject_ext") not in (".nii", ".nii.gz"):
+        raise bad(f"'subject_ext' must be .nii or .nii.gz, got {st.get('subject_ext')!r}")
+    prints = st.get("fingerprints")
+    if not isinstance(prints, dict) or set(prints) != set(names):
+        raise bad("'fingerprints' must hold one fingerprint per subject")
+    for n, s in zip(names, src):
+        if n in ex:
+            continue
+        try:
+            now = fingerprint(s)
+        except OSError as e:
+            raise bad(f"subject {n}'s file {s!r} cannot be read ({e.strerror or e})") from None
+        if now != prints[n]:
+            raise bad(f"subject {n}'s file {s!r} has changed since the atlas began; start a new atlas")
 
 
 def _start(images, out, saved, params, opts, say):
@@ -187,9 +238,17 @@ def _start(images, out, saved, params, opts, say):
         pio.save_image(gt, truth, description="pyca phantom (cohort ground truth)")
         say(f"pyca atlas: built-in cohort of {len(sources)} subjects "
             f"({'x'.join(map(str, opts['cohort_size']))}, seed {opts['seed']}) written to {folder}")
+    names = _names(sources)
+    prints = {}
+    for n, s in zip(names, sources):
+        if not isinstance(s, ca.Image3D):
+            try:
+                prints[n] = fingerprint(s)
+            except OSError:
+                prints[n] = None  # a missing or unreadable file: the subject fails at iteration 0
     return {"format": "pyca-atlas-1", "sources": [None if isinstance(s, ca.Image3D) else os.path.abspath(s)
                                                   for s in sources],
-            "_inputs": sources, "names": _names(sources), "truth": truth, "params": _jsonable(params),
+            "_inputs": sources, "names": names, "fingerprints": prints, "truth": truth, "params": _jsonable(params),
             "max_failed_fraction": opts["max_failed_fraction"], "target_iterations": int(opts["iterations"]),
             "completed_iteration": -1, "excluded": {}, "iterations": [], "grid": None,
             "subject_ext": ".nii.gz" if opts["compress"] else ".nii"}
@@ -219,8 +278,17 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
         raise ValueError(f"atlas: template_iterations must be an integer >= 0, got {iterations}")
     out = os.path.abspath(os.fspath(out))
     saved = _load_state(out) if resume else None
-    if saved:  # the saved registration parameters, overridden by those given now
-        params = {**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["params"].items()}, **params}
+    if saved:  # the saved registration parameters; only the device may change
+        kept = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.get("params", {}).items()}
+        if not isinstance(saved.get("params"), dict) or set(kept) - set(DEFAULTS):
+            raise AtlasError(f"atlas: cannot resume from {out}/summary.json: 'params' is not a set of registration "
+                             "parameters")
+        changed = sorted(k for k, v in params.items() if k != "device" and _jsonable({k: v})[k] != saved["params"].get(k))
+        if changed:
+            diff = ", ".join(f"{k}={params[k]!r} (saved {saved['params'].get(k)!r})" for k in changed)
+            raise AtlasError(f"atlas: --resume continues with the atlas's own registration parameters; {diff} would "
+                             "change them for the remaining iterations only: start a new atlas instead")
+        params = {**kept, **params}
     p = _check_params(params)
     opts = dict(iterations=5 if iterations is None else int(iterations), max_failed_fraction=max_failed_fraction,
                 cohort=cohort, cohort_size=tuple(int(s) for s in cohort_size), seed=seed, compress=compress)
