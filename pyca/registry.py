@@ -70,6 +70,8 @@ class OpInfo:
     rtol / atol: CPU/GPU tolerance of the parity tests; `skip`: a reason not to test parity.
     any_size: names of input arrays that may have another size than the output (ApplyH's source);
         the parity cases then include grids where they do ("3d-any-size", "2d-any-size").
+    fixed: example values by argument name for the default factory: an array's size ([x, y, z], e.g.
+        a joint histogram's bins) or a scalar's value (a number of bins, an intensity range).
     """
 
     name: str
@@ -87,6 +89,7 @@ class OpInfo:
     skip: str | None = None
     builtin: bool = False
     any_size: tuple = ()
+    fixed: dict = dataclasses.field(default_factory=dict)
 
     @property
     def has_gpu(self) -> bool:
@@ -141,7 +144,7 @@ def _load_builtins() -> None:
             name=op["name"], call=fn, cpu="built-in", gpu="built-in", overloads=tuple(overloads),
             family=op["family"], owner="pyca", doc=op.get("doc", ""), inputs=dict(op.get("inputs") or {}),
             rtol=float(parity.get("rtol", 1e-5)), atol=float(parity.get("atol", 1e-6)), skip=skip, builtin=True,
-            any_size=tuple(op.get("any_size") or ()),
+            any_size=tuple(op.get("any_size") or ()), fixed=dict(op.get("fixed") or {}),
         )
         with _lock:
             _ops.setdefault(info.name, info)
@@ -303,13 +306,19 @@ def make_inputs(op: OpInfo, overload: int, grid, rng: np.random.Generator, enum_
     args = []
     for p in ov.params:
         hint = op.inputs.get(p.name)
+        fixed = op.fixed.get(p.name)
         if p.is_array:
             g = other_grid if other_grid is not None and p.name in op.any_size else grid
+            if fixed is not None:
+                g = core.GridInfo(core.Vec3Di(*fixed))
             shape = tuple(g.size()) + ((3,) if p.type == "Field3D" else ())
             args.append(_array(core, p.type, g, _values(hint, shape, rng, p.type, g)))
             continue
         if enum_choice and p.name in enum_choice:
             args.append(getattr(core, enum_choice[p.name]))
+            continue
+        if fixed is not None:
+            args.append(int(fixed) if p.type in ("int", "unsigned int", "size_t") else type(fixed)(fixed))
             continue
         if p.has_default and op.builtin:
             break  # the rest take their C++ defaults

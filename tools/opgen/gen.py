@@ -99,6 +99,7 @@ def registry_module(fams: list[spec.Family]) -> str:
                     "parity": op.parity,
                     "inputs": op.inputs,
                     "any_size": list(op.any_size),
+                    "fixed": dict(op.fixed),
                     "overloads": [
                         {
                             "ret": ov.ret,

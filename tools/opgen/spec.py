@@ -14,6 +14,8 @@ One YAML file per family of operations. Each file:
         inputs: {a: positive}       # optional hints for the random-input factory, by argument name
         any_size: [im]              # optional: input arrays that may have another size than the
                                     # output (the parity tests add cases where they do)
+        fixed: {hist: [8, 6, 1], bins: 8}   # optional: example values the parity tests use for these
+                                    # arguments (an array: its size; a scalar: its value)
         impl: {...}                 # optional, free-form: read only by the family's own generator
                                     # tools/opgen/family_<family>.py (e.g. an elementwise formula)
 
@@ -99,6 +101,7 @@ class Op:
     inputs: dict
     impl: dict
     any_size: tuple[str, ...] = ()
+    fixed: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +164,7 @@ def load_family(path: Path) -> Family:
         for key in ("name", "doc", "overloads"):
             if key not in o:
                 raise SpecError(f"{where}: missing '{key}'")
-        unknown = set(o) - {"name", "doc", "overloads", "parity", "inputs", "impl", "any_size"}
+        unknown = set(o) - {"name", "doc", "overloads", "parity", "inputs", "impl", "any_size", "fixed"}
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
         ovs = tuple(parse_overload(d, where) for d in o["overloads"])
@@ -177,8 +180,16 @@ def load_family(path: Path) -> Family:
         for arg in any_size:
             if arg not in const_arrays:
                 raise SpecError(f"{where}: any_size names {arg!r}, not an input array of {o['name']}")
+        fixed = dict(o.get("fixed") or {})
+        args = {a.name: a for ov in ovs for a in ov.args}
+        for arg, v in fixed.items():
+            a = args.get(arg)
+            if a is None:
+                raise SpecError(f"{where}: fixed names {arg!r}, not an argument of {o['name']}")
+            if a.is_array != isinstance(v, list) or (a.is_array and (len(v) != 3 or not all(isinstance(k, int) and k > 0 for k in v))):
+                raise SpecError(f"{where}: fixed {arg!r} must be " + ("a size [x, y, z]" if a.is_array else "a number"))
         ops.append(Op(o["name"], fam, " ".join(str(o["doc"]).split()), ovs, dict(o.get("parity") or {}), inputs,
-                      dict(o.get("impl") or {}), any_size))
+                      dict(o.get("impl") or {}), any_size, fixed))
     return Family(fam, data.get("title", fam), path, tuple(ops))
 
 

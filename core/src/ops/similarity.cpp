@@ -1,11 +1,12 @@
-// The `similarity` family (ops/similarity.yaml): BoxSum and LNCC. CPU here (OpenMP, the reference);
-// CUDA in cuda/src/ops/similarity.cu; the per-voxel math of both in pyca/math/similarity.h.
-// Semantics: docs/operations/similarity.md.
+// The `similarity` family (ops/similarity.yaml): BoxSum, LNCC, JointHistogram and MutualInformation. CPU here
+// (OpenMP, the reference); CUDA in cuda/src/ops/similarity.cu; the per-voxel math of both in
+// pyca/math/similarity.h. Semantics: docs/operations/similarity.md.
 #include "pyca/ops/similarity.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,122 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
   return S;
 }
 
+// ---- Mutual information (docs/design/mutual-information.md) ---------------------------------------
+
+math::MiBins miBins(const char* op, int nI, int nJ, float iMin, float iMax, float jMin, float jMax) {
+  if (nI < 4 || nJ < 4 || nI > 1024 || nJ > 1024) {
+    throw ValueError(std::string(op) + ": the number of bins must be in [4, 1024] per image, not " +
+                     std::to_string(nI) + (nI == nJ ? "" : " x " + std::to_string(nJ)));
+  }
+  const auto range = [op](const char* lo, const char* hi, float a, float b) {
+    if (!(std::isfinite(a) && std::isfinite(b) && a < b)) {
+      throw ValueError(std::string(op) + ": arguments '" + lo + "' < '" + hi +
+                       "' must be finite and increasing, not " + std::to_string(a) + ", " +
+                       std::to_string(b));
+    }
+  };
+  range("iMin", "iMax", iMin, iMax);
+  range("jMin", "jMax", jMin, jMax);
+  return math::MiBins{nI, nJ, iMin, iMax, jMin, jMax};
+}
+
+// The integer joint histogram H (nI nJ entries, row-major by the bin of I) of I and J on the CPU:
+// one private histogram per thread, added into H; integer sums, so the same bits for any number of
+// threads and any order.
+void miHistogramCpu(std::vector<std::uint64_t>& H, const float* a, const float* b, const float* w,
+                    std::size_t n, const math::MiBins& bins) {
+  const std::size_t nb = std::size_t(bins.nI) * std::size_t(bins.nJ);
+  H.assign(nb, 0);
+#pragma omp parallel num_threads(detail::threadsFor(n))
+  {
+    std::vector<std::uint64_t> local(nb, 0);
+#pragma omp for schedule(static)
+    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
+      int bI, bJ;
+      std::uint64_t q[16];
+      math::miVoxelWeights(a[i], b[i], w ? w[i] : 1.f, bins, &bI, &bJ, q);
+      for (int r = 0; r < 4; ++r) {
+        std::uint64_t* row = &local[std::size_t(bI + r) * std::size_t(bins.nJ) + std::size_t(bJ)];
+        for (int c = 0; c < 4; ++c) row[c] += q[4 * r + c];
+      }
+    }
+#pragma omp critical(pyca_mi_histogram)
+    for (std::size_t k = 0; k < nb; ++k) H[k] += local[k];
+  }
+}
+
+// The integer histogram on either backend (arguments already checked).
+void miHistogram(std::vector<std::uint64_t>& H, bool dev, const char* op, const Image3D& I, const Image3D& J,
+                 const Image3D* mask, const math::MiBins& bins) {
+  (void)op;  // named by the CUDA call's errors only
+  const float* w = mask ? mask->data() : nullptr;
+  if (dev) {
+    H.assign(std::size_t(bins.nI) * std::size_t(bins.nJ), 0);
+    PYCA_CUDA_CALL(op, cuda_impl::MIHistogram(H.data(), I.data(), J.data(), w, I.nVox(), bins));
+    return;
+  }
+  miHistogramCpu(H, I.data(), J.data(), w, I.nVox(), bins);
+}
+
+void jointHistogram(Image3D& hist, const Image3D& I, const Image3D& J, const Image3D* mask, float iMin,
+                    float iMax, float jMin, float jMax) {
+  const char* op = "JointHistogram";
+  const bool dev = mask ? detail::prepare(op, {{"I", &I}, {"J", &J}, {"mask", mask}})
+                        : detail::prepare(op, {{"I", &I}, {"J", &J}});
+  detail::onDevice(op, {{"hist", &hist}, {"I", &I}});  // one memory type (MemoryTypeError otherwise)
+  detail::checkNoAlias(op, {"hist", &hist}, {"I", &I});
+  detail::checkNoAlias(op, {"hist", &hist}, {"J", &J});
+  const Vec3Di hs = hist.size();
+  if (hs.z != 1) {
+    throw ValueError(std::string(op) + ": argument 'hist' must be bins(I) x bins(J) x 1, not " +
+                     detail::sizeStr(hs));
+  }
+  const math::MiBins bins = miBins(op, hs.x, hs.y, iMin, iMax, jMin, jMax);
+  std::vector<std::uint64_t> H;
+  miHistogram(H, dev, op, I, J, mask, bins);
+  // hist(a, b) at x = a, y = b: Parzen-weighted voxel counts.
+  std::vector<float> out(H.size());
+  for (int a = 0; a < bins.nI; ++a)
+    for (int b = 0; b < bins.nJ; ++b)
+      out[std::size_t(b) * std::size_t(bins.nI) + std::size_t(a)] =
+          float(double(H[std::size_t(a) * std::size_t(bins.nJ) + std::size_t(b)]) / math::kMiScale);
+  if (dev) {
+    PYCA_CUDA_CALL(op, cuda_impl::CopyToDevice(hist.data(), out.data(), out.size()));
+    return;
+  }
+  std::copy(out.begin(), out.end(), hist.data());
+}
+
+double mutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* mask, int nbins,
+                         float iMin, float iMax, float jMin, float jMax) {
+  const char* op = "MutualInformation";
+  const bool dev = mask ? detail::prepare(op, {{"grad", &grad}, {"I", &I}, {"J", &J}, {"mask", mask}})
+                        : detail::prepare(op, {{"grad", &grad}, {"I", &I}, {"J", &J}});
+  detail::checkNoAlias(op, {"grad", &grad}, {"I", &I});
+  detail::checkNoAlias(op, {"grad", &grad}, {"J", &J});
+  if (mask) detail::checkNoAlias(op, {"grad", &grad}, {"mask", mask});
+  const math::MiBins bins = miBins(op, nbins, nbins, iMin, iMax, jMin, jMax);
+  std::vector<std::uint64_t> H;
+  miHistogram(H, dev, op, I, J, mask, bins);
+  std::vector<float> L(H.size());
+  float gscale = 0.f;
+  const double mi = math::miFromHistogram(H.data(), bins.nI, bins.nJ, L.data(), &gscale);
+  const float* w = mask ? mask->data() : nullptr;
+  if (dev) {
+    PYCA_CUDA_CALL(
+        op, cuda_impl::MIGradient(grad.data(), I.data(), J.data(), w, I.nVox(), bins, L.data(), gscale));
+    return mi;
+  }
+  const float* a = I.data();
+  const float* b = J.data();
+  float* g = grad.data();
+  const std::ptrdiff_t n = std::ptrdiff_t(I.nVox());
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(std::size_t(n)))
+  for (std::ptrdiff_t i = 0; i < n; ++i)
+    g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L.data(), gscale);
+  return mi;
+}
+
 }  // namespace
 
 void BoxSum(Image3D& out, const Image3D& im, const Vec3Di& radius) {
@@ -147,6 +264,26 @@ double LNCC(Image3D& grad, const Image3D& I, const Image3D& J, const Vec3Di& rad
 double LNCC(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D& mask, const Vec3Di& radius,
             float eps) {
   return lncc(grad, I, J, &mask, radius, eps);
+}
+
+void JointHistogram(Image3D& hist, const Image3D& I, const Image3D& J, float iMin, float iMax, float jMin,
+                    float jMax) {
+  jointHistogram(hist, I, J, nullptr, iMin, iMax, jMin, jMax);
+}
+
+void JointHistogram(Image3D& hist, const Image3D& I, const Image3D& J, const Image3D& mask, float iMin,
+                    float iMax, float jMin, float jMax) {
+  jointHistogram(hist, I, J, &mask, iMin, iMax, jMin, jMax);
+}
+
+double MutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, int bins, float iMin, float iMax,
+                         float jMin, float jMax) {
+  return mutualInformation(grad, I, J, nullptr, bins, iMin, iMax, jMin, jMax);
+}
+
+double MutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D& mask, int bins,
+                         float iMin, float iMax, float jMin, float jMax) {
+  return mutualInformation(grad, I, J, &mask, bins, iMin, iMax, jMin, jMax);
 }
 
 }  // namespace pyca

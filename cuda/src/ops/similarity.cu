@@ -1,10 +1,15 @@
 // CUDA backend of the `similarity` family (ops/similarity.yaml): truncated box sums along one axis
 // (one thread per voxel, 2 r + 1 taps), the LNCC coefficient and gradient maps (the per-voxel math
 // of pyca/math/similarity.h, shared with the CPU loops), and the sum of the local correlations by
-// the reductions backend. Scratch from the stream-ordered pool; LNCC waits for its sum.
+// the reductions backend. Scratch from the stream-ordered pool; LNCC waits for its sum. Mutual
+// information: a per-block integer joint histogram in shared memory (a few copies, one per group of
+// warps, to spread the atomics of a crowded bin), merged into one global histogram by integer
+// atomics (the same bits in any order: docs/design/mutual-information.md), then the gradient from
+// the table the host computes (pyca/math/similarity.h, miFromHistogram, shared with the CPU).
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "ops/cuda_common.cuh"
 #include "ops/reductions_cuda.h"
@@ -74,6 +79,72 @@ __global__ void lnccGradKernel(float* __restrict__ g, const float* __restrict__ 
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x)
     g[i] = math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
+}
+
+// Shared memory a kernel may use without opting in.
+constexpr std::size_t kSharedBytes = 48 * 1024;
+// Copies of the per-block histogram in shared memory (warp w adds to copy w % copies).
+constexpr int kHistCopies = 4;
+
+// Parzen joint histogram: per-block histograms in shared memory (Shared) or atomics straight into H.
+template <bool Shared>
+__global__ void miHistKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
+                             const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
+                             math::MiBins bins, int copies) {
+  extern __shared__ unsigned long long sh[];
+  const int nb = bins.nI * bins.nJ;
+  unsigned long long* mine = H;
+  if (Shared) {
+    for (int k = threadIdx.x; k < nb * copies; k += blockDim.x) sh[k] = 0ull;
+    __syncthreads();
+    mine = sh + std::size_t((threadIdx.x / 32) % copies) * std::size_t(nb);
+  }
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    int bI, bJ;
+    std::uint64_t q[16];
+    math::miVoxelWeights(a[i], b[i], w ? w[i] : 1.f, bins, &bI, &bJ, q);
+    for (int r = 0; r < 4; ++r) {
+      unsigned long long* row = mine + (bI + r) * bins.nJ + bJ;
+      for (int c = 0; c < 4; ++c)
+        if (q[4 * r + c]) atomicAdd(row + c, (unsigned long long)q[4 * r + c]);
+    }
+  }
+  if (Shared) {
+    __syncthreads();
+    for (int k = threadIdx.x; k < nb; k += blockDim.x) {
+      unsigned long long s = 0ull;
+      for (int c = 0; c < copies; ++c) s += sh[std::size_t(c) * std::size_t(nb) + std::size_t(k)];
+      if (s) atomicAdd(H + k, s);
+    }
+  }
+}
+
+// grad = dMI/dI per voxel; the table L in shared memory when it fits (Shared), else read from L.
+template <bool Shared>
+__global__ void miGradKernel(float* __restrict__ g, const float* __restrict__ a, const float* __restrict__ b,
+                             const float* __restrict__ w, std::size_t nv, math::MiBins bins,
+                             const float* __restrict__ L, float gscale) {
+  extern __shared__ float shL[];
+  const float* tab = L;
+  if (Shared) {
+    const int nb = bins.nI * bins.nJ;
+    for (int k = threadIdx.x; k < nb; k += blockDim.x) shL[k] = L[k];
+    __syncthreads();
+    tab = shL;
+  }
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, tab, gscale);
+}
+
+// Blocks of a grid-stride loop that keeps every multiprocessor busy: `perSm` blocks per SM, no more
+// than the data needs.
+unsigned residentBlocks(std::size_t nv, int perSm, const char* op) {
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), op, "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), op, "cudaDeviceGetAttribute");
+  return blocksFor(nv, kBlock, std::size_t(std::max(1, sms * perSm)));
 }
 
 // Box sums of `in` into `out` through `tmp` (three distinct buffers except out == in allowed).
@@ -148,6 +219,55 @@ double LNCC(float* grad, const float* I, const float* J, const float* mask, cons
   lnccGradKernel<<<blocks, kBlock, 0, stream()>>>(grad, I, J, t[0], t[1], t[2], t[3], nv);
   check(cudaGetLastError(), op, "kernel launch");
   return S;
+}
+
+void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const float* mask, std::size_t nv,
+                 const math::MiBins& b) {
+  const char* op = "MutualInformation";
+  const std::size_t nb = std::size_t(b.nI) * std::size_t(b.nJ);
+  Scratch H(nb * sizeof(unsigned long long), op);
+  check(cudaMemsetAsync(H.p, 0, nb * sizeof(unsigned long long), stream()), op, "cudaMemsetAsync");
+  if (nv > 0) {
+    const std::size_t one = nb * sizeof(unsigned long long);
+    const int copies = int(std::min<std::size_t>(kHistCopies, kSharedBytes / one));
+    if (copies >= 1) {
+      miHistKernel<true><<<residentBlocks(nv, 4, op), kBlock, one * std::size_t(copies), stream()>>>(
+          H.as<unsigned long long>(), I, J, mask, nv, b, copies);
+    } else {
+      miHistKernel<false><<<residentBlocks(nv, 8, op), kBlock, 0, stream()>>>(H.as<unsigned long long>(), I,
+                                                                              J, mask, nv, b, 1);
+    }
+    check(cudaGetLastError(), op, "histogram kernel launch");
+  }
+  static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t), "64-bit histogram counts");
+  check(cudaMemcpyAsync(hostH, H.p, nb * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream()), op,
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream()), op, "cudaStreamSynchronize");
+}
+
+void MIGradient(float* grad, const float* I, const float* J, const float* mask, std::size_t nv,
+                const math::MiBins& b, const float* hostL, float gscale) {
+  const char* op = "MutualInformation";
+  if (nv == 0) return;
+  const std::size_t nb = std::size_t(b.nI) * std::size_t(b.nJ);
+  Scratch L(nb * sizeof(float), op);
+  check(cudaMemcpyAsync(L.p, hostL, nb * sizeof(float), cudaMemcpyHostToDevice, stream()), op,
+        "cudaMemcpyAsync");
+  if (nb * sizeof(float) <= kSharedBytes) {
+    miGradKernel<true><<<blocksFor(nv, kBlock), kBlock, nb * sizeof(float), stream()>>>(
+        grad, I, J, mask, nv, b, L.as<float>(), gscale);
+  } else {
+    miGradKernel<false>
+        <<<blocksFor(nv, kBlock), kBlock, 0, stream()>>>(grad, I, J, mask, nv, b, L.as<float>(), gscale);
+  }
+  // No wait: a copy from pageable host memory returns once hostL has been staged.
+  check(cudaGetLastError(), op, "gradient kernel launch");
+}
+
+void CopyToDevice(float* dst, const float* hostSrc, std::size_t n) {
+  check(cudaMemcpyAsync(dst, hostSrc, n * sizeof(float), cudaMemcpyHostToDevice, stream()), "JointHistogram",
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream()), "JointHistogram", "cudaStreamSynchronize");
 }
 
 }  // namespace cuda_impl

@@ -11,7 +11,18 @@
 //   dS/dI(x) = sum_{y in W(x)} alpha(y) (J(x) - mu_J(y)) - beta(y) (I(x) - mu_I(y))
 //   alpha = 2 w c / (n (vI vJ + eps)),  beta = 2 w c^2 vJ / (n (vI vJ + eps)^2),
 // that is J(x) S[alpha] - S[alpha mu_J] - I(x) S[beta] + S[beta mu_I] with S[.] the same box sums.
+//
+// Mutual information (MI) of I and J from a Parzen-windowed joint histogram (Mattes-style): every
+// voxel adds cubic B-spline weights beta3(t_I - a) beta3(t_J - b) to the 4 x 4 bins (a, b) around its
+// bin coordinates t_I, t_J, in integer fixed point (kMiScale units per unit of weight), so that sums
+// in any order give the same bits. MI and its table L(a, b) = log(p(a, b) / p_I(a)) come from the
+// integer histogram; dMI/dI(x) = m (kMiScale / N) (dt_I/dI) sum_a beta3'(t_I - a) sum_b beta3(t_J - b)
+// L(a, b). Design: docs/design/mutual-information.md.
 #pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "pyca/config.h"
 
@@ -49,6 +60,125 @@ PYCA_HD float lnccCoeffs(float sI, float sJ, float sII, float sJJ, float sIJ, fl
 // dS/dI at one voxel from I, J and the box sums of the four coefficient maps.
 PYCA_HD float lnccGradAt(float I, float J, float sAlpha, float sAlphaMuJ, float sBeta, float sBetaMuI) {
   return J * sAlpha - sAlphaMuJ - I * sBeta + sBetaMuI;
+}
+
+// ---- Mutual information -------------------------------------------------------------------------
+
+// Histogram units per unit of Parzen weight (2^32). A voxel adds at most 16 products of two cubic
+// B-spline weights times a mask weight in [0, 1] (each product <= 4/9, their sum 1 up to rounding),
+// so a uint64 histogram holds 2^32 voxels without overflow.
+constexpr double kMiScale = 4294967296.0;
+
+// Bins and intensity ranges of a joint histogram: n bins per image, intensities of I in [iLo, iHi]
+// and of J in [jLo, jHi] (lo < hi).
+struct MiBins {
+  int nI, nJ;
+  float iLo, iHi, jLo, jHi;
+};
+
+// Cubic B-spline and its derivative.
+PYCA_HD double bspline3(double u) {
+  const double a = u < 0.0 ? -u : u;
+  if (a >= 2.0) return 0.0;
+  if (a >= 1.0) {
+    const double t = 2.0 - a;
+    return t * t * t / 6.0;
+  }
+  return 2.0 / 3.0 - a * a + 0.5 * a * a * a;
+}
+
+PYCA_HD double bspline3Deriv(double u) {
+  const double a = u < 0.0 ? -u : u;
+  const double sgn = u < 0.0 ? -1.0 : 1.0;
+  if (a >= 2.0) return 0.0;
+  if (a >= 1.0) {
+    const double t = 2.0 - a;
+    return -0.5 * sgn * t * t;
+  }
+  return sgn * (-2.0 * a + 1.5 * a * a);
+}
+
+// Parzen window of intensity v on an axis of n >= 4 bins over [lo, hi]: v clamped to [lo, hi] (a NaN
+// counts as lo) has the bin coordinate t = 1 + (v - lo) / (hi - lo) (n - 3) in [1, n - 2], so its four
+// bins base .. base + 3 (base = min(floor(t) - 1, n - 4)) lie inside the histogram. w[k] = beta3(t -
+// base - k); dw[k] = d w[k] / dv (0 where v was clamped). Returns base.
+PYCA_HD int miParzen(float v, float lo, float hi, int n, double* w, double* dw) {
+  const double span = double(hi) - double(lo);
+  const double dtdv = double(n - 3) / span;
+  double x = double(v), slope = dtdv;
+  if (!(x > double(lo))) {
+    x = double(lo);
+    slope = 0.0;
+  } else if (x >= double(hi)) {
+    x = double(hi);
+    slope = 0.0;
+  }
+  const double t = 1.0 + (x - double(lo)) * dtdv;
+  int base = int(floor(t)) - 1;
+  base = base > n - 4 ? n - 4 : (base < 0 ? 0 : base);
+  for (int k = 0; k < 4; ++k) {
+    const double u = t - double(base + k);
+    w[k] = bspline3(u);
+    dw[k] = bspline3Deriv(u) * slope;
+  }
+  return base;
+}
+
+// The 16 fixed-point Parzen weights of one voxel (intensities i of I, j of J, mask weight m clamped
+// to [0, 1]): q[4 a + b] = round(m wI[a] wJ[b] kMiScale) for bin (bI + a, bJ + b).
+PYCA_HD void miVoxelWeights(float i, float j, float m, const MiBins& b, int* bI, int* bJ, std::uint64_t* q) {
+  double wI[4], wJ[4], d[4];
+  *bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, d);
+  *bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, d);
+  const double mm = m > 0.f ? (m < 1.f ? double(m) : 1.0) : 0.0;
+  for (int a = 0; a < 4; ++a)
+    for (int c = 0; c < 4; ++c) q[4 * a + c] = std::uint64_t(mm * wI[a] * wJ[c] * kMiScale + 0.5);
+}
+
+// dMI/dI at one voxel: gscale (dt/dI) m sum_a beta3'(t_I - a) sum_b beta3(t_J - b) L(a, b), with L the
+// table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N.
+PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* L, float gscale) {
+  double wI[4], dI[4], wJ[4], dJ[4];
+  const int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
+  const int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, dJ);
+  const double mm = m > 0.f ? (m < 1.f ? double(m) : 1.0) : 0.0;
+  double g = 0.0;
+  for (int a = 0; a < 4; ++a) {
+    const float* row = L + (bI + a) * b.nJ + bJ;
+    const double r = wJ[0] * row[0] + wJ[1] * row[1] + wJ[2] * row[2] + wJ[3] * row[3];
+    g += dI[a] * r;
+  }
+  return float(g * mm * double(gscale));
+}
+
+// MI of the integer joint histogram H (row-major, H[a nJ + b]: a the bin of I, b of J) in nats, summed
+// in a fixed order (host code, the same on both backends); L (nI nJ floats) <- log(p(a, b) / p_I(a))
+// where H(a, b) > 0, else 0; *gscale <- kMiScale / N (N = sum of H; 0 when H is empty).
+inline double miFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, float* gscale) {
+  std::vector<std::uint64_t> hI(std::size_t(nI), 0), hJ(std::size_t(nJ), 0);
+  std::uint64_t N = 0;
+  for (int a = 0; a < nI; ++a)
+    for (int b = 0; b < nJ; ++b) {
+      const std::uint64_t h = H[std::size_t(a) * nJ + b];
+      hI[std::size_t(a)] += h;
+      hJ[std::size_t(b)] += h;
+      N += h;
+    }
+  *gscale = N ? float(kMiScale / double(N)) : 0.f;
+  double mi = 0.0;
+  const double dN = double(N);
+  for (int a = 0; a < nI; ++a)
+    for (int b = 0; b < nJ; ++b) {
+      const std::size_t k = std::size_t(a) * nJ + b;
+      if (H[k] == 0) {
+        L[k] = 0.f;
+        continue;
+      }
+      const double h = double(H[k]);
+      L[k] = float(std::log(h / double(hI[std::size_t(a)])));
+      mi += h / dN * std::log(h * dN / (double(hI[std::size_t(a)]) * double(hJ[std::size_t(b)])));
+    }
+  return mi;
 }
 
 }  // namespace math
