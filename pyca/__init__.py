@@ -47,6 +47,7 @@ from . import _pickle  # noqa: E402,F401 - pickle / copy / Dask serialization of
 from .kernels import func, index, kernel, map, on_device, reduce, scan  # noqa: E402,F401,A004
 from ._paths import get_include, get_libraries, get_library_dirs  # noqa: E402,F401
 from .managed import ManagedField3D, ManagedImage3D, MemoryManager, ThreadMemoryManager  # noqa: E402,F401
+from .registration.apply import apply_transforms  # noqa: E402,F401 - pyca's registrations and ANTs' (docs/transforms.md)
 
 # Where pip put cuFFT/NVRTC (pyca3d[cuda]), for libpyca to load them at their first use (not now).
 from . import _cuda_libs  # noqa: E402

@@ -372,10 +372,14 @@ def _host_array(obj, what):
     return obj.numpy() if obj.is_on_device else np.asarray(obj)
 
 
-def write_array(arr, spacing, origin, path, vector=False, what="save_image", description="", direction=None):
-    """Write `arr` (x, y, z[, 3], float32) on the grid (spacing, origin, 3x3 direction; None: the
-    identity) to `path` (format from the extension; anything but MetaImage/NRRD is written as NIfTI,
-    with sform and qform both holding the affine, code 1 (scanner))."""
+def write_array(arr, spacing, origin, path, vector=False, what="save_image", description="", direction=None,
+                intent="vector", dtype=np.float32):
+    """Write `arr` (x, y, z[, 3]) on the grid (spacing, origin, 3x3 direction; None: the identity) to
+    `path` (format from the extension; anything but MetaImage/NRRD is written as NIfTI, with sform and
+    qform both holding the affine, code 1 (scanner)) as `dtype` (float32 unless given: an integer type
+    for label maps). intent: a vector field's NIfTI intent, 'vector' (NIFTI_INTENT_VECTOR, what ITK
+    writes and reads as a displacement field in LPS) or 'pointset' (NIFTI_INTENT_POINTSET: the vectors
+    are positions, as a pyca H-field's voxel coordinates are)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
@@ -395,7 +399,7 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     aff[:3, 3] = org
     if _kind(path) == "itk":
         sitk = _sitk(path, what)
-        data = np.asarray(arr, dtype=np.float32)
+        data = np.asarray(arr, dtype=dtype)
         if vector:
             img = sitk.GetImageFromArray(np.ascontiguousarray(np.moveaxis(data, -1, 0).T), isVector=True)
         else:
@@ -409,16 +413,17 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
         return
     import nibabel as nib
 
-    data = np.asarray(arr, dtype=np.float32)
+    data = np.asarray(arr, dtype=dtype)
     if vector:
         data = data.reshape(data.shape[:3] + (1, 3), order="F")
     img = nib.Nifti1Image(data, aff)
+    img.set_data_dtype(data.dtype)
     hdr = img.header
     hdr.set_xyzt_units("mm", "sec")
     img.set_qform(aff, code=1)
     img.set_sform(aff, code=1)
     if vector:
-        hdr.set_intent("vector", (), name=description[:15] or "pyca field")
+        hdr.set_intent(intent, (), name=description[:15] or "pyca field")
     elif description:
         hdr["descrip"] = description[:79].encode()
     with atomic_path(path) as tmp:
@@ -455,24 +460,34 @@ def prepare_writing():
     return t
 
 
-def save_image(im, path, description=""):
+def save_image(im, path, description="", dtype=np.float32):
     """Write an Image3D (any memory type) to `path` (.nii, .nii.gz; .mha, .mhd, .nrrd with SimpleITK)
-    with its grid's affine (spacing, origin, direction)."""
+    with its grid's affine (spacing, origin, direction), as `dtype` (float32 unless given; an integer
+    dtype for a label map, whose values must then be integers in its range: ValueError otherwise)."""
     arr = _host_array(im, "save_image")
     if not isinstance(im, core.Image3D):
         raise TypeError("save_image: expected an Image3D (use save_field for a Field3D)")
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = (float(v) for v in core.MinMax(im))
+        if lo < info.min or hi > info.max or not np.array_equal(arr, np.round(arr)):
+            raise ValueError(f"save_image {os.fspath(path)!r}: the values ({lo:g} to {hi:g}) are not integers that "
+                             f"{dtype} holds")
     g = im.grid()
     write_array(arr, g.spacing(), g.origin(), path, vector=False, what="save_image", description=description,
-                direction=g.direction())
+                direction=g.direction(), dtype=dtype)
 
 
-def save_field(f, path, description=""):
+def save_field(f, path, description="", intent="vector"):
     """Write a Field3D (any memory type) to `path` as a 3-vector image (NIfTI: shape (x, y, z, 1, 3),
-    intent 'vector', as ITK writes displacement fields) with its grid's affine (spacing, origin,
-    direction). The vectors are written as they are (not rotated into the world frame)."""
+    with `intent`: 'vector' as ITK writes displacement fields, or 'pointset' for an H-field, whose
+    vectors are positions (voxel coordinates), not displacements) with its grid's affine (spacing,
+    origin, direction). The vectors are written as they are (not rotated into the world frame): an
+    ITK displacement field is written by pyca.registration.transform_files."""
     arr = _host_array(f, "save_field")
     if not isinstance(f, core.Field3D):
         raise TypeError("save_field: expected a Field3D (use save_image for an Image3D)")
     g = f.grid()
     write_array(arr, g.spacing(), g.origin(), path, vector=True, what="save_field", description=description,
-                direction=g.direction())
+                direction=g.direction(), intent=intent)

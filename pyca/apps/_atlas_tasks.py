@@ -22,6 +22,7 @@ from .. import core as ca
 from .. import io as pio
 from .._files import confined, safe_name
 from ..distributed import cached_image
+from ..registration import transform_files
 
 # Input problems that exclude a subject (anything else is a bug and is reported as such too).
 _INPUT_ERRORS = (ValueError, TypeError, OSError, ca.CudaError, MemoryError)
@@ -107,14 +108,30 @@ def register(src, template_path, name, out_dir, params, iteration, ext=".nii"):
     np.multiply(np.asarray(deformed), np.asarray(jac), out=np.asarray(num))
     os.makedirs(os.path.dirname(subject_file(out_dir, name, "deformed", ext)), exist_ok=True)
     pio.save_image(deformed, subject_file(out_dir, name, "deformed", ext), description=f"pyca atlas it {iteration}")
-    pio.save_field(res.phiinv, subject_file(out_dir, name, "phiinv", ext), description="pyca H phiinv")
+    # phiinv: template voxel -> subject voxel, the linear stage included (deformed = subject o phiinv);
+    # an H-field (voxel coordinates), so NIfTI intent POINTSET. Beside it the same map as ANTs/ITK files.
+    pio.save_field(res.full_map, subject_file(out_dir, name, "phiinv", ext), description="pyca H phiinv",
+                   intent="pointset")
     pio.save_image(jac, subject_file(out_dir, name, "jacdet", ext), description="pyca atlas: det D phiinv")
+    folder = os.path.dirname(subject_file(out_dir, name, "deformed", ext))
+    listing = transform_files.write_registration(res.affine.matrix if res.affine is not None else None,
+                                                 res.phiinv, res.phi, folder, ext)
+    _write_listing(listing, os.path.join(folder, "transforms.json"))
     jlo, jhi = (float(v) for v in ca.MinMax(jac))
     rec = {"name": name, "ok": True, "iteration": iteration, "energy": float(res.final_energy),
            "initial_mismatch": res.initial_mismatch, "final_mismatch": res.final_mismatch,
            "jacobian_min": jlo, "jacobian_max": jhi, "registration_s": t1 - t0,
            "task_s": time.perf_counter() - t0, "device": res.device.split(" (")[0], "worker": _worker_name()}
     return {"name": name, "ok": True, "num": num, "den": jac, "record": rec}
+
+
+def _write_listing(listing, path):
+    import json
+
+    from .._files import atomic_open
+
+    with atomic_open(path) as fh:
+        json.dump({"transforms": listing}, fh, indent=2)
 
 
 def _worker_name():

@@ -16,19 +16,25 @@ import time
 from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open, write_parallel
+from ..registration import transform_files
 from ._lddmm_report import ReportError, draw_report, report_data
 
 __all__ = ["write_outputs", "make_report", "output_names"]
 
 _DESCRIPTIONS = {"deformed": "pyca lddmm: moving o phiinv", "phiinv": "pyca H phiinv", "phi": "pyca H phi",
                  "jacdet": "pyca lddmm: det D phiinv", "fixed": "", "moving": "",
-                 "phiinv_full": "pyca H moving voxel of fixed voxel", "labels": "pyca lddmm: moving labels (nearest)"}
+                 "phiinv_full": "pyca H full", "labels": "pyca lddmm: moving labels (nearest)"}
+
+
+_HFIELDS = ("phiinv", "phi", "phiinv_full")  # voxel coordinates: NIfTI intent POINTSET, not a displacement
 
 
 def output_names(compress=True):
     """Every file name write_outputs can write (the CLI removes them from a folder it overwrites)."""
     ext = ".nii.gz" if compress else ".nii"
-    return [n + e for n in _DESCRIPTIONS for e in (ext, ".nii", ".nii.gz")] + ["report.png", "summary.json"]
+    warps = (transform_files.FORWARD_WARP, transform_files.INVERSE_WARP)
+    return [n + e for n in tuple(_DESCRIPTIONS) + warps for e in (ext, ".nii", ".nii.gz")] + \
+        [transform_files.AFFINE, transform_files.AFFINE_TEXT, "report.png", "summary.json"]
 
 
 def _host_copies():
@@ -65,13 +71,19 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     if report:  # the report's slices are read from the files' host copies
         png = os.path.join(out_dir, "report.png")
         jobs.append(functools.partial(_report_job, report_data(res, fixed, host), png))
-    if res.affine is not None:  # the linear stage, ITK text format, written like the others
-        paths.append(os.path.join(out_dir, "affine.txt"))
-        jobs.append(functools.partial(_write_affine, res.affine.matrix, paths[-1]))
+    # The transforms as ANTs and ITK read them: the affine, the forward and inverse displacement fields
+    # (pyca.registration.transform_files, docs/transforms.md).
+    for path, job in transform_files.registration_jobs(res.affine.matrix if res.affine is not None else None,
+                                                       host(res.phiinv), host(res.phi), out_dir, ext):
+        paths.append(path)
+        jobs.append(job)
     for name, obj in items:
-        save = pio.save_field if isinstance(obj, ca.Field3D) else pio.save_image
         paths.append(os.path.join(out_dir, name + ext))
-        jobs.append(functools.partial(save, host(obj), paths[-1], description=_DESCRIPTIONS[name]))
+        if isinstance(obj, ca.Field3D):
+            jobs.append(functools.partial(pio.save_field, host(obj), paths[-1], description=_DESCRIPTIONS[name],
+                                          intent="pointset" if name in _HFIELDS else "vector"))
+        else:
+            jobs.append(functools.partial(pio.save_image, host(obj), paths[-1], description=_DESCRIPTIONS[name]))
     if report:
         paths.append(png)
     t1 = time.perf_counter()
@@ -83,6 +95,7 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     res.timings.update(write_s=t2 - t0, write_host_s=t1 - t0, write_files_s=t2 - t1)
     summary = res.summary()
     summary["files"] = [os.path.basename(p) for p in paths] + ["summary.json"]
+    summary["transforms"] = transform_files.registration_listing(ext)
     paths.append(os.path.join(out_dir, "summary.json"))
     with atomic_open(paths[-1]) as fh:
         json.dump(summary, fh, indent=2, default=float)
@@ -96,13 +109,6 @@ def _report_job(d, path):
     except ReportError as e:
         return e
     return None
-
-
-def _write_affine(matrix, path):
-    from .affine import itk_text
-
-    with atomic_open(path) as fh:
-        fh.write(itk_text(matrix))
 
 
 def make_report(res, fixed, path):

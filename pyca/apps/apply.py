@@ -1,0 +1,200 @@
+"""`pyca apply`: images, label maps and points through a registration (pyca's or ANTs').
+
+    pyca apply --reference FIXED --input MOVING --transforms lddmm-out/ --output moved.nii.gz
+    pyca apply --reference MOVING --input fixed_labels.nii.gz --transforms lddmm-out/ --inverse \\
+               --interpolation label --output labels_on_moving.nii.gz
+    pyca apply --reference F --input M --transforms r_1Warp.nii.gz r_0GenericAffine.mat --output out.nii.gz
+    pyca apply --points fixed_points.csv --transforms lddmm-out/ --output moving_points.csv
+
+The work is pyca.registration.apply's (docs/transforms.md). Every input is read and checked before
+anything is written; the output appears whole or not at all. Exit status: 0 done, 2 bad input (one
+line naming the file; nothing written), 1 a failure while working.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["add_parser", "cmd_apply", "read_points", "write_points"]
+
+_EPILOG = """\
+T is a pyca output folder (pyca lddmm, register-batch's OUT/NAME, atlas's subjects/NAME) or ANTs/ITK
+transform files in the order ants.apply_transforms takes them ([FILE,1] inverts an affine). Forward:
+the input is in the moving space and comes onto the reference (fixed) grid; --inverse: fixed-space
+input onto a moving-space reference. Points (--points, a CSV with x, y, z columns, mm, NIfTI's RAS
+or ITK's LPS with --lps) go from the fixed space into the moving space, as
+ants.apply_transforms_to_points takes them (--inverse: the other way). Exit status: 0 done, 1 failed
+while working, 2 bad input (nothing written). Files and conventions: docs/transforms.md."""
+
+
+def add_parser(sub):
+    p = sub.add_parser("apply", help="apply a registration (pyca's or ANTs') to an image, a label map or points",
+                       description="Resample --input onto --reference through --transforms, or map --points.",
+                       epilog=_EPILOG)
+    p.add_argument("--reference", metavar="REF", help="the image whose grid the output takes")
+    p.add_argument("--input", metavar="IMG", help="the image (or label map) to resample")
+    p.add_argument("--points", metavar="IN.csv", help="a CSV of points (columns x, y, z) to map instead of an image")
+    p.add_argument("--transforms", "-t", nargs="+", required=True, metavar="T",
+                   help="a pyca output folder, or ANTs/ITK files in ANTs' order ([FILE,1]: invert an affine)")
+    p.add_argument("--inverse", action="store_true", help="a pyca folder's inverse transforms (fixed onto moving)")
+    p.add_argument("--interpolation", choices=["linear", "nearest", "label"], default="linear",
+                   help="linear (default), nearest, or label (per-label linear, the largest wins; integer maps)")
+    p.add_argument("--lps", action="store_true", help="the points are in ITK's LPS world (default: NIfTI's RAS)")
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto", help="default %(default)s")
+    p.add_argument("--output", "-o", required=True, metavar="OUT", help="the output image (or CSV with --points)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(func=cmd_apply)
+    return p
+
+
+class _InputError(Exception):
+    pass
+
+
+def _fail(msg, code=2):
+    print(f"pyca apply: error: {msg}", file=sys.stderr)
+    return code
+
+
+def _check_output(out, what="--output"):
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise _InputError(f"{what} {out!r}: folder {folder!r} does not exist")
+    if os.path.isdir(out):
+        raise _InputError(f"{what} {out!r} is a folder; give a file name")
+
+
+def _file_dtype(path):
+    """The stored voxel type of an image file (None when it cannot be told without reading it)."""
+    low = os.fspath(path).lower()
+    try:
+        if low.endswith((".nii", ".nii.gz", ".hdr", ".img", ".img.gz")):
+            import nibabel as nib
+
+            img = nib.load(path)
+            slope, inter = img.dataobj.slope, img.dataobj.inter
+            if (slope not in (None, 1.0) and np.isfinite(slope)) or (inter not in (None, 0.0) and np.isfinite(inter)):
+                return np.dtype(np.float32)  # scaled: the values are not the stored integers
+            return np.dtype(img.get_data_dtype())
+        import SimpleITK as sitk
+
+        r = sitk.ImageFileReader()
+        r.SetFileName(os.fspath(path))
+        r.ReadImageInformation()
+        return np.dtype(sitk.GetArrayViewFromImage(sitk.Image([1] * r.GetDimension(), r.GetPixelID())).dtype)
+    except Exception:  # noqa: BLE001 - pio.load_image reports an unreadable file in its own words
+        return None
+
+
+def _output_dtype(path, interpolation, labels):
+    """Label maps stay integer images: 'label' writes the input's integer type (int32 for integer
+    values stored as floats, int16 / uint8 when they fit and the input was so); 'nearest' keeps an
+    integer input's type; 'linear' writes float32."""
+    dt = _file_dtype(path)
+    if interpolation == "linear":
+        return np.dtype(np.float32)
+    if dt is not None and dt.kind in "iu":
+        return dt
+    if interpolation == "label":
+        lo, hi = (float(labels[0]), float(labels[-1])) if len(labels) else (0.0, 0.0)
+        return np.dtype(np.int32) if -2**31 <= lo and hi < 2**31 else np.dtype(np.float32)
+    return np.dtype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------
+# Points
+def read_points(path):
+    """(header, rows, (n, 3) float64 array of x, y, z) of a CSV file; _InputError naming the file."""
+    if not os.path.isfile(path):
+        raise _InputError(f"--points: no such file: {path!r}")
+    try:
+        with open(path, newline="") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise _InputError(f"--points {path!r}: cannot read it as CSV ({e})") from None
+    if not rows:
+        raise _InputError(f"--points {path!r}: empty file (expected a header with columns x, y, z)")
+    header = [h.strip() for h in rows[0]]
+    low = [h.lower() for h in header]
+    if not all(c in low for c in ("x", "y", "z")):
+        raise _InputError(f"--points {path!r}: no x, y, z columns in its header ({', '.join(header) or 'empty'})")
+    cols = [low.index(c) for c in ("x", "y", "z")]
+    data = [r for r in rows[1:] if any(v.strip() for v in r)]
+    pts = np.empty((len(data), 3))
+    for i, r in enumerate(data):
+        try:
+            pts[i] = [float(r[c]) for c in cols]
+        except (ValueError, IndexError):
+            raise _InputError(f"--points {path!r}: row {i + 2} has no number in its x, y or z column: "
+                              f"{','.join(r)!r}") from None
+    if not np.all(np.isfinite(pts)):
+        raise _InputError(f"--points {path!r}: NaN or infinite coordinates")
+    return header, data, cols, pts
+
+
+def write_points(path, header, data, cols, pts):
+    """The CSV with its x, y, z columns replaced by `pts` (other columns kept), written whole."""
+    from .._files import atomic_open
+
+    with atomic_open(path, newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for r, p in zip(data, pts):
+            r = list(r) + [""] * (len(header) - len(r))
+            for c, v in zip(cols, p):
+                r[c] = repr(float(v))
+            w.writerow(r)
+
+
+# ------------------------------------------------------------------------------------------------
+def cmd_apply(a):
+    from .. import core as ca
+    from .. import io as pio
+    from ..registration import apply as pa
+
+    say = (lambda *x: None) if a.quiet else (lambda *x: print(*x, flush=True))
+    errors = (ValueError, TypeError, OSError, pio.ImageFileError, ca.CudaError, _InputError)
+    t0 = time.perf_counter()
+    try:
+        _check_output(a.output)
+        if a.points:
+            if a.reference or a.input or a.interpolation != "linear":
+                raise _InputError("--points maps points: --reference, --input and --interpolation do not apply")
+            header, data, cols, pts = read_points(a.points)
+            items = pa.resolve_transforms(a.transforms, a.inverse, what="--transforms")
+            chain = pa.load_transforms(items, pa.resolve_device(a.device, "pyca apply"), "--transforms")
+        else:
+            if not a.reference or not a.input:
+                raise _InputError("give --reference and --input (or --points)")
+            for flag, path in (("--reference", a.reference), ("--input", a.input)):
+                if not os.path.exists(path):
+                    raise _InputError(f"{flag}: no such file: {path!r}")
+            ref = pio.load_image(a.reference)
+            img = pio.load_image(a.input)
+            labels = pa.check_labels(img, repr(a.input), "--input") if a.interpolation == "label" else None
+            dtype = _output_dtype(a.input, a.interpolation, labels if labels is not None else [])
+            mem = pa.resolve_device(a.device, "pyca apply")
+            items = pa.resolve_transforms(a.transforms, a.inverse, what="--transforms")
+            chain = pa.load_transforms(items, mem, "--transforms")
+            pa.check_dimensions(chain, (ref.grid(), img.grid()), "--transforms")
+    except errors as e:
+        return _fail(e)
+    try:
+        if a.points:
+            out = pa.transform_points(pts, chain, lps=a.lps, device=a.device)
+            write_points(a.output, header, data, cols, out)
+            say(f"pyca apply: {len(pts)} points mapped through {len(chain)} transform(s) -> {a.output} "
+                f"({time.perf_counter() - t0:.2f} s)")
+            return 0
+        res = pa.apply_transforms(ref, img, chain, interpolation=a.interpolation, device=a.device, labels=labels)
+        desc = f"pyca apply ({a.interpolation})"
+        pio.save_image(res, a.output, description=desc, dtype=dtype)
+    except errors as e:  # a grid that the transforms do not cover, found while mapping
+        return _fail(e)
+    say(f"pyca apply: {a.input} onto {a.reference}'s grid through {len(chain)} transform(s), {a.interpolation} "
+        f"-> {a.output} ({np.dtype(dtype).name}, {time.perf_counter() - t0:.2f} s)")
+    return 0
