@@ -4,6 +4,10 @@ transform or optimiser has a home.
 
 - ``pyca.registration.metrics``: image match terms (energy and gradient with respect to the
   deformed image), on CPU and GPU alike.
+- ``pyca.registration.transform_files``: transforms as ANTs and ITK files (affines, displacement
+  fields), written and read (docs/transforms.md).
+- ``pyca.registration.apply``: images, label maps and points through pyca's or ANTs' transforms
+  (``pyca.apply_transforms``, ``pyca apply``).
 
 The design and the roles of the modules: docs/design/registration.md.
 """

@@ -32,14 +32,13 @@ from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open, atomic_path
 
-__all__ = ["TransformFileError", "LPS", "AFFINE_EXT", "FIELD_EXT", "write_affine", "read_affine",
-           "write_displacement", "read_displacement", "displacement_to_hfield", "hfield_to_displacement",
-           "is_affine_file", "write_registration", "registration_listing", "HFIELD_INTENT_NAME"]
+__all__ = ["TransformFileError", "LPS", "AFFINE_EXT", "write_affine", "read_affine", "read_affine_dim", "itk_text",
+           "write_displacement", "read_displacement", "read_displacement_world", "displacement_to_hfield",
+           "hfield_to_displacement", "is_affine_file", "registration_jobs", "write_registration",
+           "registration_listing", "FORWARD_WARP", "INVERSE_WARP", "AFFINE", "AFFINE_TEXT"]
 
 LPS = np.diag([-1.0, -1.0, 1.0])  # RAS <-> LPS (its own inverse)
 AFFINE_EXT = (".mat", ".txt", ".tfm")
-FIELD_EXT = (".nii", ".nii.gz", ".mha", ".mhd", ".nrrd", ".nhdr")
-HFIELD_INTENT_NAME = "pyca H voxel"  # intent_name of pyca's H-fields (intent NIFTI_INTENT_POINTSET)
 _INTENT_VECTOR, _INTENT_DISPVECT, _INTENT_POINTSET = 1007, 1006, 1008
 # ITK affine-like types pyca reads: (matrix, translation) parameters with a centre.
 _AFFINE_TYPES = ("AffineTransform", "MatrixOffsetTransformBase")
@@ -81,12 +80,9 @@ def write_affine(matrix, path):
     p, c = _itk_params(matrix)
     low = path.lower()
     if low.endswith(".mat"):
-        import scipy.io
-
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as fh:
-                scipy.io.savemat(fh, {"AffineTransform_double_3_3": p.reshape(-1, 1), "fixed": c.reshape(-1, 1)},
-                                 format="4")
+                fh.write(_mat4_bytes("AffineTransform_double_3_3", p) + _mat4_bytes("fixed", c))
         return
     if not low.endswith((".txt", ".tfm")):
         raise TransformFileError(f"write_affine {path!r}: give a .mat, .txt or .tfm file name")
@@ -131,20 +127,56 @@ def _parse_text(path):
     return out
 
 
-def _parse_mat(path):
-    import scipy.io
+# MATLAB v4 (.mat as ANTs writes it): per variable five int32 (type 1000 M + 100 O + 10 P + T with M the
+# byte order, 0 little-endian and 1 big-endian, P the number type, T 0 a full numeric matrix; rows;
+# columns; 0, no imaginary part; the name's length with its NUL), the name, the values column by column.
+_MAT4_TYPES = {0: "f8", 1: "f4", 2: "i4", 3: "i2", 4: "u2", 5: "u1"}
 
-    try:
-        d = scipy.io.loadmat(path)
-    except Exception as e:  # noqa: BLE001 - any failure of the reader is "cannot read"
-        raise TransformFileError(f"read_affine {path!r}: cannot read it as an ANTs/ITK .mat transform ({e})") from None
-    names = [k for k in d if not k.startswith("__") and k != "fixed"]
+
+def _mat4_bytes(name, values):
+    """One column of float64 values as a little-endian MATLAB v4 variable."""
+    v = np.asarray(values, dtype="<f8").ravel()
+    nm = name.encode("ascii") + b"\0"
+    return np.array([0, v.size, 1, 0, len(nm)], dtype="<i4").tobytes() + nm + v.tobytes()
+
+
+def _read_mat4(path):
+    """{name: float64 values} of a MATLAB v4 file; TransformFileError when it is not one."""
+    with open(path, "rb") as fh:
+        raw = fh.read(1 << 20)
+    out, pos = {}, 0
+    while pos < len(raw):
+        if pos + 20 > len(raw):
+            raise TransformFileError(f"read_affine {path!r}: not a MATLAB v4 .mat file (truncated header)")
+        for order in ("<", ">"):
+            hdr = np.frombuffer(raw, dtype=order + "i4", count=5, offset=pos)
+            mopt, rows, cols, imag, nlen = (int(x) for x in hdr)
+            if 0 <= mopt < 2000 and (mopt // 1000 == (0 if order == "<" else 1)):
+                break
+        else:
+            raise TransformFileError(f"read_affine {path!r}: not a MATLAB v4 .mat file (ANTs' format); MATLAB v5+ "
+                                     "files are not transforms ANTs writes")
+        ptype, kind = (mopt // 10) % 10, mopt % 10
+        n = rows * cols
+        if kind != 0 or imag != 0 or ptype not in _MAT4_TYPES or not (0 < nlen < 256) or not (0 <= n < 4096):
+            raise TransformFileError(f"read_affine {path!r}: a .mat variable that is not a small real matrix")
+        dt = np.dtype(order + _MAT4_TYPES[ptype])
+        start = pos + 20 + nlen
+        if start + n * dt.itemsize > len(raw):
+            raise TransformFileError(f"read_affine {path!r}: truncated .mat file")
+        name = raw[pos + 20:start].split(b"\0")[0].decode("ascii", "replace")
+        out[name] = np.frombuffer(raw, dtype=dt, count=n, offset=start).astype(np.float64)
+        pos = start + n * dt.itemsize
+    return out
+
+
+def _parse_mat(path):
+    d = _read_mat4(path)
+    names = [k for k in d if k != "fixed"]
     if len(names) != 1:
         raise TransformFileError(f"read_affine {path!r}: expected one transform and 'fixed' in the .mat file, got "
-                                 f"{sorted(k for k in d if not k.startswith('__'))}")
-    fixed = d.get("fixed")
-    return [(names[0], np.asarray(d[names[0]], np.float64).ravel(),
-             None if fixed is None else np.asarray(fixed, np.float64).ravel())]
+                                 f"{sorted(d)}")
+    return [(names[0], d[names[0]], d.get("fixed"))]
 
 
 def read_affine(path):

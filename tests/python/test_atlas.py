@@ -96,6 +96,25 @@ def test_template_update_is_the_jacobian_weighted_mean(reference):
     assert tuple(phi.grid().size()) == (32, 32, 1)
 
 
+def test_subject_maps_reproduce_their_deformed_images(reference):
+    """A subject's phiinv (template voxel -> subject voxel, the linear stage included) and its ANTs/ITK
+    files (subjects/NAME/transforms.json) give its deformed image back (issue 38)."""
+    from pyca.registration import apply as pa
+
+    out, s = reference.out, reference.summary
+    for name, src in list(zip(s["names"], s["sources"]))[:2]:
+        folder = os.path.join(out, "subjects", name)
+        subject = pio.load_image(src)
+        deformed = np.asarray(pio.load_image(os.path.join(folder, "deformed.nii")))
+        phiinv = pio.load_field(os.path.join(folder, "phiinv.nii"))
+        got = ca.Image3D(phiinv.grid(), ca.MEM_HOST)
+        ca.ApplyH(got, subject, phiinv, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_LINEAR)
+        rng = deformed.max() - deformed.min()
+        assert np.sqrt(np.mean((np.asarray(got) - deformed) ** 2)) / rng < 1e-5
+        viafiles = pa.apply_transforms(os.path.join(folder, "deformed.nii"), src, folder, device="cpu")
+        assert np.sqrt(np.mean((np.asarray(viafiles) - deformed) ** 2)) / rng < 1e-3
+
+
 def test_outputs_and_summary(reference):
     out = reference.out
     with open(os.path.join(out, "summary.json")) as fh:
