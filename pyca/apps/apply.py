@@ -173,14 +173,14 @@ def cmd_apply(a):
             for flag, path in (("--reference", a.reference), ("--input", a.input)):
                 if not os.path.exists(path):
                     raise _InputError(f"{flag}: no such file: {path!r}")
-            ref = pio.load_image(a.reference)
+            ref = pa.reference_grid(a.reference, "--reference")
             img = pio.load_image(a.input)
             labels = pa.check_labels(img, repr(a.input), "--input") if a.interpolation == "label" else None
             dtype = _output_dtype(a.input, a.interpolation, labels if labels is not None else [])
             mem = pa.resolve_device(a.device, "pyca apply")
             items = pa.resolve_transforms(a.transforms, a.inverse, what="--transforms")
             chain = pa.load_transforms(items, mem, "--transforms")
-            pa.check_dimensions(chain, (ref.grid(), img.grid()), "--transforms")
+            pa.check_dimensions(chain, (ref, img.grid()), "--transforms")
     except errors as e:
         return _fail(e)
     try:

@@ -30,7 +30,7 @@ from .. import io as pio
 from . import transform_files as tf
 
 __all__ = ["apply_transforms", "transform_points", "resolve_transforms", "load_transforms", "transform_hfield",
-           "check_labels", "check_dimensions", "resolve_device", "Chain", "INTERPOLATIONS", "MIN_COVERAGE"]
+           "check_labels", "check_dimensions", "resolve_device", "reference_grid", "Chain", "INTERPOLATIONS", "MIN_COVERAGE"]
 
 INTERPOLATIONS = ("linear", "nearest", "label")
 MIN_COVERAGE = 0.1  # a displacement field must hold at least this fraction of the reference's points
@@ -212,6 +212,32 @@ def transform_hfield(reference_grid, image_grid, chain, mem, what="apply_transfo
 
 # ------------------------------------------------------------------------------------------------
 # Images
+def reference_grid(x, what="apply_transforms", role="reference"):
+    """The grid of a GridInfo, an Image3D or an image file (a NIfTI file's header only: its voxels are
+    not read)."""
+    if isinstance(x, ca.GridInfo):
+        return x
+    if isinstance(x, (str, os.PathLike)) and os.fspath(x).lower().endswith((".nii", ".nii.gz")):
+        import nibabel as nib
+
+        path = os.fspath(x)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{what}: no such {role} file: {path!r}")
+        try:
+            hdr = nib.load(path)
+            shape = tuple(int(n) for n in hdr.shape)
+            sp, org, d = pio.split_affine(hdr.affine, path, what)
+        except pio.ImageFileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure of the reader is "cannot read"
+            raise pio.ImageFileError(f"{what} {path!r}: cannot read it as NIfTI ({type(e).__name__}: {e})") from None
+        shape = shape + (1,) * (3 - len(shape))
+        if len(shape) > 3 and any(n != 1 for n in shape[3:]):
+            raise pio.ImageFileError(f"{what} {path!r}: the {role} must be a 3-D image, got shape {shape}")
+        return ca.GridInfo(shape[:3], tuple(sp), tuple(org), d)
+    return _as_image(x, role, what).grid()
+
+
 def _as_image(x, role, what):
     if isinstance(x, ca.Image3D):
         return x
@@ -244,23 +270,25 @@ def apply_transforms(reference, image, transforms, inverse=False, interpolation=
                      device="auto", labels=None):
     """`image` resampled onto `reference`'s grid through `transforms` (see the module's docstring), as
     ants.apply_transforms(reference, image, transformlist, whichtoinvert) does: an Image3D on the
-    reference grid, in GPU memory when device is 'gpu' (or 'auto' with a GPU), else host memory.
+    reference grid, in GPU memory when device is 'gpu' (or 'auto' with a GPU), else host memory. Only the
+    reference's grid is used (of a NIfTI file, only its header is read).
 
     interpolation: 'linear' (trilinear), 'nearest' (the nearest voxel), 'label' (each label's
     indicator interpolated trilinearly, the largest wins: ANTs' genericLabel; the values must be
-    integers, the result holds the same labels). reference, image: Image3D or file paths.
+    integers, the result holds the same labels). reference: a GridInfo, an Image3D or a file; image: an
+    Image3D or a file.
     labels: the label values when already known (check_labels)."""
     what = "apply_transforms"
     if interpolation not in INTERPOLATIONS:
         raise ValueError(f"{what}: interpolation must be one of {', '.join(INTERPOLATIONS)}, not {interpolation!r}")
     mem = resolve_device(device, what)
-    ref = _as_image(reference, "reference", what)
+    rg = reference_grid(reference, what)
     img = _as_image(image, "image", what)
     if interpolation == "label" and labels is None:
         labels = check_labels(img, f"{image!r}" if isinstance(image, (str, os.PathLike)) else "(the image)", what)
     chain = _chain(transforms, inverse, whichtoinvert, mem, what)
-    check_dimensions(chain, (ref.grid(), img.grid()), what)
-    rg, ig = ref.grid(), img.grid()
+    ig = img.grid()
+    check_dimensions(chain, (rg, ig), what)
     H = transform_hfield(rg, ig, chain, mem, what)
     src = img if img.memType() == mem else img.clone(mem)
     out, mask, tmp = ca.Image3D(rg, mem), ca.Image3D(rg, mem), ca.Image3D(rg, mem)

@@ -316,13 +316,13 @@ def read_displacement_world(path, mem=None):
         ncomp.SetFileName(path)
         ncomp.ReadImageInformation()
         ncomp = ncomp.GetNumberOfComponents()
-    a = np.asarray(f)
-    if not np.all(np.isfinite(a)):
+    if mem is not None and int(mem) != int(ca.MEM_HOST):
+        f = f.clone(mem)  # the checks and the conversion below run where the field will be used
+    if not all(np.isfinite(float(v)) for v in ca.Sum(f)):
         raise TransformFileError(f"{what} {path!r}: the field holds NaN or infinite values")
     if not (code == _INTENT_DISPVECT and ncomp == 3):
-        a[..., 0] *= -1.0  # LPS -> RAS (in place: f's own buffer)
-        a[..., 1] *= -1.0
-    return (f.clone(mem) if mem is not None and int(mem) != int(ca.MEM_HOST) else f), ncomp
+        ca.MulC_I(f, ca.Vec3Df(-1.0, -1.0, 1.0))  # LPS -> RAS
+    return f, ncomp
 
 
 def read_displacement(path, mem=None):

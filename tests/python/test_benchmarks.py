@@ -23,6 +23,11 @@ def test_bench_lddmm_runs_pyca_and_its_numpy_peer():
     assert "NumPy/SciPy" in out
 
 
+def test_bench_apply_runs_pyca_and_ants():
+    out = _run("bench_apply.py", "--size", "16,18,14", "--repeat", "1", "--formats", ".nii", "--device", "cpu")
+    assert "pyca.apply_transforms" in out
+
+
 def test_bench_outputs_reads_the_commands_own_timings():
     # whole `pyca lddmm -v` runs, parsed from their -v lines: a changed line breaks this script
     out = _run("bench_outputs.py", "--size", "16,16,8", "--runs", "1", "--repeat", "1", "--device", "cpu")
