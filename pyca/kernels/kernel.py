@@ -199,7 +199,9 @@ class Kernel(DispatchedOp):
                 f"#pragma omp parallel for schedule(static) num_threads(pyca::detail::threadsFor(std::size_t(rows) * nx))\n"
                 f"  for (long long r = 0; r < rows; ++r) {{\n"
                 f"    const int j = int(r % ny), k = int(r / ny);\n"
-                f"    for (int i = 0; i < nx; ++i) {self._cname}_body(i, j, k, {call}, &err);\n"
+                f"    pyca_k::Err row{{0}};\n"
+                f"    for (int i = 0; i < nx; ++i) {self._cname}_body(i, j, k, {call}, &row);\n"
+                f"    pyca_k::merge(&err, row);\n"
                 f"  }}\n  *pyca_line = err.v & 0xffffff;\n  return err.v >> 24;\n}}\n")
         src = assemble(f"kernel {fn.__qualname__} ({self._where})", ctx.helpers + [body], device, host)
         return CompiledSource(src, self._cname, {f"{self._cname}_cpu": (self._cpu_types + [ctypes.POINTER(ctypes.c_int)],

@@ -7,25 +7,37 @@
 
 namespace pyca_k {
 
-// Errors of a CPU call: code << 24 | source line of the first offence.
+// Errors of a CPU call: code << 24 | source line of the last offence. The loops give each row (or
+// each thread) an Err of its own, which the compiler keeps in a register, and merge it into the
+// call's at the end, so that reporting does not keep the loop from being vectorised.
 enum { kErrWrite = 1, kErrDivZero = 2, kErrRange = 3 };
 struct Err {
   int v;
 };
 PYCA_HD void report(Err* e, int code, int line) {
 #if !defined(__CUDA_ARCH__)
-  if (e) {
-#pragma omp atomic write
-    e->v = (code << 24) | (line & 0xffffff);
-  }
+  if (e) e->v = (code << 24) | (line & 0xffffff);
 #else
   (void)e;
   (void)code;
   (void)line;
 #endif
 }
+#if !defined(__CUDACC__)
+// Merges a row's errors into the call's (host compilers only).
+inline void merge(Err* call, const Err& row) {
+  if (row.v) {
+#pragma omp atomic write
+    call->v = row.v;
+  }
+}
+#endif
 
-PYCA_HD int clampi(int v, int n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }
+// Branch-free (max then min), so that loops of reads vectorise.
+PYCA_HD int clampi(int v, int n) {
+  const int a = v > 0 ? v : 0;
+  return a < n - 1 ? a : n - 1;
+}
 
 // im[i, j, k]: indices clamped to the grid (the border voxel's value outside it).
 PYCA_HD float rd(const pyca::ImageView& a, int i, int j, int k) {
@@ -35,18 +47,26 @@ PYCA_HD const float* plane(const pyca::FieldView& a, int c) { return c <= 0 ? a.
 PYCA_HD float rdf(const pyca::FieldView& a, int i, int j, int k, int c) {
   return plane(a, c)[a.index(clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
 }
-// out[i, j, k] = v: only inside the grid.
+// out[i, j, k] = v: only inside the grid (a masked store, so that loops vectorise).
 PYCA_HD void wr(const pyca::ImageView& a, int i, int j, int k, float v, Err* e, int line) {
-  if (a.contains(i, j, k))
-    a.data[a.index(i, j, k)] = v;
-  else
-    report(e, kErrWrite, line);
+  const bool ok = a.contains(i, j, k);
+  if (ok) a.data[a.index(i, j, k)] = v;
+#if !defined(__CUDA_ARCH__)
+  e->v = ok ? e->v : ((kErrWrite << 24) | line);
+#else
+  (void)e;
+  (void)line;
+#endif
 }
 PYCA_HD void wrf(const pyca::FieldView& a, int i, int j, int k, int c, float v, Err* e, int line) {
-  if (a.contains(i, j, k) && c >= 0 && c <= 2)
-    const_cast<float*>(plane(a, c))[a.index(i, j, k)] = v;
-  else
-    report(e, kErrWrite, line);
+  const bool ok = a.contains(i, j, k) && c >= 0 && c <= 2;
+  if (ok) const_cast<float*>(plane(a, c))[a.index(i, j, k)] = v;
+#if !defined(__CUDA_ARCH__)
+  e->v = ok ? e->v : ((kErrWrite << 24) | line);
+#else
+  (void)e;
+  (void)line;
+#endif
 }
 
 // Python's // and % (the result of % has the divisor's sign); integer division by zero gives 0
@@ -109,12 +129,15 @@ PYCA_HD int ipow(int a, int n) {
 // float -> int as Python's int(): toward zero; NaN and out-of-range values give 0 / the limits
 // (C leaves them undefined).
 PYCA_HD int toint(float v) {
-  return v != v ? 0 : (v >= 2147483648.0f ? 2147483647 : (v <= -2147483648.0f ? (-2147483647 - 1) : int(v)));
+  const float lo = -2147483648.0f, hi = 2147483520.0f;
+  const float c = v < lo ? lo : (v > hi ? hi : v);
+  return v == v ? int(c) : 0;
 }
 PYCA_HD int toint(int v) { return v; }
 PYCA_HD int toint(bool v) { return v; }
 PYCA_HD int toint(double v) {
-  return v != v ? 0 : (v >= 2147483647.0 ? 2147483647 : (v <= -2147483648.0 ? (-2147483647 - 1) : int(v)));
+  const double c = v < -2147483648.0 ? -2147483648.0 : (v > 2147483647.0 ? 2147483647.0 : v);
+  return v == v ? int(c) : 0;
 }
 #if defined(__CUDACC__)
 PYCA_HD float finf() { return __int_as_float(0x7f800000); }

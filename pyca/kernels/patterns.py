@@ -103,9 +103,11 @@ def _map_op(f, n: int, kind: str):
     for p in planes:
         ptrs = "".join(f"    const float* __restrict__ x{k} = a{k}->{p};\n" for k in range(1, n + 1))
         loops += (f"  {{\n    float* __restrict__ o = a0->{p};\n{ptrs}"
-                  f"#pragma omp parallel for schedule(static) num_threads(pyca::detail::threadsFor(std::size_t(n)))\n"
-                  f"    for (long long t = 0; t < n; ++t) o[t] = float({fname}("
-                  f"{', '.join(f'x{k}[t]' for k in range(1, n + 1))}, &err));\n  }}\n")
+                  f"#pragma omp parallel num_threads(pyca::detail::threadsFor(std::size_t(n)))\n    {{\n"
+                  f"      pyca_k::Err mine{{0}};\n#pragma omp for schedule(static)\n"
+                  f"      for (long long t = 0; t < n; ++t) o[t] = float({fname}("
+                  f"{', '.join(f'x{k}[t]' for k in range(1, n + 1))}, &mine));\n"
+                  f"      pyca_k::merge(&err, mine);\n    }}\n  }}\n")
     host = (f'extern "C" int pyca_map_cpu({hparams}, int* pyca_line) {{\n  pyca_k::Err err{{0}};\n'
             f"  const long long n = (long long)a0->nVox();\n{loops}"
             f"  *pyca_line = err.v & 0xffffff;\n  return err.v >> 24;\n}}\n")
@@ -189,14 +191,15 @@ def _reduce_source(f) -> CompiledSource:
         f"  if (n <= 0) return init;\n  double* part = static_cast<double*>(std::malloc(sizeof(double) * nb));\n"
         f"  if (!part) {{ *pyca_line = 4 << 24; return 0.0; }}\n"
         f"#pragma omp parallel for schedule(static) num_threads(pyca::detail::threadsFor(std::size_t(n)))\n"
-        f"  for (long long b = 0; b < nb; ++b) {{\n"
+        f"  for (long long b = 0; b < nb; ++b) {{\n    pyca_k::Err mine{{0}};\n"
         f"    const long long lo = b * B, len = (lo + B < n ? lo + B : n) - lo;\n    const float* p = x + lo;\n"
         f"    double acc;\n    long long q = 1;\n"
         f"    if (len >= 16) {{\n      double l[8];\n      for (int u = 0; u < 8; ++u) l[u] = p[u];\n"
-        f"      for (q = 8; q + 8 <= len; q += 8)\n        for (int u = 0; u < 8; ++u) l[u] = {fn}(l[u], double(p[q + u]), &err);\n"
-        f"      acc = l[0];\n      for (int u = 1; u < 8; ++u) acc = {fn}(acc, l[u], &err);\n"
+        f"      for (q = 8; q + 8 <= len; q += 8)\n        for (int u = 0; u < 8; ++u) l[u] = {fn}(l[u], double(p[q + u]), &mine);\n"
+        f"      acc = l[0];\n      for (int u = 1; u < 8; ++u) acc = {fn}(acc, l[u], &mine);\n"
         f"    }} else {{\n      acc = p[0];\n    }}\n"
-        f"    for (; q < len; ++q) acc = {fn}(acc, double(p[q]), &err);\n    part[b] = acc;\n  }}\n"
+        f"    for (; q < len; ++q) acc = {fn}(acc, double(p[q]), &mine);\n    part[b] = acc;\n"
+        f"    pyca_k::merge(&err, mine);\n  }}\n"
         f"  double r = init;\n  for (long long b = 0; b < nb; ++b) r = {fn}(r, part[b], &err);\n"
         f"  std::free(part);\n  *pyca_line = err.v;\n  return r;\n}}\n")
     cs = CompiledSource(assemble(f"reduce of {title}", ctx.helpers, device, host), "pyca_reduce",
@@ -270,9 +273,10 @@ def _scan_op(f):
         f"  float* o = ao->data;\n  const float* x = ai->data;\n"
         f"  if (axis == 0) {{\n    const long long rows = ny * nz;\n"
         f"#pragma omp parallel for schedule(static) num_threads(pyca::detail::threadsFor(std::size_t(rows * nx)))\n"
-        f"    for (long long r = 0; r < rows; ++r) {{\n      const long long b = r * nx;\n      float acc = x[b];\n"
-        f"      o[b] = acc;\n      for (long long t = 1; t < nx; ++t) {{\n        acc = {fn}(acc, x[b + t], &err);\n"
-        f"        o[b + t] = acc;\n      }}\n    }}\n  }} else {{\n"
+        f"    for (long long r = 0; r < rows; ++r) {{\n      pyca_k::Err mine{{0}};\n      const long long b = r * nx;\n"
+        f"      float acc = x[b];\n"
+        f"      o[b] = acc;\n      for (long long t = 1; t < nx; ++t) {{\n        acc = {fn}(acc, x[b + t], &mine);\n"
+        f"        o[b + t] = acc;\n      }}\n      pyca_k::merge(&err, mine);\n    }}\n  }} else {{\n"
         f"    const long long len = axis == 1 ? ny : nz, nother = axis == 1 ? nz : ny;\n"
         f"    const long long step = axis == 1 ? nx : nx * ny, W = 1024, nxb = (nx + W - 1) / W;\n"
         f"#pragma omp parallel for schedule(static) num_threads(pyca::detail::threadsFor(std::size_t(nx * ny * nz)))\n"
@@ -283,7 +287,9 @@ def _scan_op(f):
         f"      for (long long t = 1; t < len; ++t) {{\n"
         f"        float* __restrict__ oc = o + b + t * step;\n        const float* op = oc - step;\n"
         f"        const float* xc = x + b + t * step;\n"
-        f"        for (long long i = i0; i < i1; ++i) oc[i] = {fn}(op[i], xc[i], &err);\n      }}\n    }}\n  }}\n"
+        f"        pyca_k::Err mine{{0}};\n"
+        f"        for (long long i = i0; i < i1; ++i) oc[i] = {fn}(op[i], xc[i], &mine);\n"
+        f"        pyca_k::merge(&err, mine);\n      }}\n    }}\n  }}\n"
         f"  *pyca_line = err.v & 0xffffff;\n  return err.v >> 24;\n}}\n")
     cs = CompiledSource(assemble(f"scan of {title}", ctx.helpers, device, host), "pyca_scan",
                         {"pyca_scan_cpu": ([ctypes.POINTER(_host.ImageViewC)] * 2 + [ctypes.c_int,

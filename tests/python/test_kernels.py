@@ -443,3 +443,25 @@ def test_map_reduce_scan_on_device_match_host():
     for axis in range(3):
         np.testing.assert_allclose(ca.scan(lambda x, y: x + y, dv, axis).numpy(),
                                    ca.scan(lambda x, y: x + y, h, axis).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _nvrtc_available() -> bool:
+    try:
+        return bool(ca.core._cuda_nvrtc_version())
+    except Exception:  # noqa: BLE001 - a build without CUDA
+        return False
+
+
+@pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
+def test_cuda_half_compiles_with_nvrtc():
+    """The CUDA half of every generated source compiles (NVRTC needs no GPU; PTX here)."""
+    for k in (everything, saxpy, field_ops):
+        k.compile(cpu=False, gpu=True)
+    from pyca.kernels import patterns
+
+    im = image(rand(21))
+    ca.map(lambda x: x + 1, im)
+    ca.reduce(lambda x, y: x + y, im, 0.0)
+    ca.scan(lambda x, y: x + y, im, 1)
+    for v in list(patterns._memo.values()):
+        (v if hasattr(v, "module") else v.gpu._build()).module.image  # noqa: B018 - compiles
