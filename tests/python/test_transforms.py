@@ -308,3 +308,24 @@ def test_cli_points_keep_other_columns(pair, tmp_path):
     got = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
     np.testing.assert_allclose(got, pa.transform_points(np.array([c, c + 3]), str(pair["out"]), device="cpu"),
                                atol=1e-6)
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+def test_gpu_gives_the_cpu_answer(pair, ants_reg):
+    """The same files applied on the GPU and on the CPU (the CPU is the reference): images, labels, points."""
+    for interp, src in (("linear", pair["dir"] / "moving.nii.gz"), ("label", pair["dir"] / "labels.nii.gz"),
+                        ("nearest", pair["dir"] / "labels.nii.gz")):
+        cpu = pa.apply_transforms(pair["dir"] / "fixed.nii.gz", str(src), str(pair["out"]), interpolation=interp,
+                                  device="cpu")
+        gpu = pa.apply_transforms(pair["dir"] / "fixed.nii.gz", str(src), str(pair["out"]), interpolation=interp,
+                                  device="gpu")
+        assert gpu.is_on_device
+        if interp == "linear":
+            np.testing.assert_allclose(gpu.numpy(), np.asarray(cpu), atol=1e-5)
+        else:
+            assert np.mean(gpu.numpy() == np.asarray(cpu)) >= 0.9999
+    tl = ants_reg["reg"]["fwdtransforms"]
+    g = ants_reg["fixed"].grid()
+    pts = np.asarray(g.origin()) + np.random.default_rng(5).uniform(0, 30, size=(50, 3))
+    np.testing.assert_allclose(pa.transform_points(pts, tl, device="gpu"), pa.transform_points(pts, tl, device="cpu"),
+                               atol=1e-4)
