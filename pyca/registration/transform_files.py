@@ -41,7 +41,46 @@ LPS = np.diag([-1.0, -1.0, 1.0])  # RAS <-> LPS (its own inverse)
 AFFINE_EXT = (".mat", ".txt", ".tfm")
 _INTENT_VECTOR, _INTENT_DISPVECT, _INTENT_POINTSET = 1007, 1006, 1008
 # ITK affine-like types pyca reads: (matrix, translation) parameters with a centre.
-_AFFINE_TYPES = ("AffineTransform", "MatrixOffsetTransformBase")
+
+
+def _rot3(ax, ay, az, zyx):
+    """ITK's Euler3DTransform matrix: Rz Rx Ry (Rz Ry Rx when ComputeZYX)."""
+    cx, sx, cy, sy, cz, sz = np.cos(ax), np.sin(ax), np.cos(ay), np.sin(ay), np.cos(az), np.sin(az)
+    Rx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
+    Ry = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+    Rz = np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]])
+    return Rz @ Ry @ Rx if zyx else Rz @ Rx @ Ry
+
+
+def _versor(v):
+    """The rotation of ITK's versor (the vector part of a unit quaternion, its scalar part >= 0)."""
+    x, y, z = v
+    w = np.sqrt(max(0.0, 1.0 - (x * x + y * y + z * z)))
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def _rot2(a):
+    return np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+
+
+# ITK transform types pyca reads: name -> {dimension: (parameter count, (parameters, extra fixed
+# parameters) -> (matrix, translation))}; each is T(x) = A (x - c) + c + t with c the centre (the
+# first fixed parameters).
+_PARAMETRISATIONS = {
+    "AffineTransform": {2: (6, lambda p, f: (p[:4].reshape(2, 2), p[4:])),
+                        3: (12, lambda p, f: (p[:9].reshape(3, 3), p[9:]))},
+    "MatrixOffsetTransformBase": {2: (6, lambda p, f: (p[:4].reshape(2, 2), p[4:])),
+                                  3: (12, lambda p, f: (p[:9].reshape(3, 3), p[9:]))},
+    "TranslationTransform": {2: (2, lambda p, f: (np.eye(2), p)), 3: (3, lambda p, f: (np.eye(3), p))},
+    "Euler3DTransform": {2: None, 3: (6, lambda p, f: (_rot3(*p[:3], bool(f.size and f[0])), p[3:]))},
+    "VersorRigid3DTransform": {2: None, 3: (6, lambda p, f: (_versor(p[:3]), p[3:]))},
+    "Similarity3DTransform": {2: None, 3: (7, lambda p, f: (p[6] * _versor(p[:3]), p[3:6]))},
+    "Euler2DTransform": {2: (3, lambda p, f: (_rot2(p[0]), p[1:])), 3: None},
+    "Rigid2DTransform": {2: (3, lambda p, f: (_rot2(p[0]), p[1:])), 3: None},
+    "Similarity2DTransform": {2: (4, lambda p, f: (p[0] * _rot2(p[1]), p[2:])), 3: None},
+}
 
 
 class TransformFileError(ValueError):
@@ -182,8 +221,10 @@ def _parse_mat(path):
 def read_affine(path):
     """The 4 x 4 RAS world matrix (fixed point -> moving point) of an ITK/ANTs affine file: `.mat`
     (ANTs' MATLAB v4 files, AffineTransform_float_3_3 or _double_3_3 and `fixed`), or ITK text
-    (`.txt`, `.tfm`) holding one AffineTransform or MatrixOffsetTransformBase (any centre), 3-D, or
-    2-D (embedded with z unchanged). Anything else raises TransformFileError naming the file."""
+    (`.txt`, `.tfm`) holding one linear ITK transform: AffineTransform, MatrixOffsetTransformBase,
+    TranslationTransform, Euler3DTransform, VersorRigid3DTransform, Similarity3DTransform and the 2-D
+    Euler2D / Rigid2D / Similarity2D (any centre); a 2-D one is embedded with z unchanged. Anything
+    else raises TransformFileError naming the file."""
     return read_affine_dim(path)[0]
 
 
@@ -199,16 +240,21 @@ def read_affine_dim(path):
         raise TransformFileError(f"read_affine {path!r}: holds {len(items)} transforms; pyca reads a file holding one "
                                  "(give a composite's parts as separate files, in ANTs' order)")
     kind, p, c = items[0]
-    m = re.fullmatch(r"(\w+?)_(?:float|double)_(\d)_(\d)", kind or "")
-    if m is None or m.group(1) not in _AFFINE_TYPES or m.group(2) != m.group(3) or m.group(2) not in "23":
-        raise TransformFileError(f"read_affine {path!r}: transform type {kind!r} is not one pyca reads (AffineTransform "
-                                 "or MatrixOffsetTransformBase, 2-D or 3-D)")
-    n = int(m.group(2))
+    m = re.fullmatch(r"(\w+?)_(?:float|double)_(\d)(?:_(\d))?", kind or "")
+    base, n = (m.group(1), int(m.group(2))) if m else (None, 0)
+    if base not in _PARAMETRISATIONS or n not in (2, 3) or (m.group(3) not in (None, m.group(2))) \
+            or _PARAMETRISATIONS[base][n] is None:
+        raise TransformFileError(f"read_affine {path!r}: transform type {kind!r} is not one pyca reads "
+                                 f"({', '.join(sorted(_PARAMETRISATIONS))}; 2-D or 3-D)")
+    npar, to_matrix = _PARAMETRISATIONS[base][n]
     c = np.zeros(n) if c is None or c.size == 0 else c
-    if p is None or p.size != n * n + n or c.size != n or not (np.all(np.isfinite(p)) and np.all(np.isfinite(c))):
-        raise TransformFileError(f"read_affine {path!r}: a {n}-D {m.group(1)} needs {n * n + n} finite parameters and "
-                                 f"{n} fixed ones, got {0 if p is None else p.size} and {c.size}")
-    A, t = p[:n * n].reshape(n, n), p[n * n:]
+    nfix = c.size
+    if p is None or p.size != npar or nfix not in ((n, n + 1) if base == "Euler3DTransform" else (n,)) \
+            or not (np.all(np.isfinite(p)) and np.all(np.isfinite(c))):
+        raise TransformFileError(f"read_affine {path!r}: a {n}-D {base} needs {npar} finite parameters and {n} fixed "
+                                 f"ones, got {0 if p is None else p.size} and {c.size}")
+    A, t = to_matrix(p, c[n:])
+    c = c[:n]
     A3, t3, c3 = np.eye(3), np.zeros(3), np.zeros(3)
     A3[:n, :n], t3[:n], c3[:n] = A, t, c
     # ITK: T(x) = A (x - c) + c + t, in LPS.
@@ -216,7 +262,7 @@ def read_affine_dim(path):
     M[:3, :3] = LPS @ A3 @ LPS
     M[:3, 3] = LPS @ (t3 + c3 - A3 @ c3)
     if abs(np.linalg.det(M[:3, :3])) < 1e-12:
-        raise TransformFileError(f"read_affine {path!r}: the matrix is singular: {A.tolist()}")
+        raise TransformFileError(f"read_affine {path!r}: the matrix is singular: {np.asarray(A).tolist()}")
     return M, n
 
 

@@ -329,3 +329,29 @@ def test_gpu_gives_the_cpu_answer(pair, ants_reg):
     pts = np.asarray(g.origin()) + np.random.default_rng(5).uniform(0, 30, size=(50, 3))
     np.testing.assert_allclose(pa.transform_points(pts, tl, device="gpu"), pa.transform_points(pts, tl, device="cpu"),
                                atol=1e-4)
+
+
+def test_linear_itk_types_read_as_itk_maps_points(tmp_path):
+    """Every linear ITK type pyca reads, written by SimpleITK, maps points as SimpleITK does."""
+    sitk = pytest.importorskip("SimpleITK")
+    c = (3.0, -4.0, 5.0)
+    q = (0.1, 0.2, -0.1, float(np.sqrt(1 - 0.06)))
+    zyx = sitk.Euler3DTransform(c, 0.1, -0.2, 0.3, (1, 2, 3))
+    zyx.SetComputeZYX(True)
+    ts = [sitk.Euler3DTransform(c, 0.1, -0.2, 0.3, (1, 2, 3)), zyx, sitk.VersorRigid3DTransform(q, (1, -2, 3), c),
+          sitk.Similarity3DTransform(1.2, q, (1, -2, 3), c), sitk.TranslationTransform(3, (1, 2, 3)),
+          sitk.AffineTransform((1.1, 0.1, 0, 0.05, 0.9, 0.02, 0, 0.03, 1.0), (1, 2, 3), c),
+          sitk.Euler2DTransform((1.0, 2.0), 0.3, (3.0, 4.0)), sitk.Similarity2DTransform(1.3, 0.3, (3.0, 4.0), (1.0, 2.0))]
+    for k, t in enumerate(ts):
+        path = str(tmp_path / f"t{k}.txt")
+        sitk.WriteTransform(t, path)
+        M, n = tf.read_affine_dim(path)
+        for p in ([1.0, 2.0, 3.0], [-10.0, 20.0, 7.0]):
+            got = L @ (M[:3, :3] @ (L @ np.array(p)) + M[:3, 3])
+            np.testing.assert_allclose(got[:n], t.TransformPoint(tuple(p[:n])), atol=1e-9)
+            if n == 2:
+                assert got[2] == p[2]
+    (tmp_path / "bspline.txt").write_text("#Insight Transform File V1.0\n#Transform 0\nTransform: "
+                                          "BSplineTransform_double_3_3\nParameters: 0\nFixedParameters: 0\n")
+    with pytest.raises(tf.TransformFileError, match="bspline.txt"):
+        tf.read_affine(str(tmp_path / "bspline.txt"))
