@@ -8,7 +8,10 @@
 %rename(current_stream) pyca::currentStream;
 %rename(set_current_stream) pyca::setCurrentStream;
 %rename(synchronize) pyca::synchronize;
+%rename(SetCUDADevice) pyca::setDevice;
+%rename(GetCUDADevice) pyca::getDevice;
 %ignore pyca::requireCuda;
+%ignore pyca::detail::useSelectedDevice;
 %ignore pyca::checkLaunch;
 %ignore pyca::detail::deviceAlloc;
 %ignore pyca::detail::deviceFree;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pyca/detail/sizes.h"
+#include "pyca/runtime.h"
 
 namespace pyca {
 namespace detail {
@@ -57,7 +58,16 @@ bool onDevice(const char* op, std::initializer_list<Arg> args) {
   }
   const bool dev = first && first->a->memType() == MEM_DEVICE;
   if (dev) {
-    for (const Arg& a : args) checkDeviceExtent(op, a.name, a.a->size());
+    const int current = useSelectedDevice();  // SetCUDADevice's choice, on this thread too
+    for (const Arg& a : args) {
+      checkDeviceExtent(op, a.name, a.a->size());
+      const int d = a.a->buffer() ? a.a->buffer()->device() : -1;
+      if (d >= 0 && d != current) {
+        throw MemoryTypeError(std::string(op) + ": argument '" + a.name + "' is on GPU " + std::to_string(d) +
+                              " but pyca works on GPU " + std::to_string(current) +
+                              " now (SetCUDADevice); copy it over with toType() through the host");
+      }
+    }
   }
   return dev;
 }

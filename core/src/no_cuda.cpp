@@ -19,12 +19,15 @@ std::string cudaUnavailableReason() { return kReason; }
 int cudaDeviceCount() { return 0; }
 std::string deviceInfo() { return std::string("no CUDA device: ") + kReason; }
 void requireCuda(const char* what) { fail(what); }
+void setDevice(int) { fail("SetCUDADevice"); }
+int getDevice() { return -1; }
 std::size_t currentStream() { return 0; }
 void setCurrentStream(std::size_t) { fail("setCurrentStream"); }
 void synchronize() {}
 void checkLaunch(const char*) {}
 
 namespace detail {
+int useSelectedDevice() { return -1; }
 void* deviceAlloc(std::size_t, int*) { fail("allocating MEM_DEVICE memory"); }
 void deviceFree(void*) {}
 void* pinnedAlloc(std::size_t) { fail("allocating MEM_HOST_PINNED memory"); }

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <sstream>
@@ -16,6 +17,10 @@ namespace pyca {
 namespace {
 
 thread_local std::size_t tl_stream = 0;
+// The device setDevice chose (-1: none; each thread keeps the runtime's current device) and the one
+// this thread last made current for it.
+std::atomic<int> g_selectedDevice{-1};
+thread_local int tl_appliedDevice = -1;
 
 struct Availability {
   int count = 0;
@@ -55,15 +60,18 @@ void check(cudaError_t err, const char* call) {
 // Keep freed blocks in the pool instead of returning them to the driver at each synchronisation:
 // repeated allocations of same-sized temporaries then cost nothing.
 void setupPool(int device) {
-  static std::once_flag once;
-  std::call_once(once, [device] {
-    cudaMemPool_t pool;
-    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
-      std::uint64_t threshold = UINT64_MAX;
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-    }
-    cudaGetLastError();
-  });
+  static std::mutex m;
+  static std::uint64_t done = 0;  // one bit per device ordinal below 64
+  std::lock_guard<std::mutex> lock(m);
+  const std::uint64_t bit = device >= 0 && device < 64 ? std::uint64_t(1) << device : 0;
+  if (bit == 0 || (done & bit) != 0) return;
+  done |= bit;
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+    std::uint64_t threshold = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  }
+  cudaGetLastError();
 }
 
 __global__ void fillKernel(float* __restrict__ dst, std::size_t n, float v) {
@@ -84,10 +92,47 @@ void requireCuda(const char* what) {
   if (!cudaAvailable()) throw CudaError(std::string(what) + ": " + availability().reason);
 }
 
-std::string deviceInfo() {
-  if (!cudaAvailable()) return availability().reason;
+void setDevice(int device) {
+  requireCuda("SetCUDADevice");
+  const int n = cudaDeviceCount();
+  if (device < 0 || device >= n) {
+    throw ValueError("SetCUDADevice: device " + std::to_string(device) +
+                     " is out of range: " + std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") +
+                     " (0.." + std::to_string(n - 1) + ") can be used");
+  }
+  check(cudaSetDevice(device), "cudaSetDevice");
+  g_selectedDevice.store(device);
+  tl_appliedDevice = device;
+}
+
+int getDevice() {
+  if (!cudaAvailable()) return -1;
+  const int s = g_selectedDevice.load();
+  if (s >= 0) return s;
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
+  return dev;
+}
+
+namespace detail {
+int useSelectedDevice() {
+  const int s = g_selectedDevice.load();
+  if (s >= 0) {
+    if (tl_appliedDevice != s) {
+      check(cudaSetDevice(s), "cudaSetDevice");
+      tl_appliedDevice = s;
+    }
+    return s;
+  }
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  return dev;
+}
+}  // namespace detail
+
+std::string deviceInfo() {
+  if (!cudaAvailable()) return availability().reason;
+  const int dev = detail::useSelectedDevice();
   cudaDeviceProp p;
   check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
   int drv = 0, rt = 0;
@@ -166,7 +211,7 @@ namespace detail {
 
 void* deviceAlloc(std::size_t bytes, int* device) {
   requireCuda("allocating MEM_DEVICE memory");
-  check(cudaGetDevice(device), "cudaGetDevice");
+  *device = useSelectedDevice();
   setupPool(*device);
   void* p = nullptr;
   cudaError_t err = cudaMallocAsync(&p, bytes, stream());

@@ -19,6 +19,14 @@ int cudaDeviceCount();
 std::string deviceInfo();
 // Throws CudaError naming `what` when no GPU can be used.
 void requireCuda(const char* what);
+// The GPU pyca works on (PyCA's SetCUDADevice / GetCUDADevice). setDevice(d) makes d current for the
+// calling thread and for every other thread at its next pyca device operation or allocation; memory
+// allocated before stays on its GPU, and an operation given device memory of another GPU raises
+// MemoryTypeError. Throws ValueError for a device out of range, CudaError without a usable GPU.
+void setDevice(int device);
+// The GPU pyca works on now: the one setDevice chose, else the calling thread's current device
+// (0 unless the process chose another through CUDA); -1 without a usable GPU.
+int getDevice();
 
 // How the CPU loops of the fused LDDMM steps run here: "AVX-512, 16 voxels at once", or "scalar: "
 // and the reason (no AVX-512 on this CPU, PYCA_CPU_SIMD=0, not an x86-64 build). Defined by the core
@@ -36,6 +44,9 @@ void synchronize();
 void checkLaunch(const char* op);
 
 namespace detail {
+// Makes the device setDevice chose current on the calling thread (nothing when none was chosen);
+// returns the calling thread's current device. Called before device work and allocations.
+int useSelectedDevice();
 // Backend entry points used by Buffer; implemented in cuda/src/runtime.cpp or, without CUDA,
 // in core/src/no_cuda.cpp (which throws CudaError).
 void* deviceAlloc(std::size_t bytes, int* device);

@@ -81,9 +81,11 @@ PYCA_HD Vec3Df vToH(const Vec3Df& v, int x, int y, int z, const Vec3Df& sp) {
   return Vec3Df(float(x) + v.x / sp.x, float(y) + v.y / sp.y, float(z) + v.z / sp.z);
 }
 
-// Jacobian J[a][b] = d g_a / d x_b of an H-field g at voxel (x, y, z), in voxel units: central
-// differences inside, one-sided at the border; along an axis b of size 1 (z on a 2-D grid) row and
-// column b are those of the identity (as PyCA did for 2-D images).
+// Jacobian J[a][b] = d g_a / d x_b of an H-field g at voxel (x, y, z), in voxel units, as PyCA's Ad and
+// CoAd take it (central differences with BC_CLAMP): (g[i+1] - g[i-1]) / 2 inside and, at the border,
+// the neighbour outside clamped to the border voxel, so half the one-sided difference there
+// ((g[1] - g[0]) / 2); along an axis b of size 1 (z on a 2-D grid) row and column b are those of the
+// identity (as PyCA did for 2-D images).
 PYCA_HD void jacobianH(const Planes<3>& g, const Vec3Di& n, int x, int y, int z, float J[3][3]) {
   const int pos[3] = {x, y, z};
   const int size[3] = {n.x, n.y, n.z};
@@ -99,9 +101,8 @@ PYCA_HD void jacobianH(const Planes<3>& g, const Vec3Di& n, int x, int y, int z,
     }
     const std::size_t ip = i < m - 1 ? id + stride[b] : id;
     const std::size_t im = i > 0 ? id - stride[b] : id;
-    const float scale = (i > 0 && i < m - 1) ? 0.5f : 1.f;
     PYCA_UNROLL
-    for (int a = 0; a < 3; ++a) J[a][b] = scale * (g.p[a][ip] - g.p[a][im]);
+    for (int a = 0; a < 3; ++a) J[a][b] = 0.5f * (g.p[a][ip] - g.p[a][im]);
   }
   PYCA_UNROLL
   for (int b = 0; b < 3; ++b) {
