@@ -43,6 +43,10 @@ def best_memory_type():
 
 # The package's parts (each importable on its own too).
 from . import common, cuda, dispatch, ext, io, registry  # noqa: E402,F401
+from .legacy import CheckCUDAError, Gradient2, ShiftCoordinate, SumComp  # noqa: E402,F401 - PyCA.Core names
+from .multiscale import (  # noqa: E402,F401 - PyCA's multi-scale classes
+    Multiscale, MultiscaleManager, MultiscaleResampler, MultiscaleResamplerCPU, MultiscaleResamplerGauss,
+    MultiscaleResamplerGaussCPU, MultiscaleResamplerGaussGPU, MultiscaleResamplerGPU)
 from . import _pickle  # noqa: E402,F401 - pickle / copy / Dask serialization of Image3D and Field3D
 from .kernels import func, index, kernel, map, on_device, reduce, scan  # noqa: E402,F401,A004
 from ._paths import get_include, get_libraries, get_library_dirs  # noqa: E402,F401
@@ -53,3 +57,16 @@ from .registration.apply import apply_transforms  # noqa: E402,F401 - pyca's reg
 from . import _cuda_libs  # noqa: E402
 
 _cuda_libs.publish()
+
+
+def _public_names(ns):
+    """What `from pyca import *` gives: PyCA's types, constants and operations and pyca's functions,
+    never a module: `io`, `common`, `cuda`, ... stay attributes (ca.io, ca.common) and do not replace
+    a client's own modules of those names."""
+    import types
+
+    return sorted(n for n, v in ns.items()
+                  if not n.startswith("_") and n != "annotations" and not isinstance(v, types.ModuleType))
+
+
+__all__ = _public_names(globals())

@@ -130,6 +130,15 @@ class Vec3Mixin:
     def __reduce__(self):
         return (type(self), self.totuple())
 
+    def copy(self):
+        """An independent copy (PyCA's Vec3Df/Vec3Di copy; copy.copy gives the same)."""
+        return type(self)(*self.totuple())
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
     def fromlist(self, seq):
         """Set x, y, z from a sequence of three numbers (PyCA)."""
         x, y, z = seq
@@ -266,6 +275,15 @@ class GridInfoMixin:
     def __reduce__(self):
         return (type(self), (tuple(self.size()), tuple(self.spacing()), tuple(self.origin()),
                              tuple(map(tuple, self.direction()))))
+
+    def copy(self):
+        """An independent copy of the grid: size, spacing, origin and direction (PyCA's GridInfo.copy)."""
+        return type(self)(self.size(), self.spacing(), self.origin(), self.direction())
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo):
+        return self.copy()
 
     __hash__ = None
 

@@ -28,6 +28,8 @@ __all__ = [
     "LoadPNGImage", "SavePNGImage", "TukeyWindow1D", "TukeyWindow", "AddWhiteNoise", "GaussianBlur", "DrawEllipse",
     "DIMMAP", "ExtractROI", "ExtractSliceArr", "ExtractSliceIm", "ExtractSliceArrIm", "ExtractSliceVF",
     "ExtractSliceArrVF", "ComposeDef", "SaveSliceStack", "Distribute", "Mkdir_p",
+    "CheckCUDAError", "DebugHere", "GetOuterFrame", "PyCAVersion", "PyCAVersionMajor", "PyCAVersionMinor",
+    "PyCACommit", "PyCABranch",
 ]
 
 GetNumberOfCUDADevices = core.GetNumberOfCUDADevices
@@ -113,11 +115,14 @@ def FieldFromNPArr(arr, mType=core.MEM_HOST, sp=_ONE, orig=_ZERO):
 
 
 def AsNPCopy(indata):
-    """A NumPy copy of an Image3D (shape (sx, sy, sz)) or a Field3D (shape (sx, sy, sz, 3)), from any
-    memory type (the object itself is not moved)."""
-    if not (IsImage3D(indata) or IsField3D(indata)):
-        raise TypeError(f"AsNPCopy: expected an Image3D or a Field3D, not {type(indata).__name__}")
-    return indata.numpy()
+    """A NumPy copy of an Image3D (float32, shape (sx, sy, sz)) or a Field3D (float64, shape
+    (sx, sy, sz, 3)), from any memory type (the object itself is not moved). The dtypes are PyCA's:
+    its AsNPCopy copied an image's float32 array and filled a new float64 array for a field."""
+    if IsImage3D(indata):
+        return indata.numpy()
+    if IsField3D(indata):
+        return indata.numpy().astype(np.float64)
+    raise TypeError(f"AsNPCopy: expected an Image3D or a Field3D, not {type(indata).__name__}")
 
 
 def CopyDataFromNPArr(out, arrIn):
@@ -220,29 +225,94 @@ def _io():
     return pio
 
 
+def _metaimage_file(fname):
+    from . import _metaimage
+
+    return _metaimage.is_metaimage(str(fname))
+
+
+def _load_metaimage(fname, cls, mType, what):
+    """A MetaImage as PyCA (ITK) read it: origin, spacing and direction as written in the file."""
+    from . import _metaimage
+
+    fname = str(fname)
+    if not os.path.exists(fname):
+        raise FileNotFoundError(f"{what}: no such file: {fname!r}")
+    try:
+        data, sp, org, direction = _metaimage.read(fname, what)
+    except _metaimage.MetaImageError as e:
+        raise _io().ImageFileError(str(e)) from None
+    if cls is core.Image3D and data.ndim != 3:
+        raise _io().ImageFileError(f"{what} {fname!r}: expected a scalar image, got {data.shape[-1]} channels "
+                                   "(a vector field? use LoadITKField)")
+    if cls is core.Field3D:
+        if data.ndim != 4 or data.shape[3] not in (2, 3):
+            raise _io().ImageFileError(f"{what} {fname!r}: expected a vector field of 3 (or 2) channels, got data of "
+                                       f"shape {data.shape}")
+        if data.shape[3] == 2:
+            data = np.concatenate([data, np.zeros(data.shape[:3] + (1,), dtype=data.dtype)], axis=3)
+    try:
+        grid = core.GridInfo(tuple(int(n) for n in data.shape[:3]), tuple(sp), tuple(org), direction)
+    except ValueError as e:
+        raise _io().ImageFileError(f"{what} {fname!r}: {e}") from None
+    obj = cls.from_array(np.asfortranarray(data, dtype=np.float32), grid)
+    if int(mType) != int(core.MEM_HOST):
+        obj = obj.clone(mType)
+    return obj
+
+
+def _save_metaimage(obj, fname, channels):
+    from . import _metaimage
+
+    g = obj.grid()
+    _metaimage.write(str(fname), obj.numpy(), g.spacing().tolist(), g.origin().tolist(), g.direction(),
+                     channels=channels, what="SaveITKField" if channels > 1 else "SaveITKImage")
+
+
 def LoadITKImage(fname, mType=core.MEM_HOST):
-    """Reads an image file (NIfTI .nii/.nii.gz; MetaImage, NRRD, ... with SimpleITK installed)."""
+    """Reads an image file. MetaImage (.mhd, .mha) as PyCA read it: the grid's origin, spacing and
+    direction are the file's as written (pyca's own reader; SimpleITK is not needed). NIfTI
+    (.nii/.nii.gz) through pyca.io (pyca's RAS+ world), NRRD with SimpleITK installed."""
+    if _metaimage_file(fname):
+        return _load_metaimage(fname, core.Image3D, mType, "LoadITKImage")
     return _io().load_image(str(fname), mType)
 
 
 def LoadITKField(fname, mType=core.MEM_HOST):
     """Reads a vector field file (as LoadITKImage, three components per voxel)."""
+    if _metaimage_file(fname):
+        return _load_metaimage(fname, core.Field3D, mType, "LoadITKField")
     return _io().load_field(str(fname), mType)
 
 
 def SaveITKImage(im, fname, useCompression=False):
-    """Writes an Image3D (any memory type); the format follows the file name's extension.
+    """Writes an Image3D (any memory type); the format follows the file name's extension. MetaImage
+    (.mhd with a .raw beside it, or .mha) as PyCA wrote it: the grid's origin, spacing and direction
+    as they are (a fresh grid gives Offset = its origin and the identity TransformMatrix).
     useCompression is accepted for PyCA compatibility (a .gz name compresses NIfTI)."""
+    if _metaimage_file(fname):
+        if not IsImage3D(im):
+            raise TypeError(f"SaveITKImage: expected an Image3D, not {type(im).__name__}")
+        return _save_metaimage(im, fname, 1)
     _io().save_image(im, str(fname))
 
 
 def SaveITKField(f, fname, useCompression=False):
-    """Writes a Field3D (any memory type); see SaveITKImage."""
+    """Writes a Field3D (any memory type); see SaveITKImage (MetaImage: 3 channels per voxel)."""
+    if _metaimage_file(fname):
+        if not IsField3D(f):
+            raise TypeError(f"SaveITKField: expected a Field3D, not {type(f).__name__}")
+        return _save_metaimage(f, fname, 3)
     _io().save_field(f, str(fname))
 
 
 def ReadGrid(fname):
-    """The GridInfo of an image file."""
+    """The GridInfo of an image file (MetaImage: as written, as LoadITKImage)."""
+    if _metaimage_file(fname):
+        from . import _metaimage
+
+        data, sp, org, direction = _metaimage.read(str(fname), "ReadGrid")
+        return core.GridInfo(tuple(int(n) for n in data.shape[:3]), tuple(sp), tuple(org), direction)
     pio = _io()
     if hasattr(pio, "read_grid"):
         return pio.read_grid(str(fname))
@@ -441,3 +511,73 @@ def Mkdir_p(dir):  # noqa: A002 - PyCA's argument name
     except OSError as exc:
         if exc.errno != errno.EEXIST:
             raise
+
+
+# ------------------------------------------------------------------------------------------------
+# PyCA.Common's debugging and version helpers
+def GetOuterFrame():
+    """(file, line, function) of the caller's caller."""
+    import inspect
+
+    frame = inspect.currentframe()
+    try:
+        outer = inspect.getouterframes(frame)[2][0]
+        return inspect.getframeinfo(outer)[:3]
+    finally:
+        del frame
+
+
+def CheckCUDAError(msg=""):
+    """Raises pyca.CudaError, naming the calling file, line and function and `msg`, if GPU work queued on
+    pyca's current stream failed (PyCA.Common's CheckCUDAError); returns at once without a GPU."""
+    from .legacy import CheckCUDAError as _check
+
+    fname, line, func = GetOuterFrame()
+    _check(fname, line, f"{func}: {msg}")
+
+
+def DebugHere():
+    """Starts the debugger at the caller's line (IPython's when installed, else pdb)."""
+    import sys
+
+    frame = sys._getframe(1)
+    try:
+        from IPython.core.debugger import Pdb
+    except ImportError:
+        import pdb
+
+        pdb.Pdb().set_trace(frame)
+    else:
+        Pdb().set_trace(frame)
+
+
+def _version_parts():
+    from . import __version__
+
+    parts = [int(p) if p.isdigit() else 0 for p in __version__.split(".")[:2]]
+    return (parts + [0, 0])[:2]
+
+
+def PyCAVersion():
+    """The version of the library behind this PyCA API: 'v' and pyca's version (e.g. 'v0.1.0')."""
+    from . import __version__
+
+    return "v" + __version__
+
+
+def PyCAVersionMajor():
+    return _version_parts()[0]
+
+
+def PyCAVersionMinor():
+    return _version_parts()[1]
+
+
+def PyCACommit():
+    """'': pyca does not record the source commit of a build (use PyCAVersion)."""
+    return ""
+
+
+def PyCABranch():
+    """Where this build comes from: 'pyca' (PyCA returned its git branch)."""
+    return "pyca"

@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from . import core
+from . import _metaimage, core
 from ._files import GzipWriter, atomic_path
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
@@ -70,7 +70,7 @@ def _sitk(path, what):
     try:
         import SimpleITK as sitk
     except ImportError:
-        raise ImageFileError(f"{what} {path!r}: MetaImage/NRRD files need SimpleITK, which is not installed "
+        raise ImageFileError(f"{what} {path!r}: NRRD files need SimpleITK, which is not installed "
                              "(pip install SimpleITK, or pip install 'pyca[itk]'); NIfTI (.nii, .nii.gz) "
                              "needs only nibabel") from None
     return sitk
@@ -225,7 +225,22 @@ def _check_raw_pixdim(img, path, what, ndim):
                              f"{tuple(float(v) for v in raw)}")
 
 
+def _read_metaimage(path, what):
+    """MetaImage without SimpleITK: pyca's own reader (pyca/_metaimage.py), LPS+ -> RAS+."""
+    try:
+        arr, sp, org, d_lps = _metaimage.read(path, what)
+    except _metaimage.MetaImageError as e:
+        raise ImageFileError(str(e)) from None
+    aff = np.eye(4)
+    aff[:3, :3] = LPS_TO_RAS @ d_lps * np.asarray(sp, dtype=np.float64)[None, :]
+    aff[:3, 3] = LPS_TO_RAS @ np.asarray(org, dtype=np.float64)
+    sp2, org2, direction = split_affine(aff, path, what)
+    return arr, sp2, org2, direction
+
+
 def _read_itk(path, what):
+    if _metaimage.is_metaimage(path) and not simpleitk_available():
+        return _read_metaimage(path, what)
     sitk = _sitk(path, what)
     try:
         img = sitk.ReadImage(path)
@@ -397,6 +412,9 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     aff = np.eye(4)
     aff[:3, :3] = d * sp[None, :]
     aff[:3, 3] = org
+    if _kind(path) == "itk" and _metaimage.is_metaimage(path) and not simpleitk_available():
+        _metaimage.write(path, arr, sp, LPS_TO_RAS @ org, LPS_TO_RAS @ d, channels=3 if vector else 1, what=what)
+        return
     if _kind(path) == "itk":
         sitk = _sitk(path, what)
         data = np.asarray(arr, dtype=dtype)

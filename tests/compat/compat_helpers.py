@@ -132,3 +132,31 @@ def interp_field_ref(src, pos, bg):
             p[..., 2] = 0.0
         return out + p
     return np.stack([interp_ref(src[..., c], pos, bg) for c in range(3)], axis=-1)
+
+
+# ------------------------------------------------------------------------------------------------
+# PyCA's GaussianFilter: a normalised Gaussian of sigma_vox[axis] voxels truncated at radius[axis],
+# correlated along each axis with the border voxel repeated (axes of size 1 untouched)
+def gauss_ref(A, sigma_vox, radius):
+    from scipy import ndimage
+
+    out = A.copy()
+    for axis in range(3):
+        s, r = float(sigma_vox[axis]), int(radius[axis])
+        if s <= 0 or r == 0 or A.shape[axis] == 1:
+            continue
+        k = np.arange(-r, r + 1, dtype=np.float64)
+        w = np.exp(-0.5 * (k / s) ** 2)
+        out = ndimage.correlate1d(out, w / w.sum(), axis=axis, mode="nearest")
+    return out
+
+
+def resample_ref(src, out_shape, origin_offset=True):
+    """PyCA's Resample in index space: out(i) = src(r i + (r - 1) / 2) per axis (r = n_in / n_out;
+    without the origin offset src(r i)), trilinear, clamped; applied per component to a field."""
+    if src.ndim == 4:
+        return np.stack([resample_ref(src[..., c], out_shape, origin_offset) for c in range(src.shape[3])], axis=-1)
+    r = np.array(src.shape, dtype=np.float64) / np.array(out_shape, dtype=np.float64)
+    axes = [np.arange(n) * r[a] + ((r[a] - 1) / 2 if origin_offset else 0.0) for a, n in enumerate(out_shape)]
+    pos = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)
+    return interp_ref(src, pos, ca.BACKGROUND_STRATEGY_CLAMP)

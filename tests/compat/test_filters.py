@@ -8,18 +8,7 @@ from scipy import ndimage
 
 import pyca as ca
 from compat_helpers import assert_close, both_memory, field, grids, image, make_grid, npy, rand, spacing
-
-
-def _gauss_ref(A, sigma_vox, radius):
-    out = A.copy()
-    for axis in range(3):
-        s, r = float(sigma_vox[axis]), int(radius[axis])
-        if s <= 0 or r == 0 or A.shape[axis] == 1:
-            continue
-        k = np.arange(-r, r + 1, dtype=np.float64)
-        w = np.exp(-0.5 * (k / s) ** 2)
-        out = ndimage.correlate1d(out, w / w.sum(), axis=axis, mode="nearest")
-    return out
+from compat_helpers import gauss_ref as _gauss_ref
 
 
 def _filter_cls(mem):

@@ -1,9 +1,8 @@
 """PyCA's Python names (PyCA.Core and PyCA.Common) exist in pyca under the same spelling.
 
 The inventory is PyCA's public headers (Opers namespace: image, field and image-field operations,
-reductions, filters, memory management) and PyCA.Common. Names PyCA had that pyca does not provide
-(yet) are strict xfails: each is listed in docs/pyca-migration.md, and a name that lands turns its
-test into a failure until it is moved to the provided list.
+reductions, filters, memory management, the multi-scale classes, CUDA utilities), PyCA.Common and
+PyCA.Display. Every one is provided (docs/pyca-migration.md lists what each maps to).
 """
 import pytest
 
@@ -17,6 +16,8 @@ TYPES_AND_CONSTANTS = [
     "INTERP_NN", "INTERP_LINEAR", "INTERP_CUBIC", "DEFAULT_INTERP_METHOD", "DIM_X", "DIM_Y", "DIM_Z",
     "DIFF_FORWARD", "DIFF_BACKWARD", "DIFF_CENTRAL", "BC_APPROX", "BC_WRAP", "BC_CLAMP",
     "GetNumberOfCUDADevices", "GaussianFilterCPU", "GaussianFilterGPU", "FluidKernelFFTCPU", "FluidKernelFFTGPU",
+    "SetCUDADevice", "GetCUDADevice", "CheckCUDAError", "MultiscaleManager", "MultiscaleResamplerCPU",
+    "MultiscaleResamplerGPU", "MultiscaleResamplerGaussCPU", "MultiscaleResamplerGaussGPU",
 ]
 
 _UNARY = ["Abs", "Cube", "Exp", "Log", "Neg", "Ramp", "Sgn", "Step", "Sqr", "Sqrt", "Inv", "Ceil", "Floor", "Round",
@@ -41,23 +42,21 @@ OPERATIONS = (
        "NormalizeSafe_I", "Ad", "CoAd", "SetToIdentity", "HtoV", "HtoV_I", "VtoH", "VtoH_I",
        "AdInf", "CoAdInf", "DivergenceTensor", "JacobianXY", "JacobianXtY", "GradFor", "GradForMag", "DivBack",
        "JacDetVInv", "SetToZero", "ComposeTranslation", "SplatField", "ReprojectToUnitVec", "FixedPointInverse",
-       "UpdateInverse",
+       "UpdateInverse", "Gradient2", "ShiftCoordinate",
        # reductions
-       "Sum", "Sum2", "Max", "Min", "MinMax", "LInf", "L1", "Dot"]
+       "Sum", "SumComp", "Sum2", "Max", "Min", "MinMax", "LInf", "L1", "Dot"]
 )
 
 COMMON = ["ImFromNPArr", "FieldFromNPArr", "AsNPCopy", "IsImage3D", "IsField3D", "CopyDataFromNPArr", "RandImage",
           "RandUnifImage", "RandField", "LoadITKImage", "SaveITKImage", "LoadITKField", "SaveITKField", "ReadGrid",
           "LoadPNGImage", "SavePNGImage", "ExtractROI", "ExtractSliceArr", "ExtractSliceIm", "ExtractSliceArrIm",
           "ExtractSliceVF", "ExtractSliceArrVF", "ComposeDef", "SaveSliceStack", "Distribute", "Mkdir_p",
-          "TukeyWindow", "TukeyWindow1D", "AddWhiteNoise", "GaussianBlur", "DrawEllipse", "GetNumberOfCUDADevices"]
+          "TukeyWindow", "TukeyWindow1D", "AddWhiteNoise", "GaussianBlur", "DrawEllipse", "GetNumberOfCUDADevices",
+          "CheckCUDAError", "DebugHere", "GetOuterFrame", "PyCAVersion", "PyCAVersionMajor", "PyCAVersionMinor",
+          "PyCACommit", "PyCABranch"]
 
-# PyCA names pyca lacks, with what they did (docs/pyca-migration.md)
-MISSING = {
-    "Gradient2": "CPU-only second gradient form",
-    "ShiftCoordinate": "permute the image axes",
-}
-
+DISPLAY = ["DispImage", "GridPlot", "JacDetPlot", "JacDetCMap", "Quiver", "EnergyPlot", "SaveSlice", "SaveThreePaneArr",
+           "DefSeriesIter", "ExtractSliceFunc", "GenDefFrames", "SampleCMap"]
 
 @pytest.mark.parametrize("name", TYPES_AND_CONSTANTS + sorted(set(OPERATIONS)))
 def test_core_name(name):
@@ -75,8 +74,8 @@ def test_memory_manager_names(name):
     assert hasattr(ca, name), f"pyca lacks PyCA's top-level {name} (pyca.common has it)"
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"MISSING from pyca: {n}: {w}"))
-    for n, w in MISSING.items()])
-def test_missing_pyca_name(name):
-    assert hasattr(ca, name)
+@pytest.mark.parametrize("name", DISPLAY)
+def test_display_name(name):
+    import pyca.display as display
+
+    assert callable(getattr(display, name)), f"pyca.display lacks PyCA.Display's {name}"
