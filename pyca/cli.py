@@ -99,8 +99,8 @@ def _ints(text):
 
 
 def _per_metric(table):
-    """'2 for lncc, 1 for ssd': a per-metric default of pyca.apps._metrics, for --help."""
-    from .apps import _metrics
+    """'2 for lncc, 1 for ssd': a per-metric default of pyca.registration.metrics, for --help."""
+    from .registration import metrics as _metrics
 
     return ", ".join(f"{v:g} for {k}" for k, v in sorted(getattr(_metrics, table).items()))
 

@@ -123,7 +123,7 @@ class _Level:
         self.K.setGrid(grid)
         self.K.setBand(ca.Vec3Di(*kernel_band(grid, p)))
         self.ssd_gradient = _ext_ssd_gradient()
-        # The match term (pyca/apps/_metrics.py): None or metric.fused means the SSD paths below.
+        # The match term (pyca/registration/metrics.py): None or metric.fused means the SSD paths below.
         self.metric = None if metric is None or metric.fused else metric
         self.resid = Im() if self.metric is not None else None
         # The fused path computes the sum-of-squared-differences match only: with another match term

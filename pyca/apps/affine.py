@@ -12,7 +12,7 @@ and ANTs' transforms do (the moving image is resampled as moving(T(x))). It is p
 the fixed image's centre of mass c: T(x) = A (x - c) + c + t, initialised with A = I and t the
 difference of the centres of mass (moving - fixed). Each scale (coarse to fine: ResampleAA, then
 one voxel of Gaussian smoothing) takes Levenberg-damped Gauss-Newton steps on (A, t) (rigid: a
-rotation vector, applied as exp([w]x) A, and t) for the match term of pyca.apps._metrics (SSD or
+rotation vector, applied as exp([w]x) A, and t) for the match term of pyca.registration.metrics (SSD or
 LNCC): with r = dE/dI the metric's image gradient, g = (grad moving) o T the moving image's gradient
 at the mapped points (central differences of the interpolated image, 0.1 voxel either side: the
 derivative of what the energy samples) and J_k = dW/dtheta_k the Jacobian images (g_i (x - c)_j and
@@ -33,7 +33,7 @@ import numpy as np
 from .. import core as ca
 from ._device import wait
 from ._lddmm_solver import _coarse_grid
-from ._metrics import make_metric
+from ..registration.metrics import make_metric
 
 __all__ = ["register", "AffineResult", "vox2world", "center_of_mass", "affine_hfield", "scratch_for", "write_itk",
            "read_itk", "KINDS"]

@@ -38,7 +38,7 @@ from . import affine
 from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
 from ._lddmm_solver import _coarse_grid, _jac_det, _Level
-from ._metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
+from ..registration.metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
@@ -49,7 +49,7 @@ INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
 
 # Defaults (docs/lddmm.md explains each, and the measurements that chose them: 'T1 brain MRI'). sigma
 # applies to intensities scaled to [0, 1] when normalize is on; sigma and alpha None: the metric's
-# default (_metrics.DEFAULT_SIGMA, DEFAULT_ALPHA; pyca atlas's alpha); alpha, gamma are per world unit
+# default (registration.metrics.DEFAULT_SIGMA, DEFAULT_ALPHA; pyca atlas's alpha); alpha, gamma are per world unit
 # (the fluid operator's spacing enters); iterations are caps (tol stops); bias_sigma is in world units
 # (0: off); fixed_blur in moving-image voxels (0: off).
 DEFAULTS = dict(

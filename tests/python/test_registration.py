@@ -248,7 +248,7 @@ def test_lncc_registration(pair):
 
 def test_lncc_metric_energy_matches_its_gradient(pair):
     # The metric's image gradient r = (sigma^2 / 2) dE/dI against central differences of E.
-    from pyca.apps._metrics import make_metric
+    from pyca.registration.metrics import make_metric
 
     fixed, moving = pair
     I = fixed.clone()
