@@ -11,7 +11,9 @@ summary into the output folder. See docs/lddmm.md.
 
 Errors are one line on stderr (``pyca COMMAND: error: ...``) and exit code 2 for a bad command line or
 input (found before any work), 1 for a failure while working; Ctrl-C ends with one line and exit
-code 130. No output file ever appears half-written under its final name (pyca/_files.py).
+code 130. A registration that ran but failed (folds, collapsed structures, a match worse than the
+linear stage's, a single-modality metric on images of different contrasts) says so in one line and
+exits with 3 unless --allow-folds (pyca.registration.quality). No output file ever appears half-written under its final name (pyca/_files.py).
 """
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz 
 (H-fields, voxel coordinates), jacdet.nii.gz (det D phiinv), report.png, summary.json; with the
 built-in data also fixed.nii.gz and moving.nii.gz (.nii with --no-compress). Each file appears only
 when complete; summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad
-command line or input (nothing done), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/lddmm.md."""
+command line or input (nothing done), 3 the registration ran but failed (folds, collapsed structures,
+a match worse than the linear stage's, ssd/lncc on images of different contrasts: one line on stderr,
+"quality" in summary.json, outputs written; 0 with --allow-folds), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/lddmm.md."""
 
 
 # Bounds of the command line's numbers, checked while parsing (before any work): what a run of
@@ -116,6 +120,7 @@ def _step(text):
 
 def _parser():
     from .apps.lddmm import DEFAULTS as D, NORMALIZE
+    from .registration.metrics import METRICS
 
     def common(p, top):
         # -v/-q are accepted before and after the command (`pyca -v lddmm`, `pyca lddmm -v`).
@@ -184,7 +189,9 @@ def _parser():
                    help="a scale stops when its last 5 iterations gained less than 5 x this of its gain so far "
                    "(default %(default)s)")
     g = lp.add_argument_group("match term, linear stage, masks and labels (docs/lddmm.md)")
-    g.add_argument("--metric", default=D["metric"], choices=["ssd", "lncc"], help="default %(default)s")
+    g.add_argument("--metric", default=D["metric"], choices=list(METRICS), help="ssd and lncc compare images of one "
+                   "contrast; mi (mutual information) images of different contrasts, e.g. T1 onto T2 or FLAIR "
+                   "(default %(default)s)")
     g.add_argument("--radius", type=int, default=D["radius"], help="LNCC window radius in voxels (default %(default)s)")
     g.add_argument("--affine", default=D["affine"], choices=["auto", "none", "rigid", "affine"],
                    help="linear stage before LDDMM (default %(default)s: affine when the grids or the centres of "
@@ -197,6 +204,9 @@ def _parser():
     g.add_argument("--size", type=_size, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
     g = lp.add_argument_group("output")
     g.add_argument("--no-report", action="store_true", help="skip report.png")
+    g.add_argument("--allow-folds", action="store_true", help="exit 0 even when the registration failed its checks "
+                   "(folds, collapse, a match worse than the linear stage's, different contrasts: the line on stderr "
+                   "and summary.json's 'quality' still say so); without it such a run exits with 3")
     g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz (faster; 15%% larger)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (a few plain lines when stderr is "
                    "not a terminal)")
@@ -319,7 +329,21 @@ def cmd_lddmm(a):
     say(f"  time: registration {res.timings['registration_s']:.2f} s, total {res.timings['total_s']:.2f} s, "
         f"writing {res.timings.get('write_s', 0):.2f} s")
     say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}: " + ", ".join(os.path.basename(p) for p in paths))
-    return 0
+    return _judged(res, a)
+
+
+def _judged(res, a):
+    """0, or EXIT_FAILED_REGISTRATION after one line on stderr when the registration failed its checks
+    (pyca.registration.quality; 0 with --allow-folds, the line still printed)."""
+    from .registration import quality
+
+    q = res.quality or {"ok": True}
+    if q["ok"]:
+        return 0
+    accepted = "accepted by --allow-folds" if a.allow_folds else "--allow-folds accepts it"
+    print(f"pyca lddmm: registration failed: {quality.message(q)} (outputs in {a.out}; {accepted})", file=sys.stderr,
+          flush=True)
+    return 0 if a.allow_folds else quality.EXIT_FAILED_REGISTRATION
 
 
 def cmd_demo(a):

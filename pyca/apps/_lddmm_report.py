@@ -39,8 +39,17 @@ def report_data(res, fixed, host=None):
                 lo=float(min(fx.min(), mov.min())), hi=float(max(fx.max(), mov.max())),
                 diff_max=float(max(np.abs(fx - mov).max(), 1e-12)), aspect=sp[1] / sp[0], accepted=acc,
                 nvox={s["scale"]: float(np.prod(s["grid"])) for s in res.timings.get("scales", [])},
-                title=f"pyca lddmm on {short}: mismatch -{100 * res.mismatch_reduction:.1f}%, "
-                f"{res.timings.get('registration_s', 0):.3g} s")
+                title=_title(res, short))
+
+
+def _title(res, short):
+    """The headline: the mismatch's change, or, for a run that failed its checks (pyca.registration.quality),
+    FAILED and why: such a run is never headlined as a success."""
+    q = getattr(res, "quality", None) or {"ok": True}
+    secs = f"{res.timings.get('registration_s', 0):.3g} s"
+    if not q["ok"]:
+        return f"pyca lddmm on {short}: FAILED ({', '.join(p['code'].replace('_', ' ') for p in q['problems'])}), {secs}"
+    return f"pyca lddmm on {short}: mismatch -{100 * res.mismatch_reduction:.1f}%, {secs}"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -263,3 +263,51 @@ def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_
         np.savez_compressed(tmp, **out)
         os.replace(tmp, path)
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Other contrasts of a T1 image (multi-modal test data, docs/design/mutual-information.md)
+# Intensity of each tissue class relative to the brightest, after the map: background 0 stays 0.
+CONTRASTS = {
+    "t2": {"csf": 1.0, "gm": 0.55, "wm": 0.3, "bright": 0.25},  # CSF brightest, white matter dark
+    "flair": {"csf": 0.12, "gm": 0.85, "wm": 0.5, "bright": 0.45},  # grey matter brightest, CSF dark
+}
+
+
+def tissue_centres(t1, mask=None, iterations=30):
+    """The mean T1 intensity of CSF, grey and white matter: a 3-class k-means (1-D, started at the
+    25th, 60th and 90th percentiles) of the voxels above 5% of the maximum (or inside `mask`)."""
+    a = np.asarray(t1, np.float64)
+    v = a[mask > 0] if mask is not None else a[a > 0.05 * a.max()]
+    c = np.percentile(v, [25, 60, 90])
+    for _ in range(iterations):
+        k = np.argmin(np.abs(v[:, None] - c[None, :]), axis=1)
+        c = np.array([v[k == i].mean() if np.any(k == i) else c[i] for i in range(3)])
+    return np.sort(c)
+
+
+def other_contrast(t1, kind="t2", seed=0, bias=0.2, noise=0.02, spacing=(1.0, 1.0, 1.0), centres=None):
+    """A T2-like (kind 't2': CSF brightest, then grey, then white matter) or FLAIR-like ('flair': grey
+    matter brightest, CSF dark) image of the anatomy of the T1 image `t1` (NumPy, x, y, z): a
+    non-monotonic, piecewise-linear map of the T1 intensity through the tissue classes' mean
+    intensities (`centres`: CSF, GM, WM; default tissue_centres(t1)) to CONTRASTS[kind], times a
+    smooth multiplicative bias field exp(b(x)) (b: Gaussian-smoothed noise, sd 60 mm, scaled so that
+    its largest |b| is `bias`), plus Gaussian noise of standard deviation `noise` (relative to the
+    brightest tissue), clipped at 0. Float32 in [0, ~1.3], Fortran-ordered; deterministic in `seed`."""
+    from scipy import ndimage
+
+    if kind not in CONTRASTS:
+        raise ValueError(f"other_contrast: kind must be one of {', '.join(CONTRASTS)}, not {kind!r}")
+    a = np.asarray(t1, np.float64)
+    csf, gm, wm = tissue_centres(a) if centres is None else centres
+    top = float(a.max())
+    t = CONTRASTS[kind]
+    xs = [0.0, 0.5 * csf, csf, gm, wm, max(top, wm + 1e-6)]
+    ys = [0.0, 0.5 * t["csf"], t["csf"], t["gm"], t["wm"], t["bright"]]
+    out = np.interp(a, xs, ys)
+    rng = np.random.default_rng(seed)
+    sd = [60.0 / float(s) for s in spacing]
+    b = ndimage.gaussian_filter(rng.standard_normal(a.shape), sd, mode="reflect")
+    b *= bias / max(float(np.abs(b).max()), 1e-12)
+    out = out * np.exp(b) + noise * rng.standard_normal(a.shape)
+    return np.asfortranarray(np.clip(out, 0.0, None), dtype=np.float32)

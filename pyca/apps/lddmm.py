@@ -38,6 +38,7 @@ from . import affine
 from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
 from ._lddmm_solver import _coarse_grid, _jac_det, _Level
+from ..registration import quality as _quality
 from ..registration.metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
@@ -364,6 +365,7 @@ class LDDMMResult:
     labels: object = None  # Image3D: the moving labels through full_map (nearest neighbour), or None
     linear_mismatch: float = float("nan")  # SSD (normalised) after the linear stage
     final_match: float = float("nan")  # the metric's energy at the end
+    quality: dict = None  # pyca.registration.quality.assess(): did the registration fail, and why
 
     @property
     def mismatch_reduction(self):
@@ -398,6 +400,7 @@ class LDDMMResult:
             "jacobian_nonpositive_fraction": frac,
             "linear_mismatch": self.linear_mismatch,
             "final_match_energy": self.final_match,
+            "quality": self.quality,
             "affine": self.affine.summary() if self.affine is not None else None,
             "timings": self.timings,
             "energies": self.energies,
@@ -467,13 +470,30 @@ def _compared_images(fixed, moving, p, mem, fixed_mask=None, moving_mask=None):
     'Intensities'). Also for lab scripts (benchmarks/lab/brain_probe.py)."""
     frange = _robust_range(fixed, p, fixed_mask) if p["normalize"] != "none" else None
     I1 = _normalised(fixed, mem, p, rng=frange)
-    if p["normalize"] == "histogram":
+    if p["normalize"] == "histogram" and not _multimodal(p):
         Mn = _normalised(_histogram_matched(moving, fixed, moving_mask, fixed_mask), mem, p, rng=frange)
     else:
         Mn = _normalised(moving, mem, p, moving_mask)
     if p["fixed_blur"] > 0:
         ca.GaussianBlur(I1, I1, ca.Vec3Df(*_fixed_blur_sigma(fixed.grid(), moving.grid(), float(p["fixed_blur"]))))
     return I1, Mn
+
+
+def _multimodal(p):
+    """True for a match term that compares images of different contrasts (mi): the moving image is then
+    not histogram-matched to the fixed one (each is scaled by its own range), the linear stage uses the
+    same term instead of squared differences, and no bias gain is estimated (it assumes one contrast)."""
+    return str(p["metric"]).lower() == "mi"
+
+
+def _contrast(I1, Mn, I0, mask, p, grid, mem, tmp):
+    """pyca.registration.quality.contrast_agreement of the fixed image and the moving one aligned whatever
+    their contrasts: I0 after mi's own linear stage; for ssd and lncc, whose linear stage may have failed
+    on different contrasts, a rigid mi alignment at 1/4 resolution (into tmp)."""
+    if not _multimodal(p):
+        probe = affine.register(I1, Mn, "rigid", metric="mi", mask=mask, scales=(4,), iterations=(40,))
+        I0 = _on_fixed(grid, Mn, probe.hfield(mem), out=tmp)
+    return _quality.contrast_agreement(I0, I1, mask)
 
 
 def _step_refused(p, f, eps, tries):
@@ -546,7 +566,7 @@ def register(fixed, moving, *, progress=False, **params):
 
     fixed, moving: Image3D (any memory type), NumPy arrays or file paths. Neither is modified.
     Parameters (defaults in DEFAULTS, meanings in docs/lddmm.md): alpha, beta, gamma, lpow (the
-    fluid operator L; alpha None: the metric's default), metric ('lncc' | 'ssd'), radius (LNCC
+    fluid operator L; alpha None: the metric's default), metric ('lncc' | 'ssd' | 'mi'), radius (LNCC
     window radius, voxels), sigma (weight of the match term; None: the metric's default), step
     ('auto' or eps in (0, 0.5)), max_step (voxels: the largest velocity change of the first step of
     each scale when step='auto'), tol (stop a scale when the energy falls by less than tol per
@@ -595,7 +615,7 @@ def register(fixed, moving, *, progress=False, **params):
     # LDDMM match: the per-image normalisation has removed each image's linear intensity change, and
     # LNCC's windows of a few voxels ignore flat regions and let it shrink an object (a phantom by
     # 21%: tests/python/test_registration.py, docs/lddmm.md).
-    aff = affine.register(I1, Mn, kind, metric="ssd", mask=fmask, scales=_AFFINE_SCALES,
+    aff = affine.register(I1, Mn, kind, metric="mi" if _multimodal(p) else "ssd", mask=fmask, scales=_AFFINE_SCALES,
                           iterations=_AFFINE_ITERATIONS)
     Haff = aff.hfield(mem)
     _check_overlap(Haff, Mn.grid(), names)
@@ -613,6 +633,11 @@ def register(fixed, moving, *, progress=False, **params):
     if mask is not None and not ca.Sum(mask) > 0:
         raise ValueError("lddmm: the masks do not overlap after the linear stage: nothing to register")
     tmp = ca.Image3D(grid, mem)
+    # The checks of pyca.registration.quality: the match term at full resolution after the linear stage
+    # (compared with the end), the contrasts of the aligned images, the fixed image's foreground.
+    judge = make_metric(p["metric"], grid, mem, p["sigma"], mask, p["radius"])
+    linear_match = judge.energy(I0, I1)
+    contrast = _contrast(I1, Mn, I0, mask, p, grid, mem, tmp)
     ca.Sub(tmp, I0, I1)
     initial_mismatch = _ssd_before(I1, Mn, grid, mem)
     linear_mismatch = ca.Sum2(tmp)
@@ -647,7 +672,7 @@ def register(fixed, moving, *, progress=False, **params):
                 lev.take_velocities(prev)
             prev = None
             gain = None
-            if p["bias_sigma"] > 0:  # the fixed image given the current warped moving image's bias
+            if p["bias_sigma"] > 0 and not _multimodal(p):  # the fixed image given the current warped moving image's bias
                 lev.forward()
                 lev.I1, gain = _gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
             info = _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=gain is not None)
@@ -669,7 +694,10 @@ def register(fixed, moving, *, progress=False, **params):
     phi = lev.forward_map().clone()
     # Every output on the fixed grid samples the moving image (or its labels) once, in its own voxels.
     full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving voxel: the affine after phiinv
-    ca.Sub_I(_on_fixed(grid, Mn, full, out=tmp), I1)
+    _on_fixed(grid, Mn, full, out=tmp)
+    final_match_full = judge.energy(tmp, I1)
+    del judge
+    ca.Sub_I(tmp, I1)
     final_mismatch = ca.Sum2(tmp)
     mv = moving.clone(mem) if moving.memType() != mem else moving
     deformed = _on_fixed(grid, mv, full)
@@ -680,6 +708,11 @@ def register(fixed, moving, *, progress=False, **params):
         labels = _on_fixed(grid, lab, full, labels=True)
     jac = ca.Image3D(grid, mem)
     _jac_det(jac, phiinv)
+    lo, hi = (float(x) for x in ca.MinMax(I1))
+    ca.GTC(tmp, I1, lo + 0.1 * (hi - lo))  # the fixed image's foreground
+    if mask is not None:
+        ca.Mul_I(tmp, mask)
+    quality = _quality.assess(p["metric"], jac, tmp, float(linear_match), float(final_match_full), contrast)
     wait(mem)
     timings["outputs_s"] = time.perf_counter() - t0
     timings["registration_s"] = sum(s["seconds"] for s in timings["scales"]) + aff.seconds
@@ -692,4 +725,4 @@ def register(fixed, moving, *, progress=False, **params):
                        energies=energies, initial_mismatch=float(initial_mismatch),
                        final_mismatch=float(final_mismatch), timings=timings, device=device, mem=mem, params=p,
                        notes=[note], affine=aff, full_map=full, labels=labels,
-                       linear_mismatch=float(linear_mismatch), final_match=float(final_match))
+                       linear_mismatch=float(linear_mismatch), final_match=float(final_match), quality=quality)

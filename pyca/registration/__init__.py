@@ -3,7 +3,9 @@ lddmm, affine, atlas, batch) are composed of, each public and documented, so tha
 transform or optimiser has a home.
 
 - ``pyca.registration.metrics``: image match terms (energy and gradient with respect to the
-  deformed image), on CPU and GPU alike.
+  deformed image), on CPU and GPU alike: SSD, LNCC, MI (mutual information, different contrasts).
+- ``pyca.registration.quality``: did a finished registration fail (folds, collapse, a match worse
+  than the linear stage's, a single-modality metric on different contrasts)?
 - ``pyca.registration.transform_files``: transforms as ANTs and ITK files (affines, displacement
   fields), written and read (docs/transforms.md).
 - ``pyca.registration.apply``: images, label maps and points through pyca's or ANTs' transforms

@@ -12,6 +12,11 @@ has always been written: b = |D phi| (I - J) grad I, times 2 / sigma^2).
 - ``LNCC``: E = (1 / sigma^2) sum_x w(x) (1 - cc(x)), cc the local normalised cross-correlation in
   windows of 2 radius + 1 voxels (ca.LNCC, whose gradient is exact); E is 0 for images equal up to
   a local affine change of intensity.
+- ``MI``:   E = (W / sigma^2) (H(J) - MI(I, J)), MI the mutual information of the Parzen-windowed
+  joint histogram (ca.MutualInformation: integer histogram, the same bits on every run and thread
+  count, exact gradient), H(J) the fixed image's entropy, W the voxels (or the mask's weight): the
+  conditional entropy H(J | I), 0 when J is a function of I whatever their contrasts. For images of
+  different contrasts (T1 onto T2, FLAIR, CT). docs/design/mutual-information.md.
 
 w is an optional mask on the fixed grid (1 inside, 0 outside; None: everywhere). Every call routes
 by memory type, so the same metric runs on the CPU and on the GPU. docs/lddmm.md.
@@ -20,13 +25,14 @@ from __future__ import annotations
 
 from .. import core as ca
 
-__all__ = ["SSD", "LNCC", "make_metric", "METRICS", "DEFAULT_SIGMA", "DEFAULT_ALPHA"]
+__all__ = ["SSD", "LNCC", "MI", "make_metric", "METRICS", "DEFAULT_SIGMA", "DEFAULT_ALPHA"]
 
-METRICS = ("ssd", "lncc")
+METRICS = ("ssd", "lncc", "mi")
 # sigma and alpha used when none is given (intensities normalised to [0, 1]); chosen by the
 # measurements of docs/lddmm.md ("Defaults for T1 brain MRI").
-DEFAULT_SIGMA = {"ssd": 0.05, "lncc": 1.0}
-DEFAULT_ALPHA = {"ssd": 1.0, "lncc": 2.0}
+DEFAULT_SIGMA = {"ssd": 0.05, "lncc": 1.0, "mi": 0.5}
+DEFAULT_ALPHA = {"ssd": 1.0, "lncc": 2.0, "mi": 2.0}
+MI_BINS = 32  # bins per image of the MI metric (docs/lddmm.md)
 
 
 class SSD:
@@ -85,10 +91,75 @@ class LNCC:
         return (self.weight - S) / self.sigma2
 
 
-def make_metric(name, grid, mem, sigma, mask=None, radius=4):
+class MI:
+    name = "mi"
+    fused = False
+    plain_difference = False
+
+    def __init__(self, grid, mem, sigma, mask=None, bins=MI_BINS, fixed_range=None, moving_range=None):
+        self.sigma2 = float(sigma) ** 2
+        self.mask = mask
+        self.bins = int(bins)
+        if not 4 <= self.bins <= 1024:
+            raise ValueError(f"mi: bins must be in [4, 1024], got {bins}")
+        self.fixed_range = fixed_range
+        self.moving_range = moving_range
+        self.grid = grid
+        self.mem = mem
+        self._g = ca.Image3D(grid, mem)
+        self.weight = float(ca.Sum(mask)) if mask is not None else float(grid.nVox())
+        self._hJ = None
+        self._fixed = None
+
+    @staticmethod
+    def _range(im):
+        lo, hi = ca.MinMax(im)
+        lo, hi = float(lo), float(hi)
+        if not hi > lo:
+            hi = lo + 1.0
+        return (lo, hi)
+
+    def _setup(self, I, J):
+        """Ranges (the images' own, once: energies must compare across iterations) and H(J)."""
+        if self.moving_range is None:
+            self.moving_range = self._range(I)
+        if self.fixed_range is None:
+            self.fixed_range = self._range(J)
+        import numpy as np
+
+        h = ca.Image3D(ca.GridInfo(ca.Vec3Di(self.bins, self.bins, 1)), self.mem)
+        args = (J, J) + ((self.mask,) if self.mask is not None else ())
+        ca.JointHistogram(h, *args, *self.fixed_range, *self.fixed_range)
+        pJ = np.asarray(h.numpy(), np.float64).sum(axis=(0, 2))
+        pJ = pJ[pJ > 0] / pJ.sum()
+        self._hJ = float(-(pJ * np.log(pJ)).sum())
+
+    def _mi(self, out, I, J):
+        if self._hJ is None:
+            self._setup(I, J)
+        args = (out, I, J) + ((self.mask,) if self.mask is not None else ())
+        return ca.MutualInformation(*args, self.bins, *self.moving_range, *self.fixed_range)
+
+    def mutual_information(self, I, J):
+        """MI(I, J) in nats."""
+        return self._mi(self._g, I, J)
+
+    def energy(self, I, J):
+        mi = self._mi(self._g, I, J)
+        return self.weight * (self._hJ - mi) / self.sigma2
+
+    def gradient(self, out, I, J):
+        mi = self._mi(out, I, J)
+        ca.MulC_I(out, -0.5 * self.weight)
+        return self.weight * (self._hJ - mi) / self.sigma2
+
+
+def make_metric(name, grid, mem, sigma, mask=None, radius=4, bins=MI_BINS):
     name = str(name).lower()
     if name == "ssd":
         return SSD(grid, mem, sigma, mask)
     if name == "lncc":
         return LNCC(grid, mem, sigma, mask, radius)
+    if name == "mi":
+        return MI(grid, mem, sigma, mask, bins)
     raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {name!r}")

@@ -425,7 +425,7 @@ def test_cli_bad_inputs_name_the_file(tmp_path, capsys, pair):
         (["--moving", str(m), "--fixed-mask", str(tmp_path / "empty.nii.gz")], "empty.nii.gz"),
         (["--moving", str(m), "--moving-labels", str(tmp_path / "frac.nii.gz")], "non-integer"),
         (["--moving", str(tmp_path / "far.nii.gz"), "--affine", "none"], "do not overlap"),
-        (["--moving", str(m), "--metric", "mi"], None),
+        (["--moving", str(m), "--metric", "nmi"], None),
     ]
     for args, match in cases:
         if match is None:

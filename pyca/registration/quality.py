@@ -1,0 +1,129 @@
+"""Did a registration fail? Checks of a finished registration that users would otherwise find only by
+looking (docs/lddmm.md, 'A run that knows when it failed'):
+
+- ``folds``: det D phiinv <= 0 somewhere (the map is not invertible there);
+- ``collapse``: a tissue-like structure squeezed to (almost) nothing or blown up: det D phiinv below
+  COLLAPSE_DET (or above its inverse) over more than COLLAPSE_FRACTION of the fixed image's foreground;
+- ``worse_than_linear``: the match term's energy at the end is higher than after the linear stage
+  (the deformable stage made the match worse);
+- ``contrast``: a single-modality match term (ssd, lncc) was asked for images whose joint histogram
+  says that their contrasts differ (T1 onto T2 or FLAIR): intensities that do not rise together over
+  the foreground. The suggestion is ``--metric mi``.
+
+Each check is a small function of pyca arrays; :func:`assess` gathers them into the dict that
+summary.json holds under "quality". The CLI prints its one-line message on stderr and exits with
+EXIT_FAILED_REGISTRATION unless ``--allow-folds``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import core as ca
+
+__all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "EXIT_FAILED_REGISTRATION",
+           "COLLAPSE_DET", "COLLAPSE_FRACTION", "SINGLE_MODALITY"]
+
+# The CLI's exit status for a registration that ran to the end but failed a check (outputs written).
+EXIT_FAILED_REGISTRATION = 3
+COLLAPSE_DET = 0.05
+COLLAPSE_FRACTION = 0.005
+SINGLE_MODALITY = ("ssd", "lncc")
+_BINS = 32
+
+
+def contrast_agreement(I, J, mask=None):
+    """How the intensities of two aligned images relate over the foreground (voxels where both are
+    above 10% of their range, times `mask`), from their joint histogram (ca.JointHistogram, 32 bins):
+    eta2, the share of J's variance that any function of I explains (the correlation ratio); r2 and
+    slope of the best straight line J ~ I. Images of one contrast have a rising line that explains
+    about as much as any function (r2 close to eta2); different contrasts (T1 / T2, T1 / FLAIR) have
+    a falling line, or one far worse than the best function. Returns a dict with `different`."""
+    g, mem = J.grid(), J.memType()
+    (ilo, ihi), (jlo, jhi) = (float(x) for x in ca.MinMax(I)), (float(x) for x in ca.MinMax(J))
+    if not (ihi > ilo and jhi > jlo):
+        return {"eta2": 0.0, "r2": 0.0, "slope": 0.0, "different": False}
+    fg, tmp = ca.Image3D(g, mem), ca.Image3D(g, mem)
+    ca.GTC(fg, I, ilo + 0.1 * (ihi - ilo))
+    ca.GTC(tmp, J, jlo + 0.1 * (jhi - jlo))
+    ca.Mul_I(fg, tmp)
+    if mask is not None:
+        ca.Mul_I(fg, mask)
+    h = ca.Image3D(ca.GridInfo(ca.Vec3Di(_BINS, _BINS, 1)), mem)
+    ca.JointHistogram(h, I, J, fg, ilo, ihi, jlo, jhi)
+    H = np.asarray(h.numpy(), np.float64)[:, :, 0]
+    n = H.sum()
+    if n <= 0:
+        return {"eta2": 0.0, "r2": 0.0, "slope": 0.0, "different": False}
+    # bin centres (the Parzen coordinates t = 1 .. bins - 2 span the range)
+    x = ilo + (np.arange(_BINS) - 1) / (_BINS - 3) * (ihi - ilo)
+    y = jlo + (np.arange(_BINS) - 1) / (_BINS - 3) * (jhi - jlo)
+    pa, pb = H.sum(1) / n, H.sum(0) / n
+    mx, my = pa @ x, pb @ y
+    vy = pb @ (y - my) ** 2
+    vx = pa @ (x - mx) ** 2
+    cxy = ((x - mx)[:, None] * (y - my)[None, :] * H).sum() / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cond = np.where(H.sum(1) > 0, (H * y[None, :]).sum(1) / H.sum(1), my)
+    eta2 = float(pa @ (cond - my) ** 2 / vy) if vy > 0 else 0.0
+    r2 = float(cxy**2 / (vx * vy)) if vx > 0 and vy > 0 else 0.0
+    slope = float(cxy / vx) if vx > 0 else 0.0
+    different = bool(eta2 > 0.1 and (slope <= 0 or r2 < 0.5 * eta2))
+    return {"eta2": eta2, "r2": r2, "slope": slope, "different": different}
+
+
+def jacobian_problems(jac, foreground=None):
+    """(fraction of voxels with det <= 0, fraction of the foreground with det < COLLAPSE_DET or
+    > 1 / COLLAPSE_DET, det min, det max) of det D phiinv `jac` (foreground: an optional 0/1 image)."""
+    g, mem = jac.grid(), jac.memType()
+    lo, hi = (float(x) for x in ca.MinMax(jac))
+    t = ca.Image3D(g, mem)
+    ca.LTEC(t, jac, 0.0)
+    folds = float(ca.Sum(t)) / g.nVox()
+    bad, t2 = ca.Image3D(g, mem), ca.Image3D(g, mem)
+    ca.LTC(bad, jac, COLLAPSE_DET)
+    ca.GTC(t2, jac, 1.0 / COLLAPSE_DET)
+    ca.Add_I(bad, t2)
+    if foreground is not None:
+        ca.Mul_I(bad, foreground)
+        total = float(ca.Sum(foreground))
+    else:
+        total = float(g.nVox())
+    squeezed = float(ca.Sum(bad)) / total if total > 0 else 0.0
+    return folds, squeezed, lo, hi
+
+
+def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, contrast=None):
+    """The quality dict of a registration: ok, problems (each {code, message}), and the numbers
+    checked. metric: the match term's name; jac: det D phiinv (Image3D); foreground: 0/1 image of the
+    fixed image's foreground (None: every voxel); linear_energy / final_energy: the match term's energy
+    after the linear stage and at the end, on the same grid and images; contrast: contrast_agreement()
+    of the linearly aligned images."""
+    folds, squeezed, lo, hi = jacobian_problems(jac, foreground)
+    problems = []
+    if folds > 0:
+        problems.append({"code": "folds", "message": f"the map folds (det D phiinv <= 0 at {100 * folds:.3g}% of "
+                                                     f"the voxels, min {lo:.3g})"})
+    if squeezed > COLLAPSE_FRACTION:
+        problems.append({"code": "collapse", "message": f"structures collapse (det D phiinv below {COLLAPSE_DET:g} "
+                                                        f"or above {1 / COLLAPSE_DET:g} over {100 * squeezed:.3g}% "
+                                                        f"of the foreground)"})
+    if linear_energy is not None and final_energy is not None and final_energy > linear_energy:
+        problems.append({"code": "worse_than_linear",
+                         "message": f"the match is worse than after the linear stage ({metric} energy "
+                                    f"{final_energy:.6g} > {linear_energy:.6g})"})
+    if contrast is not None and contrast["different"] and str(metric).lower() in SINGLE_MODALITY:
+        problems.append({"code": "contrast",
+                         "message": f"the images have different contrasts (joint histogram: a straight line "
+                                    f"explains {contrast['r2']:.2f} of the fixed intensities' variance, slope "
+                                    f"{contrast['slope']:.2g}, any function {contrast['eta2']:.2f}) but --metric "
+                                    f"{metric} compares one contrast: use --metric mi"})
+    elif problems and str(metric).lower() in SINGLE_MODALITY and any(p["code"] == "collapse" for p in problems):
+        problems[-1]["message"] += "; for images of different contrasts use --metric mi"
+    return {"ok": not problems, "problems": problems, "jacobian_min": lo, "jacobian_max": hi,
+            "nonpositive_fraction": folds, "collapsed_fraction": squeezed, "linear_match_energy": linear_energy,
+            "final_match_energy": final_energy, "contrast": contrast}
+
+
+def message(quality):
+    """One line naming every problem (empty when ok)."""
+    return "; ".join(p["message"] for p in quality.get("problems", []))

@@ -1,0 +1,204 @@
+"""Multi-modal registration (issue 37): the MI metric (pyca.registration.metrics.MI) against finite
+differences of its energy; a T1 brain onto a T2-like contrast of it (pyca.apps.data.other_contrast:
+a non-monotonic map of the T1 intensity, a bias field, noise) registers with --metric mi and fails
+with ssd and lncc; a failed run says so (pyca.registration.quality): one line on stderr, "quality" in
+summary.json, exit status 3 unless --allow-folds, a report headline that does not call it a success;
+through the real console script."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+import pyca as ca
+from pyca.apps import data
+from pyca.registration import metrics, quality
+
+needs_mni = pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn's MNI152 template (pip install nilearn)")
+RES = 6  # mm: 30 x 36 x 30 voxels, seconds per run on 2 cores
+FAST = {"scales": [2, 1], "iterations": [30, 30]}
+
+
+def _image(a, aff=None):
+    a = np.asfortranarray(a, np.float32)
+    if aff is None:
+        return ca.Image3D.from_array(a, ca.GridInfo(a.shape))
+    sp = np.linalg.norm(aff[:3, :3], axis=0)
+    return ca.Image3D.from_array(a, ca.GridInfo(ca.Vec3Di(*a.shape), ca.Vec3Df(*sp), ca.Vec3Df(*aff[:3, 3])))
+
+
+def _dice(a, b):
+    return float(np.mean([2 * np.sum((a == k) & (b == k)) / (np.sum(a == k) + np.sum(b == k)) for k in (1, 2)]))
+
+
+@pytest.fixture(scope="module")
+def t2_pair():
+    pair = data.brain_pair(seed=0, resolution=RES)
+    pair["moving_t2"] = data.other_contrast(pair["moving"], "t2", spacing=(RES,) * 3)
+    return pair
+
+
+def test_mi_metric_gradient_is_half_sigma2_times_the_energy_derivative():
+    rng = np.random.default_rng(0)
+    shape = (12, 10, 8)
+    I = ndi.gaussian_filter(rng.random(shape), 1.5)
+    I = (I - I.min()) / (I.max() - I.min())
+    J = np.cos(4 * I) + 0.05 * rng.standard_normal(shape)
+    g = ca.GridInfo(shape)
+    m = metrics.make_metric("mi", g, ca.MEM_HOST, 0.7)
+    Ji = _image(J)
+    out = ca.Image3D(g)
+    E = m.gradient(out, _image(I), Ji)
+    assert E == pytest.approx(m.energy(_image(I), Ji), rel=1e-12)
+    assert E > 0
+    grad = out.numpy()
+    h = 1e-3
+    for idx in [(5, 5, 4), (1, 8, 2), (10, 0, 7)]:
+        Ip, Im = I.copy(), I.copy()
+        Ip[idx] += h
+        Im[idx] -= h
+        if not (0 < Im[idx] and Ip[idx] < 1):
+            continue
+        fd = (m.energy(_image(Ip), Ji) - m.energy(_image(Im), Ji)) / (2 * h)
+        assert grad[idx] == pytest.approx(0.7**2 / 2 * fd, rel=2e-3, abs=1e-3 * float(np.abs(grad).max())), idx
+
+
+def test_quality_names_folds_collapse_and_a_worse_match():
+    g = ca.GridInfo((20, 20, 10))
+    jac = np.ones((20, 20, 10))
+    ok = quality.assess("ssd", _image(jac), linear_energy=2.0, final_energy=1.0)
+    assert ok["ok"] and ok["problems"] == []
+    jac[2, 2, 2] = -0.1
+    jac[5:15, 5:15, 3:6] = 0.01  # 300 voxels of 4000 squeezed to nothing
+    q = quality.assess("lncc", _image(jac), linear_energy=1.0, final_energy=1.5)
+    codes = [p["code"] for p in q["problems"]]
+    assert codes == ["folds", "collapse", "worse_than_linear"]
+    assert q["nonpositive_fraction"] == pytest.approx(1 / 4000)
+    assert q["collapsed_fraction"] == pytest.approx(301 / 4000)
+    assert "\n" not in quality.message(q) and "det D phiinv <= 0" in quality.message(q)
+    # only within the foreground
+    fg = np.zeros((20, 20, 10))
+    fg[:4, :4, :] = 1
+    assert quality.jacobian_problems(_image(jac), _image(fg))[1] == pytest.approx(1 / 160)
+    del g
+
+
+@needs_mni
+def test_contrast_agreement_tells_t2_and_flair_from_t1(t2_pair):
+    t1 = t2_pair["fixed"] / t2_pair["fixed"].max()
+    F = _image(t1)
+    for kind in ("t2", "flair"):
+        c = quality.contrast_agreement(_image(data.other_contrast(t1, kind, spacing=(RES,) * 3)), F)
+        assert c["different"], (kind, c)
+    same = quality.contrast_agreement(_image(0.6 * t1**1.1 + 0.15 + 0.02 * np.random.default_rng(1).standard_normal(
+        t1.shape)), F)
+    assert not same["different"], same
+
+
+@needs_mni
+def test_t2_onto_t1_registers_with_mi_and_fails_with_ssd_and_lncc(t2_pair):
+    from pyca.apps import lddmm
+
+    p = t2_pair
+    F, M = _image(p["fixed"], p["fixed_affine"]), _image(p["moving_t2"], p["moving_affine"])
+    L = _image(p["moving_labels"].astype(np.float32), p["moving_affine"])
+    out = {}
+    for metric in ("ssd", "lncc", "mi"):
+        r = lddmm.register(F, M, moving_labels=L, metric=metric, **FAST)
+        out[metric] = (_dice(np.round(r.labels.numpy()), p["fixed_labels"]), r.quality)
+    d_mi, q_mi = out["mi"]
+    assert q_mi["ok"], q_mi["problems"]
+    assert d_mi > 0.84
+    for metric in ("ssd", "lncc"):
+        d, q = out[metric]
+        assert not q["ok"] and "contrast" in [x["code"] for x in q["problems"]], (metric, q["problems"])
+        assert d < d_mi - 0.2, (metric, d, d_mi)
+    # The same pair in one contrast is not flagged.
+    r = lddmm.register(F, _image(p["moving"], p["moving_affine"]), metric="ssd", **FAST)
+    assert r.quality["ok"], r.quality["problems"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Through the console script
+def _console_script():
+    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
+
+
+def _run(*args):
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    return subprocess.run([_console_script(), *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def t2_files(t2_pair, tmp_path_factory):
+    import nibabel as nib
+
+    d = tmp_path_factory.mktemp("t2pair")
+    p = t2_pair
+    paths = {}
+    for name, arr, aff in (("fixed", p["fixed"], p["fixed_affine"]), ("moving", p["moving_t2"], p["moving_affine"]),
+                           ("labels", p["moving_labels"].astype(np.int16), p["moving_affine"])):
+        paths[name] = str(d / f"{name}.nii.gz")
+        nib.save(nib.Nifti1Image(np.asarray(arr), aff), paths[name])
+    return paths
+
+
+def _args(files, out, metric):
+    return ["lddmm", "--fixed", files["fixed"], "--moving", files["moving"], "--moving-labels", files["labels"],
+            "--metric", metric, "--scales", "2,1", "--iterations", "30,30", "--out", str(out), "--no-progress",
+            "--no-compress"]
+
+
+@needs_mni
+def test_cli_ssd_on_different_contrasts_fails_in_one_line_with_status_3(t2_files, tmp_path):
+    p = _run(*_args(t2_files, tmp_path / "ssd", "ssd"))
+    assert p.returncode == quality.EXIT_FAILED_REGISTRATION == 3, p.stderr
+    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert err[0].startswith("pyca lddmm: registration failed: ") and "--metric mi" in err[0], err[0]
+    s = json.loads((tmp_path / "ssd" / "summary.json").read_text())
+    assert s["quality"]["ok"] is False and "contrast" in [x["code"] for x in s["quality"]["problems"]]
+    assert (tmp_path / "ssd" / "report.png").exists()
+    # --allow-folds: exit 0, the line and the summary still say so
+    p = _run(*_args(t2_files, tmp_path / "allowed", "ssd"), "--allow-folds")
+    assert p.returncode == 0, p.stderr
+    assert "registration failed" in p.stderr and "accepted by --allow-folds" in p.stderr
+    assert json.loads((tmp_path / "allowed" / "summary.json").read_text())["quality"]["ok"] is False
+    # --help names the status
+    h = _run("lddmm", "--help")
+    assert "--allow-folds" in h.stdout and "3 the registration ran but failed" in " ".join(h.stdout.split())
+
+
+@needs_mni
+def test_cli_mi_registers_the_t2_pair(t2_files, t2_pair, tmp_path):
+    import nibabel as nib
+
+    p = _run(*_args(t2_files, tmp_path / "mi", "mi"))
+    assert p.returncode == 0, p.stderr
+    assert "registration failed" not in p.stderr
+    s = json.loads((tmp_path / "mi" / "summary.json").read_text())
+    assert s["quality"]["ok"] is True and s["params"]["metric"] == "mi"
+    lab = np.asarray(nib.load(str(tmp_path / "mi" / "labels.nii")).dataobj)
+    assert _dice(np.round(lab), t2_pair["fixed_labels"]) > 0.84
+
+
+def test_report_headline_of_a_failed_run_is_not_a_success():
+    from types import SimpleNamespace
+
+    from pyca.apps import _lddmm_report
+
+    res = SimpleNamespace(quality={"ok": False, "problems": [{"code": "folds", "message": "x"},
+                                                             {"code": "worse_than_linear", "message": "y"}]},
+                          timings={"registration_s": 1.0}, mismatch_reduction=0.94)
+    t = _lddmm_report._title(res, "cpu")
+    assert "FAILED (folds, worse than linear)" in t and "mismatch" not in t
+    res.quality = {"ok": True, "problems": []}
+    assert "mismatch -94.0%" in _lddmm_report._title(res, "cpu")
