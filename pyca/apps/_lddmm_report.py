@@ -34,12 +34,30 @@ def report_data(res, fixed, host=None):
     short = f"{parts[0]} ({parts[1].rstrip(')')})" if len(parts) > 1 else res.device
     sp = tuple(res.deformed.grid().spacing())
     mov = view(res.moving)
+    # Each image on its own scale (a 0-1 fixed image beside a 0-1400 moving one); the differences of
+    # the images so scaled; for different contrasts a checkerboard instead of a difference.
+    lo, hi, mlo, mhi = float(fx.min()), float(fx.max()), float(mov.min()), float(mov.max())
+    q = getattr(res, "quality", None) or {}
+    different = str(res.params.get("metric", "")).lower() == "mi" or bool((q.get("contrast") or {}).get("different"))
+    diff = _unit(fx, lo, hi) - _unit(mov, mlo, mhi)
     return dict(z=z, fixed=fx[:, :, z], moving=mov[:, :, z], deformed=view(res.deformed)[:, :, z],
                 hinv=view(res.phiinv)[:, :, z, :2], jac=jac[:, :, z], jac_range=(float(jac.min()), float(jac.max())),
-                lo=float(min(fx.min(), mov.min())), hi=float(max(fx.max(), mov.max())),
-                diff_max=float(max(np.abs(fx - mov).max(), 1e-12)), aspect=sp[1] / sp[0], accepted=acc,
+                lo=lo, hi=hi, moving_lo=mlo, moving_hi=mhi, overlay="checkerboard" if different else "difference",
+                diff_max=float(max(np.abs(diff).max(), 1e-12)), aspect=sp[1] / sp[0], accepted=acc,
                 nvox={s["scale"]: float(np.prod(s["grid"])) for s in res.timings.get("scales", [])},
                 title=_title(res, short))
+
+
+def _unit(a, lo, hi):
+    """a scaled so that [lo, hi] is [0, 1]."""
+    return (np.asarray(a, np.float64) - lo) / ((hi - lo) or 1.0)
+
+
+def _checkerboard(a, b, tiles=8):
+    """RGB slices a and b in alternating squares (about `tiles` along the longer axis)."""
+    t = max(1, max(a.shape[:2]) // tiles)
+    i, j = np.meshgrid(np.arange(a.shape[0]) // t, np.arange(a.shape[1]) // t, indexing="ij")
+    return np.where((((i + j) % 2) == 0)[..., None], a, b)
 
 
 def _title(res, short):
@@ -190,12 +208,25 @@ def _render(d):
 
     img = Image.new("RGB", (_W, _H), (255, 255, 255))
     z, aspect, m = d["z"], d["aspect"], d["diff_max"]
-    g = lambda a: _gray(a, d["lo"], d["hi"])  # noqa: E731
-    panels = (("fixed", g(d["fixed"]), f"fixed (z = {z})"), ("moving", g(d["moving"]), f"moving (z = {z})"),
-              ("deformed", g(d["deformed"]), f"deformed moving (z = {z})"),
-              ("fixed - deformed", _difference_colors(d["fixed"] - d["deformed"], m), "fixed - deformed"),
-              ("fixed - moving", _difference_colors(d["fixed"] - d["moving"], m), "fixed - moving (before)"),
-              ("grid", g(d["moving"]), "fixed grid mapped by phiinv, on moving"))
+    lo, hi = d["lo"], d["hi"]
+    mlo, mhi = d.get("moving_lo", lo), d.get("moving_hi", hi)  # each image on its own scale
+    g = lambda a: _gray(a, lo, hi)  # noqa: E731
+    gm = lambda a: _gray(a, mlo, mhi)  # noqa: E731
+    if (mlo, mhi) == (lo, hi):
+        dif = lambda a: _difference_colors(d["fixed"] - a, m)  # noqa: E731
+    else:
+        dif = lambda a: _difference_colors(_unit(d["fixed"], lo, hi) - _unit(a, mlo, mhi), m)  # noqa: E731
+    if d.get("overlay") == "checkerboard":  # different contrasts: a difference means nothing
+        after = (_checkerboard(g(d["fixed"]), gm(d["deformed"])), "checkerboard fixed / deformed")
+        before = (_checkerboard(g(d["fixed"]), gm(d["moving"])), "checkerboard fixed / moving (before)")
+    else:
+        after = (dif(d["deformed"]), "fixed - deformed" + ("" if (mlo, mhi) == (lo, hi) else " (each scaled)"))
+        before = (dif(d["moving"]), "fixed - moving (before)")
+    panels = (("fixed", g(d["fixed"]), f"fixed (z = {z}; {lo:.3g} to {hi:.3g})"),
+              ("moving", gm(d["moving"]), f"moving (z = {z}; {mlo:.3g} to {mhi:.3g})"),
+              ("deformed", gm(d["deformed"]), f"deformed moving (z = {z})"),
+              ("fixed - deformed", *after), ("fixed - moving", *before),
+              ("grid", gm(d["moving"]), "fixed grid mapped by phiinv, on moving"))
     placed = {name: _place(img, rgb, LAYOUT[name], aspect) for name, rgb, _ in panels}
     span = _jacobian_span(d["jac"])
     x0, y0, x1, y1 = LAYOUT["jacobian"]

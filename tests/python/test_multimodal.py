@@ -202,3 +202,48 @@ def test_report_headline_of_a_failed_run_is_not_a_success():
     assert "FAILED (folds, worse than linear)" in t and "mismatch" not in t
     res.quality = {"ok": True, "problems": []}
     assert "mismatch -94.0%" in _lddmm_report._title(res, "cpu")
+
+
+def _panel_pixels(rgb, name, nx, ny):
+    """The colour at each voxel's centre of panel `name` (x right, y up), inside its grey frame."""
+    from pyca.apps._lddmm_report import LAYOUT
+
+    x0, y0, x1, y1 = LAYOUT[name]
+    frame = np.argwhere((rgb[y0:y1, x0:x1] == 160).all(axis=-1))
+    (r0, c0), (r1, c1) = frame.min(axis=0) + [y0 + 1, x0 + 1], frame.max(axis=0) + [y0, x0]
+    cols = (c0 + (np.arange(nx) + 0.5) * (c1 - c0) / nx).astype(int)
+    rows = (r1 - (np.arange(ny) + 0.5) * (r1 - r0) / ny).astype(int)
+    return rgb[rows[None, :], cols[:, None]].astype(int)
+
+
+def _report(fixed, moving, overlay):
+    x, y = np.meshgrid(np.arange(fixed.shape[0]), np.arange(fixed.shape[1]), indexing="ij")
+    return dict(z=0, fixed=fixed, moving=moving, deformed=moving.copy(), hinv=np.stack([x, y], -1).astype(np.float32),
+                jac=np.ones(fixed.shape, np.float32), jac_range=(1.0, 1.0), lo=float(fixed.min()),
+                hi=float(fixed.max()), moving_lo=float(moving.min()), moving_hi=float(moving.max()), overlay=overlay,
+                diff_max=1.0, aspect=1.0, accepted=[dict(energy=1.0, match=1.0, reg=0.1, scale=1)] * 3,
+                nvox={1: 100.0}, title="t")
+
+
+def test_report_shows_each_image_on_its_own_scale_and_a_checkerboard_for_other_contrasts():
+    from pyca.apps._lddmm_report import render
+
+    nx, ny = 24, 16
+    x = np.arange(nx)[:, None] * np.ones((1, ny))
+    fixed = (x / (nx - 1)).astype(np.float32)  # 0 .. 1
+    moving = (1400.0 * (1 - x / (nx - 1))).astype(np.float32)  # 1400 .. 0
+    rgb = render(_report(fixed, moving, "difference"))
+    f, m = _panel_pixels(rgb, "fixed", nx, ny)[..., 0], _panel_pixels(rgb, "moving", nx, ny)[..., 0]
+    np.testing.assert_allclose(f, np.round(255 * fixed), atol=1)  # 0-1: black to white
+    np.testing.assert_allclose(m, np.round(255 * moving / 1400), atol=1)  # 0-1400: white to black
+    # the difference of the images each on its own scale: 2 x / (nx - 1) - 1, from -1 (blue) to +1 (red)
+    dif = _panel_pixels(rgb, "fixed - moving", nx, ny)
+    np.testing.assert_allclose(dif[-1, 0], (178, 24, 43), atol=1)
+    np.testing.assert_allclose(dif[0, 0], (33, 102, 172), atol=1)
+    # different contrasts: tiles of the fixed and of the deformed image, each in its own grey
+    rgb = render(_report(fixed, moving, "checkerboard"))
+    cb = _panel_pixels(rgb, "fixed - deformed", nx, ny)[..., 0]
+    t = max(nx, ny) // 8
+    i, j = np.meshgrid(np.arange(nx) // t, np.arange(ny) // t, indexing="ij")
+    want = np.where((i + j) % 2 == 0, np.round(255 * fixed), np.round(255 * moving / 1400))
+    np.testing.assert_allclose(cb, want, atol=1)
