@@ -54,6 +54,7 @@ def pair(shape, seed=0):
     I = ndi.gaussian_filter(rng.random(shape), 1.2)
     I = (I - I.min()) / (I.max() - I.min())
     J = np.sin(3.0 * I) ** 2 + 0.05 * rng.standard_normal(shape)
+    I[:2], J[:2] = 0.0, 0.0  # a background: runs of equal voxels (added once, times their length)
     return I.astype(np.float32), J.astype(np.float32)
 
 
@@ -140,8 +141,12 @@ import numpy as np
 import pyca as ca
 g = ca.GridInfo((67, 61, 59))
 r = np.random.default_rng(5)
-a = ca.Image3D.from_array(np.asfortranarray(r.uniform(-0.1, 1.1, g.size()).astype(np.float32)), g)
-b = ca.Image3D.from_array(np.asfortranarray(r.uniform(0, 300, g.size()).astype(np.float32)), g)
+aa = r.uniform(-0.1, 1.1, g.size()).astype(np.float32)
+aa[:, :20] = 0.0  # a background slab in both: runs of equal voxels
+a = ca.Image3D.from_array(np.asfortranarray(aa), g)
+bb = r.uniform(0, 300, g.size()).astype(np.float32)
+bb[:, :20] = 0.0
+b = ca.Image3D.from_array(np.asfortranarray(bb), g)
 m = ca.Image3D.from_array(np.asfortranarray((r.random(g.size()) > 0.2).astype(np.float32)), g)
 h = ca.Image3D(ca.GridInfo((32, 32, 1)))
 ca.JointHistogram(h, a, b, m, 0.0, 1.0, 0.0, 300.0)

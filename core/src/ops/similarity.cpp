@@ -157,16 +157,33 @@ void miHistogramCpu(std::vector<std::uint64_t>& H, const float* a, const float* 
 #pragma omp parallel num_threads(detail::threadsFor(n))
   {
     std::vector<std::uint64_t> local(nb, 0);
-#pragma omp for schedule(static)
-    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
+    // A run of voxels with the same (I, J, mask) -- the background, mostly -- adds its weights once,
+    // times its length.
+    const auto add = [&](float u, float v, float m, std::uint64_t count) {
       int bI, bJ;
       std::uint64_t q[16];
-      math::miVoxelWeights(a[i], b[i], w ? w[i] : 1.f, bins, &bI, &bJ, q);
+      math::miVoxelWeights(u, v, m, bins, &bI, &bJ, q);
       for (int r = 0; r < 4; ++r) {
         std::uint64_t* row = &local[std::size_t(bI + r) * std::size_t(bins.nJ) + std::size_t(bJ)];
-        for (int c = 0; c < 4; ++c) row[c] += q[4 * r + c];
+        for (int c = 0; c < 4; ++c) row[c] += q[4 * r + c] * count;
       }
+    };
+    float pu = 0.f, pv = 0.f, pm = 0.f;
+    std::uint64_t run = 0;
+#pragma omp for schedule(static)
+    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
+      const float u = a[i], v = b[i], m = w ? w[i] : 1.f;
+      if (run && u == pu && v == pv && m == pm) {  // (a NaN never equals: it starts its own run)
+        ++run;
+        continue;
+      }
+      if (run) add(pu, pv, pm, run);
+      pu = u;
+      pv = v;
+      pm = m;
+      run = 1;
     }
+    if (run) add(pu, pv, pm, run);
 #pragma omp critical(pyca_mi_histogram)
     for (std::size_t k = 0; k < nb; ++k) H[k] += local[k];
   }

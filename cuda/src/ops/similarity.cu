@@ -99,17 +99,34 @@ __global__ void miHistKernel(unsigned long long* __restrict__ H, const float* __
     __syncthreads();
     mine = sh + std::size_t((threadIdx.x / 32) % copies) * std::size_t(nb);
   }
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
-       i += std::size_t(gridDim.x) * blockDim.x) {
+  // A run of voxels with the same (I, J, mask) -- a thread's background voxels, mostly -- adds its
+  // weights once, times its length: far fewer atomics on the background's crowded bins.
+  const auto add = [&](float u, float v, float m, unsigned long long n) {
     int bI, bJ;
     std::uint64_t q[16];
-    math::miVoxelWeights(a[i], b[i], w ? w[i] : 1.f, bins, &bI, &bJ, q);
+    math::miVoxelWeights(u, v, m, bins, &bI, &bJ, q);
     for (int r = 0; r < 4; ++r) {
       unsigned long long* row = mine + (bI + r) * bins.nJ + bJ;
       for (int c = 0; c < 4; ++c)
-        if (q[4 * r + c]) atomicAdd(row + c, (unsigned long long)q[4 * r + c]);
+        if (q[4 * r + c]) atomicAdd(row + c, (unsigned long long)q[4 * r + c] * n);
     }
+  };
+  float pu = 0.f, pv = 0.f, pm = 0.f;
+  unsigned long long run = 0ull;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const float u = a[i], v = b[i], m = w ? w[i] : 1.f;
+    if (run && u == pu && v == pv && m == pm) {  // (a NaN never equals: it starts its own run)
+      ++run;
+      continue;
+    }
+    if (run) add(pu, pv, pm, run);
+    pu = u;
+    pv = v;
+    pm = m;
+    run = 1ull;
   }
+  if (run) add(pu, pv, pm, run);
   if (Shared) {
     __syncthreads();
     for (int k = threadIdx.x; k < nb; k += blockDim.x) {
