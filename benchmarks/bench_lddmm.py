@@ -127,7 +127,8 @@ class PeerBeg:
 
 def _peer_params(T):
     """pyca's parameters of this run (RUN), as the peers implement them."""
-    from pyca.apps.lddmm import DEFAULT_SIGMA, DEFAULTS
+    from pyca.apps.lddmm import DEFAULTS
+    from pyca.registration.metrics import DEFAULT_SIGMA
 
     return dict(DEFAULTS, time_steps=T, sigma=DEFAULT_SIGMA["ssd"], **RUN)
 

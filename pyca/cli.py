@@ -34,11 +34,10 @@ a match worse than the linear stage's, ssd/lncc on images of different contrasts
 "quality" in summary.json, outputs written; 0 with --allow-folds), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/lddmm.md."""
 
 
-# Bounds of the command line's numbers, checked while parsing (before any work): what a run of
-# this program can do in reasonable time and memory, not the library's own limits.
+# Bounds of the built-in pair's size, checked while parsing (before any work). The registration
+# parameters' options, their bounds and help come from pyca.registration.parameters.
 _MAX_AXIS = 4096  # voxels per axis of the built-in pair
 _MAX_VOXELS = 1 << 28  # voxels of the built-in pair (a Field3D of them is 3 GiB)
-_BOUNDS = {"lpow": (1, 16), "time_steps": (1, 1000), "iterations": (0, 100_000)}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,14 +83,6 @@ def _size(text):
     return s
 
 
-def _iterations(text):
-    vals = _ints(text)
-    lo, hi = _BOUNDS["iterations"]
-    if any(not lo <= v <= hi for v in vals):
-        raise argparse.ArgumentTypeError(f"each count must be in [{lo}, {hi}], got {text!r}")
-    return vals
-
-
 def _ints(text):
     try:
         vals = [int(t) for t in str(text).replace(" ", "").split(",") if t]
@@ -102,25 +93,8 @@ def _ints(text):
     return vals
 
 
-def _per_metric(table):
-    """'2 for lncc, 1 for ssd': a per-metric default of pyca.registration.metrics, for --help."""
-    from .registration import metrics as _metrics
-
-    return ", ".join(f"{v:g} for {k}" for k, v in sorted(getattr(_metrics, table).items()))
-
-
-def _step(text):
-    if text == "auto":
-        return "auto"
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
-
-
 def _parser():
-    from .apps.lddmm import DEFAULTS as D, NORMALIZE
-    from .registration.metrics import METRICS
+    from .registration import parameters
 
     def common(p, top):
         # -v/-q are accepted before and after the command (`pyca -v lddmm`, `pyca lddmm -v`).
@@ -145,61 +119,7 @@ def _parser():
                     "non-empty one is refused unless --overwrite")
     lp.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out (its "
                     "files are removed before the new ones are written; other files are kept)")
-    lp.add_argument("--device", default=D["device"], choices=["auto", "cpu", "gpu"],
-                    help="where to run (default: %(default)s: the GPU when one can be used)")
-    g = lp.add_argument_group("regularisation: L = (-alpha Laplacian - beta grad div + gamma)^lpow")
-    g.add_argument("--alpha", type=float, default=D["alpha"], help="default %(default)s")
-    g.add_argument("--beta", type=float, default=D["beta"], help="default %(default)s")
-    g.add_argument("--gamma", type=float, default=D["gamma"], help="default %(default)s")
-    g.add_argument("--lpow", type=_bounded("lpow", *_BOUNDS["lpow"]), default=D["lpow"], help="default %(default)s")
-    g = lp.add_argument_group("optimisation")
-    g.add_argument("--sigma", type=float, default=D["sigma"],
-                   help=f"sigma of the image match term (normalised intensities; default: the metric's, "
-                   f"{_per_metric('DEFAULT_SIGMA')})")
-    g.add_argument("--step", type=_step, default=D["step"],
-                   help="gradient step eps in (0, 0.5), or 'auto' (default %(default)s)")
-    g.add_argument("--max-step", type=float, default=D["max_step"],
-                   help="with --step auto: largest velocity change of a scale's first step, in voxels "
-                   "(default %(default)s)")
-    g.add_argument("--iterations", type=_iterations, default=list(D["iterations"]),
-                   help="iterations per scale, e.g. 60,40,20 (default %(default)s)")
-    g.add_argument("--scales", type=_ints, default=list(D["scales"]),
-                   help="downsampling factors, coarse to fine, ending with 1 (default %(default)s)")
-    g.add_argument("--time-steps", type=_bounded("time_steps", *_BOUNDS["time_steps"]), default=D["time_steps"],
-                   help="time steps T (default %(default)s)")
-    norm = g.add_mutually_exclusive_group()
-    norm.add_argument("--normalize", choices=NORMALIZE, default=D["normalize"],
-                      help="intensities: 'percentiles' scales each image's 0.5-99.5 percentile range to [0, 1]; "
-                      "'histogram' maps the moving image's quantiles onto the fixed image's, then scales both "
-                      "alike (same contrast, e.g. T1 to T1); 'none' (default %(default)s)")
-    norm.add_argument("--no-normalize", dest="normalize", action="store_const", const="none",
-                      help="the same as --normalize none")
-    g.add_argument("--bias-sigma", type=float, default=D["bias_sigma"],
-                   help="bias correction: the fixed image takes, at each scale, the warped moving image's smooth "
-                   "intensity gain (a Gaussian of this many world units, mm); 0: off (default %(default)s)")
-    g.add_argument("--band-tol", type=float, default=D["band_tol"],
-                   help="the kernel K keeps, per axis, the frequencies where its symbol is above this fraction of "
-                   "its peak (band-limited velocities: fewer transforms); 0: every frequency "
-                   "(default %(default)g)")
-    g.add_argument("--fixed-blur", type=float, default=D["fixed_blur"],
-                   help="the fixed image is smoothed by a Gaussian of this many moving-image voxels before any "
-                   "comparison, as sharp as the warped moving image (trilinear interpolation's mean blur, "
-                   "sqrt(1/6)); 0: off (default %(default).3g)")
-    g.add_argument("--tol", type=float, default=D["tol"],
-                   help="a scale stops when its last 5 iterations gained less than 5 x this of its gain so far "
-                   "(default %(default)s)")
-    g = lp.add_argument_group("match term, linear stage, masks and labels (docs/lddmm.md)")
-    g.add_argument("--metric", default=D["metric"], choices=list(METRICS), help="ssd and lncc compare images of one "
-                   "contrast; mi (mutual information) images of different contrasts, e.g. T1 onto T2 or FLAIR "
-                   "(default %(default)s)")
-    g.add_argument("--radius", type=int, default=D["radius"], help="LNCC window radius in voxels (default %(default)s)")
-    g.add_argument("--affine", default=D["affine"], choices=["auto", "none", "rigid", "affine"],
-                   help="linear stage before LDDMM (default %(default)s: affine when the grids or the centres of "
-                   "mass differ)")
-    g.add_argument("--fixed-mask", help="0/1 image on the fixed grid: the match term counts only its voxels")
-    g.add_argument("--moving-mask", help="0/1 image on the moving grid")
-    g.add_argument("--moving-labels", help="integer label image on the moving grid, warped by nearest neighbour "
-                   "into labels.nii.gz")
+    parameters.add_arguments(lp)  # --device and the registration parameters, in their groups
     g = lp.add_argument_group("built-in data (without --fixed/--moving)")
     g.add_argument("--size", type=_size, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
     g = lp.add_argument_group("output")
@@ -268,20 +188,17 @@ def cmd_lddmm(a):
     verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say
     if (a.fixed is None) != (a.moving is None):
         return _fail("lddmm", "give both --fixed and --moving, or neither (built-in data)")
-    params = dict(alpha=a.alpha, beta=a.beta, gamma=a.gamma, lpow=a.lpow, sigma=a.sigma, step=a.step,
-                  max_step=a.max_step, iterations=a.iterations if len(a.iterations) > 1 else a.iterations[0],
-                  scales=a.scales, time_steps=a.time_steps, device=a.device, tol=a.tol, band_tol=a.band_tol,
-                  normalize=a.normalize, bias_sigma=a.bias_sigma, fixed_blur=a.fixed_blur, metric=a.metric,
-                  radius=a.radius, affine=a.affine)
-    extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
+    from .registration import parameters
+
+    params = parameters.from_args(a)
+    extra = parameters.files_of(a)
     # Everything that can be wrong with the inputs is found here, before any work.
     if not _importable("nibabel"):
         return _fail("lddmm", "nibabel, which writes the outputs, cannot be imported: pip install nibabel")
     try:
         check_out_dir(a.out, a.overwrite)
-        checked = {**lddmm.DEFAULTS, **params}
-        lddmm._check_params(checked)  # (fills the metric's sigma and alpha)
-        lddmm._schedule(params["scales"], params["iterations"])
+        checked = parameters.check({**lddmm.DEFAULTS, **params})  # (fills the metric's sigma and alpha)
+        parameters.schedule(params["scales"], params["iterations"])
         _, device = lddmm.resolve_device(a.device)
         if a.fixed is None:
             size = tuple(a.size) if a.size else data.DEFAULT_SIZE

@@ -1,49 +1,26 @@
 """The `pyca atlas` subcommand, and the options it shares with `pyca register-batch`: the Dask
-cluster (--scheduler, --workers) and registration parameters as -p KEY=VALUE (the keys and defaults
-are pyca.apps.lddmm's, so they stay in sync with `pyca lddmm` by construction)."""
+cluster (--scheduler, --workers) and registration parameters as -p KEY=VALUE (their kinds are those
+declared in pyca.registration.parameters, so they stay in sync with `pyca lddmm` by construction)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 
-
-def _value(key, text, default):
-    if isinstance(default, bool):
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"-p {key}: expected true or false, got {text!r}")
-    if isinstance(default, (tuple, list)):
-        return tuple(int(t) for t in text.replace(" ", "").split(",") if t)
-    if key == "step" and text == "auto":
-        return text
-    if isinstance(default, str):
-        return text
-    if isinstance(default, int) and key not in ("step",):
-        return int(text)
-    return float(text)
-
-
 def registration_params(pairs, defaults):
-    """['alpha=2', 'scales=4,2,1', ...] -> dict, each value converted like its default."""
-    out = {}
-    for item in pairs or []:
-        key, sep, text = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in defaults:
-            raise ValueError(f"-p {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(defaults))}")
-        try:
-            v = _value(key, text.strip(), defaults[key])
-        except ValueError as e:
-            raise ValueError(str(e) if str(e).startswith("-p") else f"-p {key}: cannot read {text!r}") from None
-        out[key] = v[0] if key == "iterations" and len(v) == 1 else v
-    return out
+    """['alpha=2', 'scales=4,2,1', ...] -> dict, each value read as its declared kind
+    (pyca.registration.parameters.parse_assignments); defaults: the program's DEFAULTS (its keys)."""
+    from ..registration.parameters import parse_assignments
+
+    return parse_assignments(pairs, defaults)
 
 
 def add_common_options(p, defaults):
-    keys = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in defaults.items())
+    from ..registration.parameters import DECLARED
+
+    settable = {q.name for q in DECLARED if q.assignable}
+    keys = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in defaults.items()
+                     if k in settable)
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", default=[],
                    help=f"a registration parameter (docs/lddmm.md), repeatable; defaults: {keys}")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default=None,

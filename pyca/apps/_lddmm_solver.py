@@ -1,40 +1,20 @@
 """The LDDMM solver of one scale (pyca.apps.lddmm's inner loop): every array of a level, allocated
 once, and the passes of one gradient-descent iteration (forward transport, gradients, update).
-The algorithm and its notation are in pyca/apps/lddmm.py's docstring and docs/lddmm.md."""
+The algorithm and its notation are in pyca/apps/lddmm.py's docstring and docs/lddmm.md.
+
+The level is the problem pyca.registration.optimisers.descend() optimises (forward, gradients,
+update, undo, halve, ...); its match term is a pyca.registration.metrics metric, its geometry
+pyca.registration.transforms' (docs/design/registration.md)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import core as ca
+from ..registration.metrics import SSD
+from ..registration.transforms import affine_hfield, flow_forward, jacobian_det, scratch_for
 
-_COARSE_MIN = 8  # a scale never shrinks an axis below this (or below its size when smaller)
-
-
-def _coarse_grid(g, f):
-    if f == 1:
-        return g
-    size = np.array(tuple(g.size()))
-    sp = np.array(tuple(g.spacing()), float)
-    org = np.array(tuple(g.origin()), float)
-    sc = np.array([n if n == 1 else max(int(round(n / f)), min(n, _COARSE_MIN)) for n in size])
-    r = size / sc
-    d = g.direction()  # the coarse voxel centres, in the world (docs/design/orientation.md)
-    return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + d @ (0.5 * (r - 1) * sp)), direction=d)
-
-
-def _voxel_volume(g):
-    """sx * sy * sz (sx * sy on a 2-D grid): JacDetH differentiates an H-field per world unit (PyCA's
-    units), so JacDetH times this is det D phi with phi in voxel coordinates (1 for the identity)."""
-    sp = tuple(float(x) for x in g.spacing())
-    return sp[0] * sp[1] * (1.0 if g.size().z == 1 else sp[2])
-
-
-def _jac_det(out, h):
-    """out = |D h| of an H-field, 1 for the identity on any spacing."""
-    ca.JacDetH(out, h)
-    vol = _voxel_volume(h.grid())
-    if vol != 1.0:
-        ca.MulC_I(out, vol)
+# det D h of an H-field (the name tests and lab scripts know it by in this module)
+_jac_det = jacobian_det
 
 
 def _ext_ssd_gradient():
@@ -112,9 +92,8 @@ class _Level:
         self.J0 = [I0] + [Im() for _ in range(T)]
         self.J0_prev = [I0] + [Im() for _ in range(T)]
         self.h = [F(), F()]
-        self.J1, self.jac, self.diff = Im(), Im(), Im()
+        self.J1, self.jac = Im(), Im()
         self.grad, self.tmp = F(), F()
-        self.sigma2 = float(p["sigma"]) ** 2
         self.K = ca.FluidKernelFFT()
         self.K.setAlpha(float(p["alpha"]))
         self.K.setBeta(float(p["beta"]))
@@ -123,23 +102,25 @@ class _Level:
         self.K.setGrid(grid)
         self.K.setBand(ca.Vec3Di(*kernel_band(grid, p)))
         self.ssd_gradient = _ext_ssd_gradient()
-        # The match term (pyca/registration/metrics.py): None or metric.fused means the SSD paths below.
-        self.metric = None if metric is None or metric.fused else metric
-        self.resid = Im() if self.metric is not None else None
-        # The fused path computes the sum-of-squared-differences match only: with another match term
-        # (a metric hook) this must be False, and the general path below is the one that runs.
+        # The match term (pyca.registration.metrics; None: the SSD of p['sigma']). Its energy is always
+        # the metric's; where its gradient is the plain difference I - J (metric.plain_difference: the
+        # SSD without a mask) the SSD paths below transport I1 instead of the residual, and the fused
+        # path (LDDMMGradStep) computes the difference itself. Another metric runs the general path.
+        self.metric = metric if metric is not None else SSD(grid, mem, p["sigma"])
+        self.sigma2 = self.metric.sigma2
+        self._plain = bool(self.metric.plain_difference)
+        self.resid = Im() if not self._plain else None
         # source = (the moving image on its own grid, M: the 4 x 4 map of the linear stage from fixed
         # voxels into that image's voxels): J0_j samples the moving image once, through M after
         # phi_{t_j,0}, instead of I0 (itself the moving image sampled through M) through phi_{t_j,0}.
         self.source = source
-        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self.metric is None
+        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self._plain
+        self.diff = Im() if self._plain and not self._fast else None
         if source is not None and self._fast:  # LDDMMTransportStep's affine: A's rows, then t
             M = np.asarray(source[1], float)
             self._rows = [ca.Vec3Df(*(float(x) for x in M[i, :3])) for i in range(3)] + [
                 ca.Vec3Df(*(float(x) for x in M[:3, 3]))]
         elif source is not None:  # M after h by affine_hfield's passes
-            from .affine import affine_hfield, scratch_for  # (affine imports this module)
-
             hs, scratch = F(), scratch_for(self.I1)
             self._to_source = lambda h: affine_hfield(hs, source[1], h, scratch)
         self._due = False  # gradients() was called; the fused path has not computed them yet
@@ -178,10 +159,7 @@ class _Level:
     # The match energy of the last forward()'s J0_1 against I1 (after a change of I1 alone, without
     # transporting again).
     def match(self):
-        if self.metric is not None:
-            return self.metric.energy(self.J0[self.T], self.I1)
-        ca.Sub(self.diff, self.J0[self.T], self.I1)
-        return ca.Sum2(self.diff) / self.sigma2
+        return self.metric.energy(self.J0[self.T], self.I1)
 
     # dt sum_j <m_j, v_j>: after update(), the sum its kernel applications accumulated from the
     # spectra (FluidKernelFFT.applyInverseOperatorDot: no pass of its own); after halve(), the sum its
@@ -197,12 +175,7 @@ class _Level:
 
     # phi_{0,1} (composition only, for the outputs).
     def forward_map(self):
-        h, hn = self.h
-        ca.SetToIdentity(h)
-        for j in range(self.T - 1, -1, -1):
-            ca.ComposeHV(hn, h, self.v[j], self.dt)  # phi_{t,1} = phi_{t+dt,1} o (x + dt v_t)
-            h, hn = hn, h
-        return h
+        return flow_forward(*self.h, self.v, self.dt)  # phi_{t,1} = phi_{t+dt,1} o (x + dt v_t)
 
     # b_j = |D phi_{t_j,1}| (J0_j - J1_j) grad J0_j into m_new[j] (without the 2 / sigma^2), all j,
     # with the current v (J0 from the last forward()). With a metric: b_j = |D phi_{t_j,1}|
@@ -212,17 +185,17 @@ class _Level:
             self._due = True
             return
         h, hn = self.h
-        if self.metric is not None:
+        if not self._plain:
             self.metric.gradient(self.resid, self.J0[self.T], self.I1)
         ca.SetToIdentity(h)
         for j in range(self.T - 1, -1, -1):
             ca.ComposeHV(hn, h, self.v[j], self.dt)
             h, hn = hn, h
-            ca.ApplyH(self.J1, self.I1 if self.metric is None else self.resid, h)
-            _jac_det(self.jac, h)
+            ca.ApplyH(self.J1, self.I1 if self._plain else self.resid, h)
+            jacobian_det(self.jac, h)
             ca.Gradient(self.grad, self.J0[j])
             b = self.m_new[j]
-            if self.metric is not None:
+            if not self._plain:
                 ca.Mul_I(self.J1, self.jac)
                 ca.Mul(b, self.grad, self.J1)
             elif self.ssd_gradient is not None:

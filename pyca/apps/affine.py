@@ -31,76 +31,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import core as ca
-from ._device import wait
-from ._lddmm_solver import _coarse_grid
 from ..registration.metrics import make_metric
+from ..registration.transforms import LINEAR_KINDS as KINDS
+from ..registration.transforms import affine_hfield, center_of_mass, centred_affine, coarse_grid, rotation, scratch_for
+from ..registration.transforms import vox2world
+from ._device import wait
 
+# vox2world, center_of_mass, affine_hfield and scratch_for are pyca.registration.transforms' (also
+# importable from here, where they lived first).
 __all__ = ["register", "AffineResult", "vox2world", "center_of_mass", "affine_hfield", "scratch_for", "write_itk",
            "read_itk", "KINDS"]
 
-KINDS = ("none", "rigid", "affine")
 _LPS = np.diag([-1.0, -1.0, 1.0])  # RAS (NIfTI, pyca world) <-> LPS (ITK physical space)
-
-
-def vox2world(grid):
-    """4 x 4 matrix taking voxel indices of `grid` to world coordinates: origin + D diag(spacing) i
-    (D the grid's direction matrix where GridInfo has one, else the identity)."""
-    sp = np.array(tuple(grid.spacing()), float)
-    D = np.eye(3)
-    if hasattr(grid, "direction"):
-        D = np.array(grid.direction(), float).reshape(3, 3)
-    M = np.eye(4)
-    M[:3, :3] = D @ np.diag(sp)
-    M[:3, 3] = np.array(tuple(grid.origin()), float)
-    return M
-
-
-def affine_hfield(out, M, src=None, scratch=None):
-    """out(x) = M[:3, :3] src(x) + M[:3, 3] for a Field3D src (default: the identity, voxel indices
-    of out's grid), with pyca operations; out may be src. scratch: optional scratch_for(out), so that
-    a caller in a loop allocates nothing."""
-    idf, c = scratch if scratch is not None else scratch_for(out)
-    if src is None:
-        ca.SetToIdentity(idf)
-        src = idf
-    for d in range(3):  # the components first: out may be src
-        ca.Copy(c[d], src, d)
-    row = c[3]
-    for i in range(3):
-        ca.MulC_Add_MulC(row, c[0], float(M[i, 0]), c[1], float(M[i, 1]))
-        ca.Add_MulC_I(row, c[2], float(M[i, 2]))
-        ca.AddC_I(row, float(M[i, 3]))
-        ca.Copy(out, row, i)
-    return out
-
-
-def scratch_for(field):
-    """The scratch affine_hfield uses on field's grid: a Field3D and four Image3D."""
-    g, mem = field.grid(), field.memType()
-    return ca.Field3D(g, mem), [ca.Image3D(g, mem) for _ in range(4)]
-
-
-def center_of_mass(im):
-    """World coordinates of the intensity-weighted centre of an image of non-negative values."""
-    g = im.grid()
-    h = ca.Field3D(g, im.memType())
-    ca.SetToIdentity(h)
-    ca.Mul_I(h, im)
-    s = float(ca.Sum(im))
-    if not s > 0:
-        raise ValueError("affine: the image has no positive intensity: no centre of mass")
-    v = np.array(tuple(ca.Sum(h)), float) / s
-    return (vox2world(g) @ np.append(v, 1.0))[:3]
-
-
-def _rotation(w):
-    """exp([w]x): Rodrigues' formula."""
-    th = float(np.linalg.norm(w))
-    K = np.array([[0, -w[2], w[1]], [w[2], 0, -w[0]], [-w[1], w[0], 0]], float)
-    if th < 1e-12:
-        return np.eye(3) + K
-    K /= th
-    return np.eye(3) + np.sin(th) * K + (1 - np.cos(th)) * K @ K
 
 
 @dataclass
@@ -224,13 +166,6 @@ class _Scale:
         return E, grad, H
 
 
-def _params_to_T(A, t, c):
-    T = np.eye(4)
-    T[:3, :3] = A
-    T[:3, 3] = c + t - A @ c
-    return T
-
-
 def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None, scales=(4, 2),
              iterations=(100, 50), tol=1e-4, init=None):
     """Rigid or affine registration of `moving` onto `fixed` (Image3D, same memory type, any two grids,
@@ -261,7 +196,7 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
     R = max(float(np.max(np.abs(np.stack([lo[:3], hi[:3]]) - cf))), 1e-6)
     info = []
     for f, n_it in zip(scales, its):
-        g1, g2 = _coarse_grid(gf, f), _coarse_grid(gm, f)
+        g1, g2 = coarse_grid(gf, f), coarse_grid(gm, f)
         F, Mv = ca.Image3D(g1, mem), ca.Image3D(g2, mem)
         ca.ResampleAA(F, fixed)
         ca.ResampleAA(Mv, moving)
@@ -277,7 +212,7 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
         S = _Scale(F, Mv, mk, metric, radius, cf, kind == "rigid")
         vox = min(x for x, n in zip(tuple(g1.spacing()), tuple(g1.size())) if n > 1)
         step, min_step = vox, 0.01 * vox
-        E, grad, H = S.gradient(_params_to_T(A, t, cf), A, kind == "rigid")
+        E, grad, H = S.gradient(centred_affine(A, t, cf), A, kind == "rigid")
         hist, stop, it = [E], "iteration cap", 0
         for it in range(n_it):
             # Gauss-Newton-preconditioned direction (Levenberg damping), scaled by the step size.
@@ -298,14 +233,14 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
                 break
             s = min(step / size, 1.0) if metric == "ssd" else step / size  # the SSD's Gauss-Newton step is 1
             if kind == "rigid":
-                A_new, t_new = _rotation(s * dW) @ A, t + s * dt
+                A_new, t_new = rotation(s * dW) @ A, t + s * dt
             else:
                 A_new, t_new = A + s * dA, t + s * dt
-            E_new = S.energy(_params_to_T(A_new, t_new, cf))
+            E_new = S.energy(centred_affine(A_new, t_new, cf))
             if np.isfinite(E_new) and E_new < E:
                 A, t = A_new, t_new
                 step = min(s * size, step) * 2.0
-                E, grad, H = S.gradient(_params_to_T(A, t, cf), A, kind == "rigid")
+                E, grad, H = S.gradient(centred_affine(A, t, cf), A, kind == "rigid")
                 hist.append(E)
                 if s * size < min_step:
                     stop = "step below 1/100 voxel"
@@ -321,7 +256,7 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
         info.append({"scale": f, "grid": list(g1.size()), "iterations": it + 1, "energy_start": hist[0],
                      "energy_end": hist[-1], "stop": stop})
     wait(mem)
-    return AffineResult(_params_to_T(A, t, cf), kind, gf, gm, info, time.perf_counter() - t0)
+    return AffineResult(centred_affine(A, t, cf), kind, gf, gm, info, time.perf_counter() - t0)
 
 
 def write_itk(matrix, path):

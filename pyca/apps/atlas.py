@@ -39,6 +39,7 @@ from .._files import atomic_open, fingerprint, safe_name
 from .._progress import progress_bar
 from .. import distributed as pdist
 from . import _atlas_tasks as tasks
+from ..registration import parameters
 from . import lddmm
 
 __all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "add_parser"]
@@ -124,8 +125,8 @@ def _check_params(params):
     if unknown:
         raise TypeError(f"atlas: unknown parameter(s) {sorted(unknown)}; registration parameters: {sorted(DEFAULTS)}")
     p = dict(DEFAULTS, **params)
-    lddmm._check_params(p)
-    scales, its = lddmm._schedule(p["scales"], p["iterations"])
+    parameters.check(p, "atlas")
+    scales, its = parameters.schedule(p["scales"], p["iterations"], "atlas")
     p["scales"], p["iterations"] = tuple(scales), tuple(its)
     return p
 

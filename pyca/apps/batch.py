@@ -20,6 +20,7 @@ import uuid
 from .. import distributed as pdist
 from .._progress import progress_bar
 from . import _atlas_tasks as tasks
+from ..registration import parameters
 from . import lddmm
 from .atlas import AtlasError, _names, _write_json, resolve_inputs
 
@@ -35,8 +36,8 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
     if unknown:
         raise TypeError(f"register-batch: unknown parameter(s) {sorted(unknown)}; known: {sorted(lddmm.DEFAULTS)}")
     p = dict(lddmm.DEFAULTS, **params)
-    lddmm._check_params(p)
-    lddmm._schedule(p["scales"], p["iterations"])
+    parameters.check(p, "register-batch")
+    parameters.schedule(p["scales"], p["iterations"], "register-batch")
     template = os.path.abspath(os.fspath(template))
     if not os.path.isfile(template):
         raise FileNotFoundError(f"register-batch: no such template file: {template!r}")

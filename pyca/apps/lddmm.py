@@ -25,7 +25,6 @@ docs/lddmm.md.
 """
 from __future__ import annotations
 
-import numbers
 import os
 import time
 from dataclasses import dataclass, field
@@ -37,32 +36,20 @@ from .. import io as pio
 from . import affine
 from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
-from ._lddmm_solver import _coarse_grid, _jac_det, _Level
+from ..registration import optimisers, parameters
 from ..registration import quality as _quality
-from ..registration.metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS, make_metric
+from ..registration.metrics import SSD, make_metric
+from ..registration.parameters import INTERP_BLUR, NORMALIZE
+from ..registration.transforms import coarse_grid, jacobian_det, same_grid
+from ._lddmm_solver import _Level
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
 
-# The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
-# axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
-INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
-
-# Defaults (docs/lddmm.md explains each, and the measurements that chose them: 'T1 brain MRI'). sigma
-# applies to intensities scaled to [0, 1] when normalize is on; sigma and alpha None: the metric's
-# default (registration.metrics.DEFAULT_SIGMA, DEFAULT_ALPHA; pyca atlas's alpha); alpha, gamma are per world unit
-# (the fluid operator's spacing enters); iterations are caps (tol stops); bias_sigma is in world units
-# (0: off); fixed_blur in moving-image voxels (0: off).
-DEFAULTS = dict(
-    alpha=0.15, beta=0.0, gamma=0.02, lpow=8, sigma=None, metric="ssd", radius=3,
-    step="auto", max_step=0.5, tol=2e-3, time_steps=4, band_tol=1e-4,
-    scales=(4, 2, 1), iterations=(10, 150, 150),
-    normalize="histogram", percentiles=(0.5, 99.5), bias_sigma=10.0, fixed_blur=INTERP_BLUR, affine="auto",
-    fixed_mask=None, moving_mask=None, moving_labels=None,
-    device="auto", names=None,
-)
-NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (docs/lddmm.md, 'Intensities')
-_STEP_GROW, _STEP_MAX = 1.25, 0.45  # step='auto': growth after an accepted step, and its cap (< 0.5)
+# Defaults: pyca.registration.parameters declares each parameter (and docs/lddmm.md explains each,
+# and the measurements that chose them: 'T1 brain MRI'). INTERP_BLUR and NORMALIZE are importable from
+# here too.
+DEFAULTS = parameters.DEFAULTS
 _AFFINE_SCALES, _AFFINE_ITERATIONS = (4, 2), (60, 30)
 
 _MIN_SIZE = 4  # smallest extent of a registered axis (z may be 1: a 2-D image)
@@ -106,78 +93,6 @@ def _as_image(x, name):
             raise ValueError(f"lddmm: {name} must be a 2-D or 3-D array, got shape {x.shape}")
         return ca.Image3D.from_array(np.asfortranarray(x, dtype=np.float32))
     raise TypeError(f"lddmm: {name} must be an Image3D, a NumPy array or a file path, not {type(x).__name__}")
-
-
-def _schedule(scales, iterations):
-    scales = [scales] if isinstance(scales, (int, np.integer)) else list(scales)
-    if not scales or any(int(s) != s or s < 1 for s in scales):
-        raise ValueError(f"lddmm: scales must be integers >= 1 (downsampling factors), got {scales}")
-    scales = [int(s) for s in scales]
-    if any(a <= b for a, b in zip(scales, scales[1:])) or scales[-1] != 1:
-        raise ValueError(f"lddmm: scales must decrease and end with 1 (full resolution), got {scales}")
-    its = [iterations] * len(scales) if isinstance(iterations, (int, np.integer)) else list(iterations)
-    if len(its) != len(scales):
-        raise ValueError(f"lddmm: {len(its)} iteration counts for {len(scales)} scales ({scales})")
-    if any(int(i) != i or i < 0 for i in its):
-        raise ValueError(f"lddmm: iteration counts must be integers >= 0, got {its}")
-    return scales, [int(i) for i in its]
-
-
-def _real_in(v, lo, hi):
-    """v is a finite real number (not a boolean) in [lo, hi]."""
-    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and np.isfinite(v) and lo <= v <= hi
-
-
-def _int_in(v, lo, hi):
-    return _real_in(v, lo, hi) and v == int(v)
-
-
-def _check_params(p):
-    """Refuses a bad parameter in one line; fills sigma and alpha given as None with the metric's
-    defaults (in p)."""
-    for k, table in (("sigma", DEFAULT_SIGMA), ("alpha", DEFAULT_ALPHA)):
-        if p[k] is None:
-            p[k] = table.get(str(p["metric"]).lower(), table["ssd"])  # (an unknown metric is refused below)
-    for k in ("alpha", "sigma"):
-        if not (np.isfinite(p[k]) and p[k] > 0):
-            raise ValueError(f"lddmm: {k} must be > 0, got {p[k]}")
-    for k in ("beta", "gamma"):
-        if not (np.isfinite(p[k]) and p[k] >= 0):
-            raise ValueError(f"lddmm: {k} must be >= 0, got {p[k]}")
-    # Upper bounds too (rel, issue 19): each is work per voxel, refused at once rather than run for hours.
-    if not _int_in(p["lpow"], 1, 64):
-        raise ValueError(f"lddmm: lpow must be an integer in [1, 64], got {p['lpow']}")
-    if not _int_in(p["time_steps"], 1, 10000):
-        raise ValueError(f"lddmm: time_steps must be an integer in [1, 10000], got {p['time_steps']}")
-    if p["step"] != "auto" and not (isinstance(p["step"], (int, float)) and 0 < p["step"] < 0.5):
-        raise ValueError(f"lddmm: step must be 'auto' or a number in (0, 0.5), got {p['step']!r}")
-    if not (np.isfinite(p["max_step"]) and p["max_step"] > 0):
-        raise ValueError(f"lddmm: max_step must be > 0 (voxels), got {p['max_step']}")
-    if not (np.isfinite(p["tol"]) and p["tol"] >= 0):
-        raise ValueError(f"lddmm: tol must be >= 0, got {p['tol']}")
-    if str(p["metric"]).lower() not in METRICS:
-        raise ValueError(f"lddmm: metric must be one of {', '.join(METRICS)}, not {p['metric']!r}")
-    if int(p["radius"]) != p["radius"] or p["radius"] < 1:
-        raise ValueError(f"lddmm: radius (the LNCC window radius, voxels) must be an integer >= 1, got {p['radius']}")
-    if p["affine"] not in ("auto",) + affine.KINDS:
-        raise ValueError(f"lddmm: affine must be 'auto', 'none', 'rigid' or 'affine', not {p['affine']!r}")
-    if isinstance(p["normalize"], (bool, np.bool_)):  # True / False: the earlier spellings
-        p["normalize"] = "percentiles" if p["normalize"] else "none"
-    if p["normalize"] not in NORMALIZE:
-        raise ValueError(f"lddmm: normalize must be one of {', '.join(NORMALIZE)} (or True / False), not "
-                         f"{p['normalize']!r}")
-    if not _real_in(p["bias_sigma"], 0, np.inf):
-        raise ValueError(f"lddmm: bias_sigma (world units; 0: no bias correction) must be >= 0, "
-                         f"got {p['bias_sigma']!r}")
-    if not (_real_in(p["band_tol"], 0, 1) and p["band_tol"] < 1):
-        raise ValueError(f"lddmm: band_tol (K keeps the frequencies where its symbol is above this fraction of its "
-                         f"peak; 0: all) must be in [0, 1), got {p['band_tol']!r}")
-    if not _real_in(p["fixed_blur"], 0, 10):
-        raise ValueError(f"lddmm: fixed_blur (moving-image voxels; 0: off) must be in [0, 10], "
-                         f"got {p['fixed_blur']!r}")
-    lo, hi = p["percentiles"]
-    if not 0 <= lo < hi <= 100:
-        raise ValueError(f"lddmm: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
 
 
 def _label(role, names):
@@ -225,9 +140,7 @@ def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, m
             a = im.numpy()
             if not np.array_equal(a, np.round(a)):
                 raise ValueError(f"lddmm: {_label(role, names)} holds non-integer values: labels must be integers")
-    same = tuple(gf.size()) == tuple(gm.size()) and np.allclose(affine.vox2world(gf), affine.vox2world(gm),
-                                                                rtol=1e-4, atol=1e-4)
-    if same:
+    if same_grid(gf, gm):
         return "same grid (voxel to voxel)"
     return f"moving resampled onto the fixed grid in world coordinates (moving grid {gm})"
 
@@ -314,8 +227,7 @@ def _affine_kind(choice, I1, I0):
     if choice != "auto":
         return choice
     gf, gm = I1.grid(), I0.grid()
-    if tuple(gf.size()) != tuple(gm.size()) or not np.allclose(affine.vox2world(gf), affine.vox2world(gm),
-                                                               rtol=1e-4, atol=1e-4):
+    if not same_grid(gf, gm):
         return "affine"
     d = np.linalg.norm(affine.center_of_mass(I1) - affine.center_of_mass(I0))
     return "affine" if d > max(tuple(gf.spacing())) else "none"
@@ -334,12 +246,10 @@ def _on_fixed(grid, im, H, labels=False, out=None):
     return out
 
 
-def _ssd_before(I1, Mn, grid, mem):
-    """Sum of squared differences of the normalised images before any registration (moving on the
-    fixed grid through world coordinates)."""
-    moved = _on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem))
-    ca.Sub_I(moved, I1)
-    return ca.Sum2(moved)
+def _ssd_before(I1, Mn, grid, mem, ssd):
+    """Sum of squared differences (the metric `ssd`) of the normalised images before any registration
+    (moving on the fixed grid through world coordinates)."""
+    return ssd.energy(_on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem)), I1)
 
 
 @dataclass
@@ -454,14 +364,6 @@ def _fixed_blur_sigma(fg, mg, blur):
     return tuple(float(x) if n > 1 else 0.0 for x, n in zip(sig, tuple(fg.size())))
 
 
-def _stop_rule(hist, tol, window=5):
-    """True when the last `window` accepted iterations together lowered the energy by less than
-    `window * tol` times what the scale has gained so far (hist[0] - hist[-1]). Measured against the
-    gain, not the energy itself: an energy with a large constant part (LNCC's flat background, the
-    regulariser carried from a coarser scale) would otherwise stop at once."""
-    return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * (hist[0] - hist[-1])
-
-
 def _compared_images(fixed, moving, p, mem, fixed_mask=None, moving_mask=None):
     """(I1, Mn): the fixed and moving images as register() compares them, copies in `mem`: each scaled by
     `normalize` (with 'histogram', the moving image's intensities first matched to the fixed image's and
@@ -509,55 +411,14 @@ def _step_refused(p, f, eps, tries):
 
 
 def _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=False):
-    """Gradient descent of one scale (docs/lddmm.md, 'Optimiser'); returns the scale's report.
-    forwarded: lev.forward() has run with the current velocities (only I1 may have changed since)."""
-    match = lev.match() if forwarded else lev.forward()[0]
-    E = match + lev.reg_energy()
-    hist = [E]
-    auto = p["step"] == "auto"
-    eps = None if auto else float(p["step"])
-    fails, stop, it = 0, "iteration cap", -1
-    for it in range(n_it):
-        if fails:  # the rejected step, halved: no gradients to compute again (_Level.halve)
-            lev.halve()
-        else:
-            lev.gradients()
-            if eps is None:
-                dmax = lev.direction_max()
-                eps = min(0.25, float(p["max_step"]) / dmax) if dmax > 0 else 0.25
-            lev.update(eps)
-        m_new, _ = lev.forward()
-        r_new = lev.reg_energy()
-        E_new = m_new + r_new
-        accepted = bool(np.isfinite(E_new) and E_new <= E)
-        energies.append({"scale": f, "iteration": it, "energy": E_new, "match": m_new, "reg": r_new, "step": eps,
-                         "accepted": accepted})
-        if accepted:
-            E, match, fails = E_new, m_new, 0
-            hist.append(E)
-            if auto:  # the step grows again after a successful one
-                eps = min(eps * _STEP_GROW, _STEP_MAX)
-        else:  # back to the previous velocities (and their images), half the step
-            lev.undo()
-            eps *= 0.5
-            fails += 1
-        if pbar is not None:
-            pbar.set_postfix_str(f"scale 1/{f} E={E:.4g} match={match:.4g} step={eps:.2g}", refresh=False)
-            pbar.update(1)
-        if accepted and _stop_rule(hist, float(p["tol"])):
-            stop = f"converged (the last 5 iterations gained < {5 * p['tol']:g} of the scale's gain)"
-        elif fails >= 8:
-            stop = "step too small (8 rejected steps in a row)"
-        else:
-            continue
-        if pbar is not None:
-            pbar.update(n_it - it - 1)
-        break
-    if not auto and fails and len(hist) == 1:  # a fixed step that lowered nothing: the scale would end as it began
-        raise ValueError(_step_refused(p, f, eps, fails))
-    rel = (hist[-2] - hist[-1]) / abs(hist[-1]) if len(hist) > 1 and hist[-1] != 0 else 0.0
-    return {"scale": f, "iterations": it + 1, "max_iterations": n_it, "stop": stop, "energy_start": hist[0],
-            "energy_end": hist[-1], "last_relative_decrease": rel}
+    """Gradient descent of one scale (pyca.registration.optimisers.descend; docs/lddmm.md, 'Optimiser');
+    returns the scale's report. forwarded: lev.forward() has run with the current velocities (only I1
+    may have changed since)."""
+    try:
+        return optimisers.descend(lev, n_it, step=p["step"], max_step=p["max_step"], tol=p["tol"], records=energies,
+                                  tag={"scale": f}, label=f"scale 1/{f}", pbar=pbar, forwarded=forwarded)
+    except optimisers.NoDescent as e:  # a fixed step that lowered nothing: the scale would end as it began
+        raise ValueError(_step_refused(p, f, e.eps, e.tries)) from None
 
 
 def register(fixed, moving, *, progress=False, **params):
@@ -593,8 +454,8 @@ def register(fixed, moving, *, progress=False, **params):
     fixed, moving = _as_image(fixed, "fixed"), _as_image(moving, "moving")
     extra = {k: (_as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask",
                                                                            "moving_labels")}
-    _check_params(p)
-    scales, iters = _schedule(p["scales"], p["iterations"])
+    parameters.check(p)
+    scales, iters = parameters.schedule(p["scales"], p["iterations"])
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = resolve_device(p["device"])
     note = check_inputs(fixed, moving, names=names, **extra)
@@ -638,9 +499,9 @@ def register(fixed, moving, *, progress=False, **params):
     judge = make_metric(p["metric"], grid, mem, p["sigma"], mask, p["radius"])
     linear_match = judge.energy(I0, I1)
     contrast = _contrast(I1, Mn, I0, mask, p, grid, mem, tmp)
-    ca.Sub(tmp, I0, I1)
-    initial_mismatch = _ssd_before(I1, Mn, grid, mem)
-    linear_mismatch = ca.Sum2(tmp)
+    ssd = SSD(grid, mem, 1.0)  # the mismatch reported before and after, whatever the metric
+    linear_mismatch = ssd.energy(I0, I1)
+    initial_mismatch = _ssd_before(I1, Mn, grid, mem, ssd)
     timings = {"setup_s": 0.0, "affine_s": aff.seconds, "scales": []}
 
     energies = []
@@ -654,7 +515,7 @@ def register(fixed, moving, *, progress=False, **params):
     try:
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
-            g = _coarse_grid(grid, f)
+            g = coarse_grid(grid, f)
             if f == 1:
                 J0, J1, mk = I0, I1, mask
             else:
@@ -697,8 +558,8 @@ def register(fixed, moving, *, progress=False, **params):
     _on_fixed(grid, Mn, full, out=tmp)
     final_match_full = judge.energy(tmp, I1)
     del judge
-    ca.Sub_I(tmp, I1)
-    final_mismatch = ca.Sum2(tmp)
+    final_mismatch = ssd.energy(tmp, I1)
+    del ssd
     mv = moving.clone(mem) if moving.memType() != mem else moving
     deformed = _on_fixed(grid, mv, full)
     moved = _on_fixed(grid, mv, Haff)
@@ -707,7 +568,7 @@ def register(fixed, moving, *, progress=False, **params):
         lab = extra["moving_labels"].clone(mem) if extra["moving_labels"].memType() != mem else extra["moving_labels"]
         labels = _on_fixed(grid, lab, full, labels=True)
     jac = ca.Image3D(grid, mem)
-    _jac_det(jac, phiinv)
+    jacobian_det(jac, phiinv)
     lo, hi = (float(x) for x in ca.MinMax(I1))
     ca.GTC(tmp, I1, lo + 0.1 * (hi - lo))  # the fixed image's foreground
     if mask is not None:

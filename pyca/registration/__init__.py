@@ -6,6 +6,11 @@ transform or optimiser has a home.
   deformed image), on CPU and GPU alike: SSD, LNCC, MI (mutual information, different contrasts).
 - ``pyca.registration.quality``: did a finished registration fail (folds, collapse, a match worse
   than the linear stage's, a single-modality metric on different contrasts)?
+- ``pyca.registration.transforms``: grids and pyramids, affine maps and their H-fields, flows of
+  velocity fields, Jacobian determinants.
+- ``pyca.registration.optimisers``: step rules (LDDMM's automatic step with halving and undo).
+- ``pyca.registration.parameters``: one declaration of every registration parameter, from which
+  the checks, the command line's options and --help, and ``-p KEY=VALUE`` are built.
 - ``pyca.registration.transform_files``: transforms as ANTs and ITK files (affines, displacement
   fields), written and read (docs/transforms.md).
 - ``pyca.registration.apply``: images, label maps and points through pyca's or ANTs' transforms

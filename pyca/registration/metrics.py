@@ -20,12 +20,17 @@ has always been written: b = |D phi| (I - J) grad I, times 2 / sigma^2).
 
 w is an optional mask on the fixed grid (1 inside, 0 outside; None: everywhere). Every call routes
 by memory type, so the same metric runs on the CPU and on the GPU. docs/lddmm.md.
+
+A metric's public interface (docs/design/registration.md): name, sigma2 (sigma^2), energy(),
+gradient() and plain_difference: True when gradient(out, I, J) is exactly out = I - J at every voxel
+(the SSD without a mask), so that a solver may use its own fused kernels for it (the LDDMM solver
+transports J instead of the residual). A new metric subclasses Metric and joins make_metric.
 """
 from __future__ import annotations
 
 from .. import core as ca
 
-__all__ = ["SSD", "LNCC", "MI", "make_metric", "METRICS", "DEFAULT_SIGMA", "DEFAULT_ALPHA"]
+__all__ = ["Metric", "SSD", "LNCC", "MI", "make_metric", "METRICS", "DEFAULT_SIGMA", "DEFAULT_ALPHA"]
 
 METRICS = ("ssd", "lncc", "mi")
 # sigma and alpha used when none is given (intensities normalised to [0, 1]); chosen by the
@@ -35,7 +40,20 @@ DEFAULT_ALPHA = {"ssd": 1.0, "lncc": 2.0, "mi": 2.0}
 MI_BINS = 32  # bins per image of the MI metric (docs/lddmm.md)
 
 
-class SSD:
+class Metric:
+    """The interface of a match term (see the module's docstring)."""
+
+    name = None
+    plain_difference = False  # gradient(out, I, J) is out = I - J everywhere
+
+    def energy(self, I, J):
+        raise NotImplementedError
+
+    def gradient(self, out, I, J):
+        raise NotImplementedError
+
+
+class SSD(Metric):
     name = "ssd"
 
     def __init__(self, grid, mem, sigma, mask=None):
@@ -44,8 +62,8 @@ class SSD:
         self._d = ca.Image3D(grid, mem)
 
     @property
-    def fused(self):
-        """True when the solver may use its own fused SSD path (no mask)."""
+    def plain_difference(self):
+        """True without a mask: gradient() is then I - J at every voxel."""
         return self.mask is None
 
     def energy(self, I, J):
@@ -62,9 +80,8 @@ class SSD:
         return ca.Sum2(out) / self.sigma2  # w is 0 or 1: sum w d^2 = sum (w d)^2
 
 
-class LNCC:
+class LNCC(Metric):
     name = "lncc"
-    fused = False
 
     def __init__(self, grid, mem, sigma, mask=None, radius=4, eps=1e-5):
         self.sigma2 = float(sigma) ** 2
@@ -91,10 +108,8 @@ class LNCC:
         return (self.weight - S) / self.sigma2
 
 
-class MI:
+class MI(Metric):
     name = "mi"
-    fused = False
-    plain_difference = False
 
     def __init__(self, grid, mem, sigma, mask=None, bins=MI_BINS, fixed_range=None, moving_range=None):
         self.sigma2 = float(sigma) ** 2

@@ -1,0 +1,106 @@
+"""Optimisers of registration: step rules that lower a problem's energy without knowing what its
+state is (docs/design/registration.md).
+
+- ``descend(problem, iterations, ...)``: gradient descent with LDDMM's step rule (an automatic step
+  with growth, halving and undo) or a fixed step;
+- ``stop_rule(history, tol)``: the stopping test on a history of accepted energies.
+
+A problem for ``descend`` offers (pyca/apps/_lddmm_solver.py's level is one):
+
+    forward()        -> (match energy, anything): the state's images from its parameters
+    match()          -> the match energy of the last forward() (the target may have changed since)
+    reg_energy()     -> the regularisation energy of the current parameters
+    gradients()      the energy's gradient at the current parameters (may be computed lazily)
+    direction_max()  -> the largest component of the update direction, per unit of step, in voxels
+    update(eps)      parameters <- parameters + eps * direction (the previous kept for undo())
+    undo()           back to the parameters (and images) before the last update() and forward()
+    halve()          after update(eps), forward(), undo(): the state update(eps / 2) would give
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["descend", "stop_rule", "NoDescent", "STEP_GROW", "STEP_MAX", "STOP_WINDOW", "MAX_REJECTED"]
+
+STEP_GROW, STEP_MAX = 1.25, 0.45  # step='auto': growth after an accepted step, and its cap (< 0.5)
+STOP_WINDOW = 5  # stop_rule's window of accepted iterations
+MAX_REJECTED = 8  # a scale ends after this many rejected steps in a row
+
+
+class NoDescent(ValueError):
+    """A fixed step lowered the energy in none of its halvings: the problem would end where it began."""
+
+    def __init__(self, eps, tries):
+        super().__init__(f"a fixed step lowered the energy in none of {tries} tries (down to {eps * 2:g})")
+        self.eps, self.tries = eps, tries
+
+
+def stop_rule(hist, tol, window=STOP_WINDOW):
+    """True when the last `window` accepted iterations together lowered the energy by less than
+    `window * tol` times what the scale has gained so far (hist[0] - hist[-1]). Measured against the
+    gain, not the energy itself: an energy with a large constant part (LNCC's flat background, the
+    regulariser carried from a coarser scale) would otherwise stop at once."""
+    return len(hist) > window and (hist[-window - 1] - hist[-1]) < window * tol * (hist[0] - hist[-1])
+
+
+def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=None, label="", pbar=None,
+            forwarded=False):
+    """Gradient descent of `lev` (see the module's docstring) for at most n_it iterations; returns the
+    report {**tag, iterations, max_iterations, stop, energy_start, energy_end, last_relative_decrease}.
+
+    step: 'auto' (the first step sized so that the largest velocity change is max_step voxels, then
+    times STEP_GROW after each accepted step, up to STEP_MAX) or a fixed eps; a rejected step (the
+    energy rose or is not finite) is undone and halved. Stops when stop_rule(history, tol) holds, after
+    MAX_REJECTED rejections in a row, or at n_it. records: a list that receives one dict per iteration
+    ({**tag, iteration, energy, match, reg, step, accepted}); pbar: a progress bar (set_postfix_str,
+    update) labelled `label`; forwarded: lev.forward() has run with the current parameters (only the
+    target may have changed since). A fixed step that lowered nothing raises NoDescent."""
+    tag = dict(tag or {})
+    match = lev.match() if forwarded else lev.forward()[0]
+    E = match + lev.reg_energy()
+    hist = [E]
+    auto = step == "auto"
+    eps = None if auto else float(step)
+    fails, stop, it = 0, "iteration cap", -1
+    for it in range(n_it):
+        if fails:  # the rejected step, halved: no gradients to compute again (halve())
+            lev.halve()
+        else:
+            lev.gradients()
+            if eps is None:
+                dmax = lev.direction_max()
+                eps = min(0.25, float(max_step) / dmax) if dmax > 0 else 0.25
+            lev.update(eps)
+        m_new, _ = lev.forward()
+        r_new = lev.reg_energy()
+        E_new = m_new + r_new
+        accepted = bool(np.isfinite(E_new) and E_new <= E)
+        if records is not None:
+            records.append({**tag, "iteration": it, "energy": E_new, "match": m_new, "reg": r_new, "step": eps,
+                            "accepted": accepted})
+        if accepted:
+            E, match, fails = E_new, m_new, 0
+            hist.append(E)
+            if auto:  # the step grows again after a successful one
+                eps = min(eps * STEP_GROW, STEP_MAX)
+        else:  # back to the previous parameters (and their images), half the step
+            lev.undo()
+            eps *= 0.5
+            fails += 1
+        if pbar is not None:
+            pbar.set_postfix_str(f"{label} E={E:.4g} match={match:.4g} step={eps:.2g}", refresh=False)
+            pbar.update(1)
+        if accepted and stop_rule(hist, float(tol)):
+            stop = f"converged (the last {STOP_WINDOW} iterations gained < {STOP_WINDOW * tol:g} of the scale's gain)"
+        elif fails >= MAX_REJECTED:
+            stop = f"step too small ({MAX_REJECTED} rejected steps in a row)"
+        else:
+            continue
+        if pbar is not None:
+            pbar.update(n_it - it - 1)
+        break
+    if not auto and fails and len(hist) == 1:  # a fixed step that lowered nothing: it would end as it began
+        raise NoDescent(eps, fails)
+    rel = (hist[-2] - hist[-1]) / abs(hist[-1]) if len(hist) > 1 and hist[-1] != 0 else 0.0
+    return {**tag, "iterations": it + 1, "max_iterations": n_it, "stop": stop, "energy_start": hist[0],
+            "energy_end": hist[-1], "last_relative_decrease": rel}

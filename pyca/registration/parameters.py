@@ -1,0 +1,333 @@
+"""The parameters of registration, each declared once (docs/design/registration.md, docs/lddmm.md).
+
+Every parameter that pyca.apps.lddmm.register (and so `pyca lddmm`, `pyca atlas` and `pyca
+register-batch`) takes is one ``Parameter`` in ``DECLARED``: its name, kind, default, bounds or
+choices, unit and help text. Built from that one declaration:
+
+- ``DEFAULTS``: name -> default;
+- ``check(p, prog)``: the one validation (a bad value is refused in one line naming the parameter);
+- ``add_arguments(parser)``: the options of `pyca lddmm`, with their types, choices, bounds and
+  --help text; ``from_args(namespace)``: the parameters of a parsed command line;
+- ``parse_assignments(["alpha=2", ...])``: the -p KEY=VALUE options of `pyca atlas` and `pyca
+  register-batch`, each value read as its declared kind.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS
+from .transforms import LINEAR_KINDS
+
+__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "get", "check", "check_value", "schedule",
+           "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
+
+NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (docs/lddmm.md, 'Intensities')
+# The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
+# axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
+INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
+
+# Kinds: 'real' and 'int' (a finite number, not a boolean, within [lo, hi], each end open or closed;
+# 'int': an integral value), 'choice' (one of choices), 'ints' (a sequence of integers, or one),
+# 'reals' (a sequence of numbers), 'step' ('auto' or a real), 'file' (an image: a path, or an image
+# in the library), 'device' ('auto' | 'cpu' | 'gpu', or a MemoryType in the library), 'any'.
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    kind: str
+    default: object
+    help: str = ""  # the --help text (argparse: %(default)s is the default); '' for 'default %(default)s'
+    unit: str = ""
+    lo: float = None
+    hi: float = None
+    lo_open: bool = False
+    hi_open: bool = False
+    choices: tuple = ()
+    group: str = None  # the `pyca lddmm` option group; None: not an option of `pyca lddmm`
+    cli_hi: float = None  # a stricter upper bound on the command line (what a run can do in reasonable time)
+    assignable: bool = True  # accepted by -p KEY=VALUE
+    casefold: bool = False  # a choice in any case ('SSD')
+
+    @property
+    def option(self):
+        return "--" + self.name.replace("_", "-")
+
+    def bounds_text(self, hi=None):
+        hi = self.hi if hi is None else hi
+        what = "an integer" if self.kind in ("int", "ints") else "a number"
+        if self.lo is not None and hi is not None and math.isfinite(hi):
+            return f"{what} in {'(' if self.lo_open else '['}{self.lo:g}, {hi:g}{')' if self.hi_open else ']'}"
+        if self.lo is not None:
+            return f"{what} {'>' if self.lo_open else '>='} {self.lo:g}"
+        return what
+
+
+_REG = "regularisation: L = (-alpha Laplacian - beta grad div + gamma)^lpow"
+_OPT = "optimisation"
+_MATCH = "match term, linear stage, masks and labels (docs/lddmm.md)"
+GROUPS = (_REG, _OPT, _MATCH)  # in the order of `pyca lddmm --help`
+
+
+def _per_metric(table):
+    """'1 for lncc, 0.05 for ssd': a per-metric default, for --help."""
+    return ", ".join(f"{v:g} for {k}" for k, v in sorted(table.items()))
+
+
+_INF = float("inf")
+DECLARED = (
+    Parameter("device", "device", "auto", "where to run (default: %(default)s: the GPU when one can be used)",
+              choices=("auto", "cpu", "gpu"), group=""),
+    Parameter("alpha", "real", 0.15, unit="per world unit", lo=0, lo_open=True, group=_REG),
+    Parameter("beta", "real", 0.0, lo=0, group=_REG),
+    Parameter("gamma", "real", 0.02, lo=0, group=_REG),
+    Parameter("lpow", "int", 8, lo=1, hi=64, cli_hi=16, group=_REG),
+    Parameter("sigma", "real", None, "sigma of the image match term (normalised intensities; default: the metric's, "
+              f"{_per_metric(DEFAULT_SIGMA)})", lo=0, lo_open=True, group=_OPT),
+    Parameter("step", "step", "auto", "gradient step eps in (0, 0.5), or 'auto' (default %(default)s)",
+              lo=0, hi=0.5, lo_open=True, hi_open=True, group=_OPT),
+    Parameter("max_step", "real", 0.5, "with --step auto: largest velocity change of a scale's first step, in voxels "
+              "(default %(default)s)", unit="voxels", lo=0, lo_open=True, group=_OPT),
+    Parameter("iterations", "ints", (10, 150, 150), "iterations per scale, e.g. 60,40,20 (default %(default)s)",
+              lo=0, hi=_INF, cli_hi=100_000, group=_OPT),
+    Parameter("scales", "ints", (4, 2, 1), "downsampling factors, coarse to fine, ending with 1 (default %(default)s)",
+              lo=1, group=_OPT),
+    Parameter("time_steps", "int", 4, "time steps T (default %(default)s)", lo=1, hi=10000, cli_hi=1000, group=_OPT),
+    Parameter("normalize", "choice", "histogram", "intensities: 'percentiles' scales each image's 0.5-99.5 percentile "
+              "range to [0, 1]; 'histogram' maps the moving image's quantiles onto the fixed image's, then scales both "
+              "alike (same contrast, e.g. T1 to T1); 'none' (default %(default)s)", choices=NORMALIZE, group=_OPT),
+    Parameter("bias_sigma", "real", 10.0, "bias correction: the fixed image takes, at each scale, the warped moving "
+              "image's smooth intensity gain (a Gaussian of this many world units, mm); 0: off (default %(default)s)",
+              unit="world units", lo=0, group=_OPT),
+    Parameter("band_tol", "real", 1e-4, "the kernel K keeps, per axis, the frequencies where its symbol is above this "
+              "fraction of its peak (band-limited velocities: fewer transforms); 0: every frequency "
+              "(default %(default)g)", lo=0, hi=1, hi_open=True, group=_OPT),
+    Parameter("fixed_blur", "real", INTERP_BLUR, "the fixed image is smoothed by a Gaussian of this many moving-image "
+              "voxels before any comparison, as sharp as the warped moving image (trilinear interpolation's mean "
+              "blur, sqrt(1/6)); 0: off (default %(default).3g)", unit="moving-image voxels", lo=0, hi=10, group=_OPT),
+    Parameter("tol", "real", 2e-3, "a scale stops when its last 5 iterations gained less than 5 x this of its gain so "
+              "far (default %(default)s)", lo=0, group=_OPT),
+    Parameter("metric", "choice", "ssd", "ssd and lncc compare images of one contrast; mi (mutual information) "
+              "images of different contrasts, e.g. T1 onto T2 or FLAIR (default %(default)s)", choices=METRICS,
+              group=_MATCH, casefold=True),
+    Parameter("radius", "int", 3, "LNCC window radius in voxels (default %(default)s)", unit="voxels", lo=1, hi=_INF,
+              group=_MATCH),
+    Parameter("affine", "choice", "auto", "linear stage before LDDMM (default %(default)s: affine when the grids or "
+              "the centres of mass differ)", choices=("auto",) + LINEAR_KINDS, group=_MATCH),
+    Parameter("fixed_mask", "file", None, "0/1 image on the fixed grid: the match term counts only its voxels",
+              group=_MATCH, assignable=False),
+    Parameter("moving_mask", "file", None, "0/1 image on the moving grid", group=_MATCH, assignable=False),
+    Parameter("moving_labels", "file", None, "integer label image on the moving grid, warped by nearest neighbour "
+              "into labels.nii.gz", group=_MATCH, assignable=False),
+    Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range of normalize 'percentiles' "
+              "(low, high)", lo=0, hi=100),
+    Parameter("names", "any", None, "role -> file name, for messages", assignable=False),
+)
+_BY_NAME = {q.name: q for q in DECLARED}
+DEFAULTS = {q.name: q.default for q in DECLARED}
+
+
+def get(name):
+    """The Parameter called name."""
+    return _BY_NAME[name]
+
+
+# ------------------------------------------------------------------------------------------------
+# Validation
+def _real(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and bool(np.isfinite(v))
+
+
+def _within(q, v, hi=None):
+    hi = q.hi if hi is None else hi
+    if not _real(v):
+        return False
+    if q.kind in ("int", "ints") and v != int(v):
+        return False
+    if q.lo is not None and (v <= q.lo if q.lo_open else v < q.lo):
+        return False
+    return hi is None or (v < hi if q.hi_open else v <= hi)
+
+
+def check_value(q, v, prog="lddmm", hi=None):
+    """Refuses v for the parameter q (a Parameter or a name) in one line, 'prog: name ... got v'."""
+    q = get(q) if isinstance(q, str) else q
+    if q.kind in ("real", "int") and not _within(q, v, hi):
+        unit = f" ({q.unit})" if q.unit else ""
+        raise ValueError(f"{prog}: {q.name}{unit} must be {q.bounds_text(hi)}, got {v!r}")
+    if q.kind == "step" and v != "auto" and not _within(q, v, hi):
+        raise ValueError(f"{prog}: {q.name} must be 'auto' or {q.bounds_text(hi)}, got {v!r}")
+    if q.kind == "choice" and (str(v).lower() if q.casefold else v) not in q.choices:
+        raise ValueError(f"{prog}: {q.name} must be one of {', '.join(q.choices)}, not {v!r}")
+    return v
+
+
+def schedule(scales, iterations, prog="lddmm"):
+    """(scales, iterations) as two lists of ints of one length; refuses a bad schedule in one line."""
+    scales = [scales] if isinstance(scales, (int, np.integer)) else list(scales)
+    if not scales or any(int(s) != s or s < 1 for s in scales):
+        raise ValueError(f"{prog}: scales must be integers >= 1 (downsampling factors), got {scales}")
+    scales = [int(s) for s in scales]
+    if any(a <= b for a, b in zip(scales, scales[1:])) or scales[-1] != 1:
+        raise ValueError(f"{prog}: scales must decrease and end with 1 (full resolution), got {scales}")
+    its = [iterations] * len(scales) if isinstance(iterations, (int, np.integer)) else list(iterations)
+    if len(its) != len(scales):
+        raise ValueError(f"{prog}: {len(its)} iteration counts for {len(scales)} scales ({scales})")
+    if any(int(i) != i or i < 0 for i in its):
+        raise ValueError(f"{prog}: iteration counts must be integers >= 0, got {its}")
+    return scales, [int(i) for i in its]
+
+
+def check(p, prog="lddmm"):
+    """Refuses a bad parameter of the dict p (every declared name present) in one line; fills sigma and
+    alpha given as None with the metric's defaults, and normalize given as True / False (its earlier
+    spellings) as 'percentiles' / 'none' (in p). The schedule (scales, iterations) is schedule()'s."""
+    check_value("metric", p["metric"], prog)
+    for k, table in (("sigma", DEFAULT_SIGMA), ("alpha", DEFAULT_ALPHA)):
+        if p[k] is None:
+            p[k] = table[str(p["metric"]).lower()]
+    if isinstance(p["normalize"], (bool, np.bool_)):
+        p["normalize"] = "percentiles" if p["normalize"] else "none"
+    for q in DECLARED:
+        if q.kind in ("real", "int", "step", "choice") and q.name != "metric":
+            check_value(q, p[q.name], prog)
+    lo, hi = p["percentiles"]
+    if not 0 <= lo < hi <= 100:
+        raise ValueError(f"{prog}: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
+    return p
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading values from text: the command line's options and -p KEY=VALUE
+def _ints(text):
+    try:
+        vals = [int(t) for t in str(text).replace(" ", "").split(",") if t]
+    except ValueError:
+        raise ValueError(f"expected integers separated by commas, got {text!r}") from None
+    if not vals:
+        raise ValueError("expected at least one integer")
+    return vals
+
+
+def parse_value(q, text, cli=False):
+    """The value of the text given for the parameter q (a Parameter or a name), read as its kind;
+    integers (cli: within the command line's bounds, cli_hi) are checked here, at parse time, the
+    numbers by check(). ValueError with a message without the name (argparse adds the option)."""
+    q = get(q) if isinstance(q, str) else q
+    hi = q.cli_hi if cli and q.cli_hi is not None else q.hi
+    text = str(text).strip()
+    if q.kind == "ints":
+        vals = _ints(text)
+        if q.name == "iterations" and any(not _within(q, v, hi) for v in vals):
+            raise ValueError(f"each count must be in [{q.lo:g}, {hi:g}], got {text!r}")
+        return vals
+    if q.kind == "reals":
+        try:
+            return tuple(float(t) for t in text.replace(" ", "").split(",") if t)
+        except ValueError:
+            raise ValueError(f"expected numbers separated by commas, got {text!r}") from None
+    if q.kind == "int":
+        try:
+            v = int(text)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {text!r}") from None
+        if cli and not _within(q, v, hi):
+            raise ValueError(f"must be {q.bounds_text(hi)}, got {v}")
+        return v
+    if q.kind == "step" and text == "auto":
+        return text
+    if q.kind in ("real", "step"):
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"expected {'auto or ' if q.kind == 'step' else ''}a number, got {text!r}") from None
+        return v  # (its bounds: check(), which names the parameter)
+    return text
+
+
+def _arg_type(q):
+    def parse(text):
+        try:
+            return parse_value(q, text, cli=True)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = q.name  # argparse names the type in its messages
+    return parse
+
+
+def add_arguments(parser):
+    """Adds the declared parameters that are options of `pyca lddmm` to parser: --device to parser
+    itself, the others in their groups (GROUPS), each with its type, choices, default and help."""
+    groups = {"": parser}
+    groups.update({title: parser.add_argument_group(title) for title in GROUPS})
+    for q in DECLARED:
+        if q.group is None:
+            continue
+        g = groups[q.group]
+        kw = dict(help=q.help or "default %(default)s")
+        if q.kind == "file":
+            g.add_argument(q.option, **kw)
+            continue
+        kw["default"] = list(q.default) if isinstance(q.default, tuple) else q.default
+        if q.kind in ("choice", "device"):
+            kw["choices"] = list(q.choices)
+        else:
+            kw["type"] = _arg_type(q)
+        if q.name == "normalize":  # and its negation, --no-normalize
+            g = g.add_mutually_exclusive_group()
+            g.add_argument(q.option, **kw)
+            g.add_argument("--no-normalize", dest="normalize", action="store_const", const="none",
+                           help="the same as --normalize none")
+            continue
+        g.add_argument(q.option, **kw)
+    return parser
+
+
+def from_args(a):
+    """The registration parameters of a command line parsed by a parser of add_arguments(), but the
+    files (fixed_mask, moving_mask, moving_labels: see files_of()); one iteration count stands for
+    every scale."""
+    out = {}
+    for q in DECLARED:
+        if q.group is None or q.kind == "file" or not hasattr(a, q.name):
+            continue
+        v = getattr(a, q.name)
+        if q.name == "iterations" and len(v) == 1:
+            v = v[0]
+        out[q.name] = v
+    return out
+
+
+def files_of(a):
+    """The file parameters given on a command line parsed by a parser of add_arguments(): name -> path."""
+    return {q.name: getattr(a, q.name) for q in DECLARED if q.kind == "file" and getattr(a, q.name, None)}
+
+
+def parse_assignments(pairs, defaults=None):
+    """['alpha=2', 'scales=4,2,1', ...] (-p KEY=VALUE) -> dict, each value read as its declared kind
+    (an iteration count alone stands for every scale); defaults: the keys offered (a program's
+    DEFAULTS; every declared one by default)."""
+    defaults = DEFAULTS if defaults is None else defaults
+    out = {}
+    for item in pairs or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in defaults:
+            raise ValueError(f"-p {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(defaults))}")
+        q = _BY_NAME.get(key)
+        if q is not None and not q.assignable:
+            raise ValueError(f"-p {key}: not settable by -p")
+        try:
+            v = parse_value(q, text) if q is not None else text.strip()
+        except ValueError:
+            raise ValueError(f"-p {key}: cannot read {text.strip()!r}") from None
+        if isinstance(v, list):
+            v = tuple(v)
+        out[key] = v[0] if key == "iterations" and len(v) == 1 else v
+    return out

@@ -1,0 +1,155 @@
+"""Transforms of registration: grids and their pyramids, affine maps and their H-fields, flows of
+velocity fields, Jacobian determinants (docs/design/registration.md).
+
+PyCA's conventions hold throughout: an H-field holds, at each voxel of its grid, the voxel
+coordinates of the point it maps to; a V-field (velocity, displacement) is in world units; a 2-D
+image has z = 1. A grid's world is origin + direction diag(spacing) index (docs/design/orientation.md).
+Every function routes by memory type, so the same code runs on the CPU and on the GPU.
+
+    from pyca.registration import transforms
+    g2 = transforms.coarse_grid(grid, 2)        # half resolution, same box
+    M = transforms.vox2world(grid)              # 4 x 4 voxel index -> world point
+    transforms.affine_hfield(h, M_vox)          # h(x) = M_vox x, voxel to voxel
+    transforms.jacobian_det(jac, h)             # det D h, 1 for the identity on any spacing
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import core as ca
+
+__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "voxel_volume", "same_grid", "vox2world", "affine_hfield",
+           "scratch_for", "center_of_mass", "rotation", "centred_affine", "flow_forward", "jacobian_det"]
+
+LINEAR_KINDS = ("none", "rigid", "affine")  # the linear transforms pyca.apps.affine estimates
+COARSE_MIN = 8  # a scale never shrinks an axis below this (or below its size when smaller)
+
+
+# ------------------------------------------------------------------------------------------------
+# Grids
+def coarse_grid(g, f):
+    """The grid of scale 1/f of `g`: each axis of n > 1 voxels shrunk to round(n / f) (never below
+    COARSE_MIN, or n when smaller), the same box in the world (spacings scaled by n / size, the voxel
+    centres placed so that the first and last voxels' outer faces stay where they were). f = 1: g."""
+    if f == 1:
+        return g
+    size = np.array(tuple(g.size()))
+    sp = np.array(tuple(g.spacing()), float)
+    org = np.array(tuple(g.origin()), float)
+    sc = np.array([n if n == 1 else max(int(round(n / f)), min(n, COARSE_MIN)) for n in size])
+    r = size / sc
+    d = g.direction()  # the coarse voxel centres, in the world (docs/design/orientation.md)
+    return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + d @ (0.5 * (r - 1) * sp)), direction=d)
+
+
+def pyramid(g, scales):
+    """[coarse_grid(g, f) for f in scales]: the grids of a coarse-to-fine schedule."""
+    return [coarse_grid(g, int(f)) for f in scales]
+
+
+def voxel_volume(g):
+    """sx * sy * sz (sx * sy on a 2-D grid): JacDetH differentiates an H-field per world unit (PyCA's
+    units), so JacDetH times this is det D phi with phi in voxel coordinates (1 for the identity)."""
+    sp = tuple(float(x) for x in g.spacing())
+    return sp[0] * sp[1] * (1.0 if g.size().z == 1 else sp[2])
+
+
+def same_grid(a, b, tol=1e-4):
+    """The two grids have the same size and the same voxel-to-world map (within tol): an image on one
+    is an image on the other, voxel for voxel."""
+    return tuple(a.size()) == tuple(b.size()) and np.allclose(vox2world(a), vox2world(b), rtol=tol, atol=tol)
+
+
+# ------------------------------------------------------------------------------------------------
+# Affine maps
+def vox2world(grid):
+    """4 x 4 matrix taking voxel indices of `grid` to world coordinates: origin + D diag(spacing) i
+    (D the grid's direction matrix where GridInfo has one, else the identity)."""
+    sp = np.array(tuple(grid.spacing()), float)
+    D = np.eye(3)
+    if hasattr(grid, "direction"):
+        D = np.array(grid.direction(), float).reshape(3, 3)
+    M = np.eye(4)
+    M[:3, :3] = D @ np.diag(sp)
+    M[:3, 3] = np.array(tuple(grid.origin()), float)
+    return M
+
+
+def affine_hfield(out, M, src=None, scratch=None):
+    """out(x) = M[:3, :3] src(x) + M[:3, 3] for a Field3D src (default: the identity, voxel indices
+    of out's grid), with pyca operations; out may be src. scratch: optional scratch_for(out), so that
+    a caller in a loop allocates nothing."""
+    idf, c = scratch if scratch is not None else scratch_for(out)
+    if src is None:
+        ca.SetToIdentity(idf)
+        src = idf
+    for d in range(3):  # the components first: out may be src
+        ca.Copy(c[d], src, d)
+    row = c[3]
+    for i in range(3):
+        ca.MulC_Add_MulC(row, c[0], float(M[i, 0]), c[1], float(M[i, 1]))
+        ca.Add_MulC_I(row, c[2], float(M[i, 2]))
+        ca.AddC_I(row, float(M[i, 3]))
+        ca.Copy(out, row, i)
+    return out
+
+
+def scratch_for(field):
+    """The scratch affine_hfield uses on field's grid: a Field3D and four Image3D."""
+    g, mem = field.grid(), field.memType()
+    return ca.Field3D(g, mem), [ca.Image3D(g, mem) for _ in range(4)]
+
+
+def center_of_mass(im):
+    """World coordinates of the intensity-weighted centre of an image of non-negative values."""
+    g = im.grid()
+    h = ca.Field3D(g, im.memType())
+    ca.SetToIdentity(h)
+    ca.Mul_I(h, im)
+    s = float(ca.Sum(im))
+    if not s > 0:
+        raise ValueError("affine: the image has no positive intensity: no centre of mass")
+    v = np.array(tuple(ca.Sum(h)), float) / s
+    return (vox2world(g) @ np.append(v, 1.0))[:3]
+
+
+def rotation(w):
+    """exp([w]x), the rotation of the rotation vector w (angle |w| radians about w / |w|): Rodrigues'
+    formula (I + [w]x below 1e-12 radians)."""
+    th = float(np.linalg.norm(w))
+    K = np.array([[0, -w[2], w[1]], [w[2], 0, -w[0]], [-w[1], w[0], 0]], float)
+    if th < 1e-12:
+        return np.eye(3) + K
+    K /= th
+    return np.eye(3) + np.sin(th) * K + (1 - np.cos(th)) * K @ K
+
+
+def centred_affine(A, t, c):
+    """The 4 x 4 map x -> A (x - c) + c + t (A 3 x 3 about the centre c, then the translation t)."""
+    T = np.eye(4)
+    T[:3, :3] = A
+    T[:3, 3] = c + t - A @ c
+    return T
+
+
+# ------------------------------------------------------------------------------------------------
+# Velocity fields and Jacobians
+def flow_forward(h, hn, v, dt):
+    """phi_{0,1} of the time-varying velocity v (a list of T V-fields, world units, v[j] on [j dt,
+    (j + 1) dt)): from the identity, phi_{t_j,1} = phi_{t_{j+1},1} o (x + dt v_j) for j = T-1 .. 0
+    (ComposeHV, semi-Lagrangian). h, hn: two Field3D on v's grid (overwritten); returns the one that
+    holds the result."""
+    ca.SetToIdentity(h)
+    for j in range(len(v) - 1, -1, -1):
+        ca.ComposeHV(hn, h, v[j], dt)
+        h, hn = hn, h
+    return h
+
+
+def jacobian_det(out, h):
+    """out = det D h of an H-field h (voxel coordinates), 1 for the identity on any spacing."""
+    ca.JacDetH(out, h)
+    vol = voxel_volume(h.grid())
+    if vol != 1.0:
+        ca.MulC_I(out, vol)
+    return out
