@@ -3,7 +3,10 @@ state is (docs/design/registration.md).
 
 - ``descend(problem, iterations, ...)``: gradient descent with LDDMM's step rule (an automatic step
   with growth, halving and undo) or a fixed step;
-- ``stop_rule(history, tol)``: the stopping test on a history of accepted energies.
+- ``stop_rule(history, tol)``: the stopping test on a history of accepted energies;
+- ``GradientDescent``, ``Adam``: element-wise step rules on a list of pyca arrays (Field3D or
+  Image3D: velocity fields, displacements), for methods that compute their own gradients and take
+  a step per iteration (``opt.step(grads)``), on CPU and GPU alike.
 
 A problem for ``descend`` offers (pyca/apps/_lddmm_solver.py's level is one):
 
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["descend", "stop_rule", "NoDescent", "STEP_GROW", "STEP_MAX", "STOP_WINDOW", "MAX_REJECTED"]
+from .. import core as ca
+
+__all__ = ["descend", "stop_rule", "NoDescent", "GradientDescent", "Adam", "STEP_GROW", "STEP_MAX", "STOP_WINDOW", "MAX_REJECTED"]
 
 STEP_GROW, STEP_MAX = 1.25, 0.45  # step='auto': growth after an accepted step, and its cap (< 0.5)
 STOP_WINDOW = 5  # stop_rule's window of accepted iterations
@@ -104,3 +109,61 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
     rel = (hist[-2] - hist[-1]) / abs(hist[-1]) if len(hist) > 1 and hist[-1] != 0 else 0.0
     return {**tag, "iterations": it + 1, "max_iterations": n_it, "stop": stop, "energy_start": hist[0],
             "energy_end": hist[-1], "last_relative_decrease": rel}
+
+
+# ------------------------------------------------------------------------------------------------
+# Element-wise step rules on pyca arrays
+def _like(x):
+    out = type(x)(x.grid(), x.memType())
+    ca.SetMem(out, 0.0)
+    return out
+
+
+class GradientDescent:
+    """x <- x - lr g for each array x of params and its gradient g (the list given to step())."""
+
+    def __init__(self, params, lr):
+        self.params, self.lr = list(params), float(lr)
+
+    def step(self, grads):
+        for x, g in zip(self.params, grads, strict=True):
+            ca.Add_MulC_I(x, g, -self.lr)
+
+
+class Adam:
+    """Adam (Kingma and Ba): per element, with t the number of steps taken,
+
+        m <- b1 m + (1 - b1) g,   v <- b2 v + (1 - b2) g^2,
+        x <- x - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+
+    for each array x of params (Field3D or Image3D, any memory type) and its gradient g. The moments
+    live beside the parameters (two arrays each, and one scratch array); reset() zeroes them."""
+
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8):
+        self.params, self.lr = list(params), float(lr)
+        self.b1, self.b2 = (float(b) for b in betas)
+        if not (0 <= self.b1 < 1 and 0 <= self.b2 < 1 and self.lr > 0 and eps > 0):
+            raise ValueError(f"Adam: need lr > 0, 0 <= betas < 1, eps > 0; got lr={lr}, betas={betas}, eps={eps}")
+        self.eps = float(eps)
+        self.m = [_like(x) for x in self.params]
+        self.v = [_like(x) for x in self.params]
+        self._tmp = [_like(x) for x in self.params]
+        self.t = 0
+
+    def reset(self):
+        self.t = 0
+        for a in self.m + self.v:
+            ca.SetMem(a, 0.0)
+
+    def step(self, grads):
+        self.t += 1
+        c1, c2 = 1.0 - self.b1 ** self.t, 1.0 - self.b2 ** self.t
+        for x, g, m, v, tmp in zip(self.params, grads, self.m, self.v, self._tmp, strict=True):
+            ca.MulC_Add_MulC_I(m, self.b1, g, 1.0 - self.b1)
+            ca.Sqr(tmp, g)
+            ca.MulC_Add_MulC_I(v, self.b2, tmp, 1.0 - self.b2)
+            ca.MulC(tmp, v, 1.0 / c2)
+            ca.Sqrt_I(tmp)
+            ca.AddC_I(tmp, self.eps)
+            ca.Div(tmp, m, tmp)  # m-hat / (sqrt(v-hat) + eps), up to the factor 1 / c1 (element-wise: in place)
+            ca.Add_MulC_I(x, tmp, -self.lr / c1)
