@@ -25,7 +25,8 @@ import numpy as np
 
 from .. import core as ca
 
-__all__ = ["descend", "stop_rule", "NoDescent", "GradientDescent", "Adam", "STEP_GROW", "STEP_MAX", "STOP_WINDOW", "MAX_REJECTED"]
+__all__ = ["descend", "stop_rule", "NoDescent", "GradientDescent", "Adam", "STEP_GROW", "STEP_MAX", "STOP_WINDOW",
+           "MAX_REJECTED"]
 
 STEP_GROW, STEP_MAX = 1.25, 0.45  # step='auto': growth after an accepted step, and its cap (< 0.5)
 STOP_WINDOW = 5  # stop_rule's window of accepted iterations

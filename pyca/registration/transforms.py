@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import core as ca
 
-__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "voxel_volume", "same_grid", "vox2world", "affine_hfield",
-           "scratch_for", "center_of_mass", "rotation", "centred_affine", "flow_forward", "jacobian_det"]
+__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "voxel_volume", "same_grid", "vox2world",
+           "affine_hfield", "scratch_for", "center_of_mass", "rotation", "centred_affine", "flow_forward", "jacobian_det"]
 
 LINEAR_KINDS = ("none", "rigid", "affine")  # the linear transforms pyca.apps.affine estimates
 COARSE_MIN = 8  # a scale never shrinks an axis below this (or below its size when smaller)

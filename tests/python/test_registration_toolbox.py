@@ -17,6 +17,13 @@ from pyca import cli
 from pyca.apps import affine, atlas, lddmm
 from pyca.registration import metrics, optimisers, parameters, transforms
 
+needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+MEMS = ["cpu", pytest.param("gpu", marks=needs_gpu)]
+
+
+def _mem(name):
+    return ca.MEM_DEVICE if name == "gpu" else ca.MEM_HOST
+
 
 # ------------------------------------------------------------------------------------------------
 # Parameters: one declaration
@@ -177,19 +184,20 @@ def test_vox2world_and_coarse_grids_keep_the_box():
     assert transforms.voxel_volume(_grid((8, 8, 1))) == pytest.approx(1.5 * 2.0)
 
 
-def test_affine_hfield_is_the_matrix_applied_to_voxel_indices(rng):
+@pytest.mark.parametrize("device", MEMS)
+def test_affine_hfield_is_the_matrix_applied_to_voxel_indices(rng, device):
     g = _grid((9, 7, 5))
     M = np.eye(4)
     M[:3, :3] = rng.normal(size=(3, 3))
     M[:3, 3] = rng.normal(size=3)
-    h = transforms.affine_hfield(ca.Field3D(g, ca.MEM_HOST), M)
+    h = transforms.affine_hfield(ca.Field3D(g, _mem(device)), M)
     idx = np.stack(np.meshgrid(*[np.arange(n) for n in (9, 7, 5)], indexing="ij"), -1).astype(float)
     want = idx @ M[:3, :3].T + M[:3, 3]
     np.testing.assert_allclose(h.numpy(), want, rtol=1e-5, atol=1e-4)
     # after a source field: M applied to the source's values
     M2 = np.eye(4)
     M2[:3, 3] = [1.0, -2.0, 0.5]
-    h2 = transforms.affine_hfield(ca.Field3D(g, ca.MEM_HOST), M2, src=h)
+    h2 = transforms.affine_hfield(ca.Field3D(g, _mem(device)), M2, src=h)
     np.testing.assert_allclose(h2.numpy(), want + M2[:3, 3], rtol=1e-5, atol=1e-4)
 
 
@@ -209,29 +217,31 @@ def test_rotation_centred_affine_and_centre_of_mass(rng):
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
-def test_jacobian_det_of_an_affine_map_is_its_determinant_on_any_spacing(rng):
+@pytest.mark.parametrize("device", MEMS)
+def test_jacobian_det_of_an_affine_map_is_its_determinant_on_any_spacing(rng, device):
     g = _grid((12, 10, 9), spacing=(0.7, 1.3, 2.1))
     A = np.eye(3) + 0.2 * rng.normal(size=(3, 3))
     M = np.eye(4)
     M[:3, :3] = A
-    h = transforms.affine_hfield(ca.Field3D(g, ca.MEM_HOST), M)
-    jac = transforms.jacobian_det(ca.Image3D(g, ca.MEM_HOST), h).numpy()
+    h = transforms.affine_hfield(ca.Field3D(g, _mem(device)), M)
+    jac = transforms.jacobian_det(ca.Image3D(g, _mem(device)), h).numpy()
     np.testing.assert_allclose(jac[1:-1, 1:-1, 1:-1], np.linalg.det(A), rtol=1e-4)
     # a smooth nonlinear map against NumPy's central differences (interior)
     idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in (12, 10, 9)], indexing="ij"), -1)
     H = idx + 0.3 * np.sin(idx[..., [1, 2, 0]] / 3.0)
-    hf = ca.Field3D.from_array(np.asfortranarray(H.astype(np.float32)), g)
+    hf = ca.Field3D.from_array(np.asfortranarray(H.astype(np.float32)), g).clone(_mem(device))
     J = np.stack([np.stack(np.gradient(H[..., i], axis=(0, 1, 2)), -1) for i in range(3)], -2)
-    jac = transforms.jacobian_det(ca.Image3D(g, ca.MEM_HOST), hf).numpy()
+    jac = transforms.jacobian_det(ca.Image3D(g, _mem(device)), hf).numpy()
     np.testing.assert_allclose(jac[1:-1, 1:-1, 1:-1], np.linalg.det(J)[1:-1, 1:-1, 1:-1], rtol=1e-4, atol=1e-5)
 
 
-def test_flow_of_a_constant_velocity_is_the_translation():
+@pytest.mark.parametrize("device", MEMS)
+def test_flow_of_a_constant_velocity_is_the_translation(device):
     g = _grid((16, 14, 12), spacing=(1.0, 2.0, 0.5))
     c = np.array([0.5, -1.0, 0.25])  # world units
-    v = [ca.Field3D.from_array(np.asfortranarray(np.broadcast_to(c, (16, 14, 12, 3)).astype(np.float32)), g)
-         for _ in range(4)]
-    h, hn = ca.Field3D(g, ca.MEM_HOST), ca.Field3D(g, ca.MEM_HOST)
+    v = [ca.Field3D.from_array(np.asfortranarray(np.broadcast_to(c, (16, 14, 12, 3)).astype(np.float32)),
+                               g).clone(_mem(device)) for _ in range(4)]
+    h, hn = ca.Field3D(g, _mem(device)), ca.Field3D(g, _mem(device))
     out = transforms.flow_forward(h, hn, v, 0.25).numpy()
     idx = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in (16, 14, 12)], indexing="ij"), -1)
     want = idx + c / np.array([1.0, 2.0, 0.5])  # phi_{0,1}(x) = x + v (voxels)
@@ -320,20 +330,21 @@ def test_stop_rule_closed_form():
     assert not optimisers.stop_rule([10, 1, 0.99, 0.98, 0.97, 0.96, 0.95], 0.001)  # 0.05 > 5 * 0.001 * 9.05
 
 
-def _fields(rng, n, g):
-    return [ca.Field3D.from_array(np.asfortranarray(rng.normal(size=tuple(g.size()) + (3,)).astype(np.float32)), g)
-            for _ in range(n)]
+def _fields(rng, n, g, mem=ca.MEM_HOST):
+    return [ca.Field3D.from_array(np.asfortranarray(rng.normal(size=tuple(g.size()) + (3,)).astype(np.float32)),
+                                  g).clone(mem) for _ in range(n)]
 
 
-def test_adam_and_gradient_descent_match_numpy(rng):
+@pytest.mark.parametrize("device", MEMS)
+def test_adam_and_gradient_descent_match_numpy(rng, device):
     g = ca.GridInfo((6, 5, 4))
-    xs, xs_ref = _fields(rng, 2, g), None
+    xs = _fields(rng, 2, g, _mem(device))
     xs_ref = [x.numpy().astype(np.float64) for x in xs]
     opt = optimisers.Adam(xs, lr=0.05, betas=(0.8, 0.95), eps=1e-6)
     m = [np.zeros_like(x) for x in xs_ref]
     v = [np.zeros_like(x) for x in xs_ref]
     for t in range(1, 6):
-        gs = _fields(rng, 2, g)
+        gs = _fields(rng, 2, g, _mem(device))
         opt.step(gs)
         for k in range(2):
             gk = gs[k].numpy().astype(np.float64)
@@ -344,9 +355,9 @@ def test_adam_and_gradient_descent_match_numpy(rng):
         np.testing.assert_allclose(x.numpy(), want, rtol=1e-4, atol=1e-5)
     opt.reset()
     assert opt.t == 0 and not opt.m[0].numpy().any()
-    ims = [ca.Image3D.from_array(np.asfortranarray(rng.normal(size=(6, 5, 4)).astype(np.float32)))]
+    ims = [ca.Image3D.from_array(np.asfortranarray(rng.normal(size=(6, 5, 4)).astype(np.float32))).clone(_mem(device))]
     ref = ims[0].numpy().astype(np.float64)
-    grad = ca.Image3D.from_array(np.asfortranarray(rng.normal(size=(6, 5, 4)).astype(np.float32)))
+    grad = ca.Image3D.from_array(np.asfortranarray(rng.normal(size=(6, 5, 4)).astype(np.float32))).clone(_mem(device))
     optimisers.GradientDescent(ims, 0.3).step([grad])
     np.testing.assert_allclose(ims[0].numpy(), ref - 0.3 * grad.numpy(), rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="Adam"):
