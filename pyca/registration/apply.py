@@ -37,7 +37,7 @@ MIN_COVERAGE = 0.1  # a displacement field must hold at least this fraction of t
 
 
 def _affine_tools():
-    from ..apps.affine import affine_hfield, scratch_for, vox2world
+    from .transforms import affine_hfield, scratch_for, vox2world
 
     return affine_hfield, scratch_for, vox2world
 

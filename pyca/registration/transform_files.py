@@ -88,7 +88,7 @@ class TransformFileError(ValueError):
 
 
 def _vox2world(grid):
-    from ..apps.affine import vox2world
+    from .transforms import vox2world
 
     return vox2world(grid)
 
