@@ -33,6 +33,7 @@ def test_one_declaration_gives_the_programs_defaults():
     assert set(atlas.DEFAULTS) == set(parameters.DEFAULTS)  # atlas overrides values, not keys
     assert parameters.get("affine").choices == ("auto",) + affine.KINDS
     assert parameters.get("metric").choices == metrics.METRICS
+    assert set(metrics.DEFAULT_SIGMA) == set(metrics.DEFAULT_ALPHA) == set(metrics.METRICS)  # check() fills them
     for q in parameters.DECLARED:
         assert q.kind in ("real", "int", "choice", "ints", "reals", "step", "file", "device", "any"), q
         assert q.help or q.group, q  # every option says what it is (or 'default ...')
