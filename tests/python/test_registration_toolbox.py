@@ -67,7 +67,8 @@ def test_every_declared_option_is_in_help_with_its_default():
             shown = fmt.format(want)
             assert f"default {shown}" in expanded or f"default: {shown}" in expanded, (q.name, expanded)
     # the per-metric defaults of sigma, from the metrics' table
-    assert "1 for lncc, 0.05 for ssd" in flat
+    assert ", ".join(f"{v:g} for {k}" for k, v in sorted(metrics.DEFAULT_SIGMA.items())) in flat
+    assert "0.05 for ssd" in flat
 
 
 def test_the_command_line_gives_the_declared_parameters():
@@ -92,7 +93,7 @@ def test_the_command_line_gives_the_declared_parameters():
     ("band_tol", 1.0, "band_tol must be a number in [0, 1)"),
     ("fixed_blur", 11, "fixed_blur (moving-image voxels) must be a number in [0, 10]"),
     ("radius", 0, "radius (voxels) must be an integer >= 1"),
-    ("metric", "mi", "metric must be one of ssd, lncc"),
+    ("metric", "ncc", "metric must be one of " + ", ".join(metrics.METRICS)),
     ("normalize", "zscore", "normalize must be one of percentiles, histogram, none"),
     ("affine", "elastic", "affine must be one of auto, none, rigid, affine"),
     ("percentiles", (50, 10), "percentiles must satisfy"),
