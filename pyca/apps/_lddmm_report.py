@@ -25,6 +25,8 @@ def report_data(res, fixed, host=None):
     """What the report shows, as host NumPy arrays (mid z-slices) and numbers: gathered on the
     calling thread, so that the drawing can run on another one. host: obj -> its host copy (the
     copies write_outputs makes for the files; None: copies made here)."""
+    from ..registration.metrics import CLASSES
+
     view = (lambda o: o.numpy()) if host is None else (lambda o: np.asarray(host(o)))
     fx = view(fixed)
     z = fx.shape[2] // 2
@@ -38,7 +40,9 @@ def report_data(res, fixed, host=None):
     # the images so scaled; for different contrasts a checkerboard instead of a difference.
     lo, hi, mlo, mhi = float(fx.min()), float(fx.max()), float(mov.min()), float(mov.max())
     q = getattr(res, "quality", None) or {}
-    different = str(res.params.get("metric", "")).lower() == "mi" or bool((q.get("contrast") or {}).get("different"))
+    cls = CLASSES.get(str(res.params.get("metric", "")).lower())
+    multimodal = cls is not None and cls.multimodal
+    different = multimodal or bool((q.get("contrast") or {}).get("different"))
     diff = _unit(fx, lo, hi) - _unit(mov, mlo, mhi)
     return dict(z=z, fixed=fx[:, :, z], moving=mov[:, :, z], deformed=view(res.deformed)[:, :, z],
                 hinv=view(res.phiinv)[:, :, z, :2], jac=jac[:, :, z], jac_range=(float(jac.min()), float(jac.max())),

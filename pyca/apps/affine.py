@@ -231,7 +231,7 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
             if not size > 0:
                 stop = "zero gradient"
                 break
-            s = min(step / size, 1.0) if metric == "ssd" else step / size  # the SSD's Gauss-Newton step is 1
+            s = min(step / size, 1.0) if S.metric.quadratic else step / size  # the SSD's Gauss-Newton step is 1
             if kind == "rigid":
                 A_new, t_new = rotation(s * dW) @ A, t + s * dt
             else:

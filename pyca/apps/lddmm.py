@@ -38,7 +38,7 @@ from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
 from ..registration import optimisers, parameters
 from ..registration import quality as _quality
-from ..registration.metrics import SSD, make_metric
+from ..registration.metrics import SSD, make_metric, metric_class
 from ..registration.parameters import INTERP_BLUR, NORMALIZE
 from ..registration.transforms import coarse_grid, jacobian_det, same_grid
 from ._lddmm_solver import _Level
@@ -385,7 +385,7 @@ def _multimodal(p):
     """True for a match term that compares images of different contrasts (mi): the moving image is then
     not histogram-matched to the fixed one (each is scaled by its own range), the linear stage uses the
     same term instead of squared differences, and no bias gain is estimated (it assumes one contrast)."""
-    return str(p["metric"]).lower() == "mi"
+    return metric_class(p["metric"]).multimodal
 
 
 def _contrast(I1, Mn, I0, mask, p, grid, mem, tmp):

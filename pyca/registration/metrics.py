@@ -22,15 +22,24 @@ w is an optional mask on the fixed grid (1 inside, 0 outside; None: everywhere).
 by memory type, so the same metric runs on the CPU and on the GPU. docs/lddmm.md.
 
 A metric's public interface (docs/design/registration.md): name, sigma2 (sigma^2), energy(),
-gradient() and plain_difference: True when gradient(out, I, J) is exactly out = I - J at every voxel
-(the SSD without a mask), so that a solver may use its own fused kernels for it (the LDDMM solver
-transports J instead of the residual). A new metric subclasses Metric and joins make_metric.
+gradient(), and the facts programs choose by (never by the metric's name):
+
+- plain_difference: True when gradient(out, I, J) is exactly out = I - J at every voxel (the SSD
+  without a mask), so that a solver may use its own fused kernels for it (the LDDMM solver
+  transports J instead of the residual);
+- multimodal (on the class): True when it compares images of different contrasts (MI): no
+  histogram matching or bias gain before it, and no single-contrast quality check after;
+- quadratic (on the class): True when the energy is quadratic in the image (SSD): a Gauss-Newton
+  step of 1 is exact.
+
+A new metric subclasses Metric and joins CLASSES (make_metric, METRICS).
 """
 from __future__ import annotations
 
 from .. import core as ca
 
-__all__ = ["Metric", "SSD", "LNCC", "MI", "make_metric", "METRICS", "DEFAULT_SIGMA", "DEFAULT_ALPHA"]
+__all__ = ["Metric", "SSD", "LNCC", "MI", "make_metric", "metric_class", "CLASSES", "METRICS", "DEFAULT_SIGMA",
+           "DEFAULT_ALPHA"]
 
 METRICS = ("ssd", "lncc", "mi")
 # sigma and alpha used when none is given (intensities normalised to [0, 1]); chosen by the
@@ -45,6 +54,8 @@ class Metric:
 
     name = None
     plain_difference = False  # gradient(out, I, J) is out = I - J everywhere
+    multimodal = False  # compares images of different contrasts
+    quadratic = False  # the energy is quadratic in the image (a Gauss-Newton step of 1 is exact)
 
     def energy(self, I, J):
         raise NotImplementedError
@@ -55,6 +66,7 @@ class Metric:
 
 class SSD(Metric):
     name = "ssd"
+    quadratic = True
 
     def __init__(self, grid, mem, sigma, mask=None):
         self.sigma2 = float(sigma) ** 2
@@ -110,6 +122,7 @@ class LNCC(Metric):
 
 class MI(Metric):
     name = "mi"
+    multimodal = True
 
     def __init__(self, grid, mem, sigma, mask=None, bins=MI_BINS, fixed_range=None, moving_range=None):
         self.sigma2 = float(sigma) ** 2
@@ -169,12 +182,22 @@ class MI(Metric):
         return self.weight * (self._hJ - mi) / self.sigma2
 
 
+CLASSES = {"ssd": SSD, "lncc": LNCC, "mi": MI}  # name -> class, in the order of METRICS
+
+
+def metric_class(name):
+    """The class of the metric called name (any case): its facts (multimodal, quadratic) without an
+    instance."""
+    cls = CLASSES.get(str(name).lower())
+    if cls is None:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {name!r}")
+    return cls
+
+
 def make_metric(name, grid, mem, sigma, mask=None, radius=4, bins=MI_BINS):
-    name = str(name).lower()
-    if name == "ssd":
-        return SSD(grid, mem, sigma, mask)
-    if name == "lncc":
+    cls = metric_class(name)
+    if cls is LNCC:
         return LNCC(grid, mem, sigma, mask, radius)
-    if name == "mi":
+    if cls is MI:
         return MI(grid, mem, sigma, mask, bins)
-    raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {name!r}")
+    return cls(grid, mem, sigma, mask)

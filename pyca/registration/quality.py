@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import core as ca
+from .metrics import CLASSES
 
 __all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "EXIT_FAILED_REGISTRATION",
            "COLLAPSE_DET", "COLLAPSE_FRACTION", "SINGLE_MODALITY"]
@@ -27,7 +28,7 @@ __all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "EXIT
 EXIT_FAILED_REGISTRATION = 3
 COLLAPSE_DET = 0.05
 COLLAPSE_FRACTION = 0.005
-SINGLE_MODALITY = ("ssd", "lncc")
+SINGLE_MODALITY = tuple(name for name, cls in CLASSES.items() if not cls.multimodal)  # ("ssd", "lncc")
 _BINS = 32
 
 

@@ -381,3 +381,15 @@ def test_plain_difference_is_the_ssd_without_a_mask(rng):
     assert ssd.energy(I, J) == pytest.approx(E, rel=1e-6)
     assert not metrics.make_metric("ssd", g, ca.MEM_HOST, 0.5, mask).plain_difference
     assert not metrics.make_metric("lncc", g, ca.MEM_HOST, 1.0).plain_difference
+
+
+def test_the_facts_programs_choose_by_are_the_metric_classes():
+    assert list(metrics.CLASSES) == list(metrics.METRICS)
+    assert [n for n in metrics.METRICS if metrics.metric_class(n).multimodal] == ["mi"]
+    assert [n for n in metrics.METRICS if metrics.metric_class(n).quadratic] == ["ssd"]
+    assert metrics.metric_class("LNCC") is metrics.LNCC
+    from pyca.registration import quality
+
+    assert quality.SINGLE_MODALITY == ("ssd", "lncc")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        metrics.metric_class("ncc")
