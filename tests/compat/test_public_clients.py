@@ -29,6 +29,12 @@ EXAMPLES = os.path.join(QS, "3rd_party_software", "pyca", "Examples")
 VM = os.path.join(QS, "code", "vectormomentum", "Code", "Python")
 MATCHING = os.path.join(QS, "code", "tools", "LDDMM_optimization", "CAvmMatching.py")
 
+def _cuda():
+    import pyca
+
+    return pyca.cuda_available()
+
+
 pytestmark = pytest.mark.skipif(
     not os.path.isdir(EXAMPLES), reason=f"PyCA's public clients are not fetched into {CACHE} (run "
     "scripts/fetch-pyca-clients.sh where GitHub can be reached; PYCA_CLIENTS_DIR picks the folder)")
@@ -106,22 +112,24 @@ warnings.simplefilter("ignore")
 import numpy as np
 sys.path.insert(0, "examples")
 import pyca as ca, pyca.common as common
+mem = ca.{mem}
 I0 = common.LoadPNGImage("examples/Images/lena_deformed.png", ca.MEM_HOST)
 I1 = common.LoadPNGImage("examples/Images/lena_orig.png", ca.MEM_HOST)
 def small(im, n=96):
     out = ca.Image3D(ca.GridInfo(ca.Vec3Di(n, n, 1)), ca.MEM_HOST)
     ca.ResampleAA(out, im) if hasattr(ca, "ResampleAA") else ca.Resample(out, im)
+    out.toType(mem)
     return out
 I0, I1 = small(I0), small(I1)
 name = sys.argv[1] if len(sys.argv) > 1 else "{name}"
 res = {{}}
 def img_energy(Idef):
-    d = ca.Image3D(I1.grid(), ca.MEM_HOST); ca.Sub(d, I1, Idef); return float(ca.Sum2(d))
+    d = ca.Image3D(I1.grid(), mem); ca.Sub(d, I1, Idef); return float(ca.Sum2(d))
 if name == "GreedyReg":
     import GreedyReg as m
     Idef, h, energy = m.GreedyReg(I0, I1, scales=[2, 1], nIters=[12, 12], ustep=[0.1, 0.1],
                                   fluidParams=[0.5, 0.5, 0.001], plotEvery=100)
-    jd = ca.Image3D(I0.grid(), ca.MEM_HOST); ca.JacDetH(jd, h)
+    jd = ca.Image3D(I0.grid(), mem); ca.JacDetH(jd, h)
     res = dict(energy=energy[0], img=energy[0][-1], check=img_energy(Idef), field=float(ca.Sum2(h)),
                minjac=float(ca.Min(jd)))
 elif name in ("ElastReg", "ElastRegSingleScale"):
@@ -138,7 +146,7 @@ elif name == "ROFTV":
     import ROFTV as m
     Mask = np.zeros((96, 96)); Mask[10:-10, 10:-10] = 1.0
     I, energy = m.RunROFTV(Data=I1, I0=I1.copy(), DataFidC=20.0, TVC=1.0, TVPow=1.0, stepI=0.001, Beta=1e-5,
-                           nIters=24, dispEvery=100, disp=True, Mask=common.ImFromNPArr(Mask))
+                           nIters=24, dispEvery=100, disp=True, Mask=common.ImFromNPArr(Mask, mem))
     res = dict(energy=energy[2], img=0.0, check=0.0, field=float(ca.Sum2(I)))
 elif name == "PrimalDualTV":
     import PrimalDualTV as m
@@ -154,11 +162,15 @@ ELASTREG_PY2 = pytest.mark.xfail(
     "Python 2 allows (it is always False there); 2to3 cannot port it. No PyCA name is involved.")
 
 
+MEMS = ["MEM_HOST"] + (["MEM_DEVICE"] if _cuda() else [])
+
+
+@pytest.mark.parametrize("mem", MEMS)
 @pytest.mark.parametrize("name", ["GreedyReg", pytest.param("ElastReg", marks=ELASTREG_PY2), "ElastRegSingleScale",
                                   "ROFTV", "PrimalDualTV"])
-def test_pyca_example_runs_ported_and_unchanged(staged, name):
-    a = run(EXAMPLE_DRIVER.format(name=name), staged["import"])
-    b = run(EXAMPLE_DRIVER.format(name=name), staged["unchanged"])
+def test_pyca_example_runs_ported_and_unchanged(staged, name, mem):
+    a = run(EXAMPLE_DRIVER.format(name=name, mem=mem), staged["import"])
+    b = run(EXAMPLE_DRIVER.format(name=name, mem=mem), staged["unchanged"])
     assert a == b  # the PyCA package is pyca: identical runs
     en = np.asarray(a["energy"], dtype=float)
     assert np.all(np.isfinite(en))
@@ -173,6 +185,9 @@ def test_pyca_example_runs_ported_and_unchanged(staged, name):
     assert a["check"] == pytest.approx(a["img"], rel=1e-4)
     if "minjac" in a:
         assert a["minjac"] > 0
+    if mem == "MEM_DEVICE":  # the GPU gives the CPU's energies
+        h = run(EXAMPLE_DRIVER.format(name=name, mem="MEM_HOST"), staged["import"])
+        np.testing.assert_allclose(en, h["energy"], rtol=1e-3)
 
 
 MATCH_DRIVER = """
@@ -196,10 +211,11 @@ os.makedirs("data", exist_ok=True)
 common.SaveITKImage(common.ImFromNPArr(I0), "data/I0.mhd")
 common.SaveITKImage(common.ImFromNPArr(I1), "data/I1.mhd")
 import CAvmMatching as M
+from Libraries import CAvmHGMCommon  # noqa: F401 - the hierarchical geodesic models import too
 # CAvmMatching.Matching(cf) as published, from its config on: Config.Load cannot run on Python 3
 # (Config.py tests `k[0] is '_'`, string identity, which 2to3 keeps), so the config values are
 # passed as Matching passes them and its output steps follow, line for line.
-mType = ca.MEM_HOST
+mType = ca.{mem}
 I0im, I1im = common.LoadITKImage("data/I0.mhd", mType), common.LoadITKImage("data/I1.mhd", mType)
 grid = I0im.grid()
 It = ca.Image3D(grid, mType)
@@ -221,6 +237,7 @@ common.SaveITKField(p.m0, "out/m0.mhd")
 common.SaveITKField(p.ginv, "out/phiinv.mhd")
 common.SaveITKImage(It, "out/I1.mhd")
 It = common.LoadITKImage("out/I1.mhd"); phiinv = common.LoadITKField("out/phiinv.mhd")
+ca.ThreadMemoryManager.destroy()
 jd = ca.Image3D(phiinv.grid(), ca.MEM_HOST); ca.JacDetH(jd, phiinv)
 warped = ca.Image3D(It.grid(), ca.MEM_HOST); ca.ApplyH(warped, common.LoadITKImage("data/I0.mhd"), phiinv)
 print(json.dumps(dict(energy=energies, ssd0=float(((I0 - I1) ** 2).sum()),
@@ -231,13 +248,17 @@ print(json.dumps(dict(energy=energies, ssd0=float(((I0 - I1) ** 2).sum()),
 
 
 @pytest.mark.skipif(not os.path.isfile(MATCHING), reason="quicksilver's CAvmMatching.py is not fetched")
-def test_vector_momentum_matching_runs_ported_and_unchanged(staged):
+@pytest.mark.parametrize("mem", MEMS)
+def test_vector_momentum_matching_runs_ported_and_unchanged(staged, mem):
     pytest.importorskip("yaml", reason="the vector-momentum Configs import YAML (pyyaml)")
-    a = run(MATCH_DRIVER.format(), staged["import"])
-    b = run(MATCH_DRIVER.format(), staged["unchanged"])
+    a = run(MATCH_DRIVER.format(mem=mem), staged["import"])
+    b = run(MATCH_DRIVER.format(mem=mem), staged["unchanged"])
     assert a == b
     en = np.asarray(a["energy"])
     assert len(en) == 12 and en[-1] < 0.5 * en[0]  # quicksilver's LDDMM_spec parameters, a stable step
     assert a["ssd1"] < 0.5 * a["ssd0"]  # the match improved: I0 warped to I1
     assert a["check"] < 1e-5  # the written I1.mhd is I0 warped by the written phiinv.mhd
     assert a["minjac"] > 0
+    if mem == "MEM_DEVICE":  # the GPU gives the CPU's energies
+        h = run(MATCH_DRIVER.format(mem="MEM_HOST"), staged["import"])
+        np.testing.assert_allclose(en, h["energy"], rtol=1e-3)
