@@ -86,13 +86,26 @@ def test_cuda_device_choice():
         return
     with pytest.raises(ValueError, match=r"SetCUDADevice: device .* out of range"):
         ca.SetCUDADevice(n)
-    ca.SetCUDADevice(n - 1)
-    assert ca.GetCUDADevice() == n - 1
-    im = ca.Image3D(ca.GridInfo(ca.Vec3Di(4, 4, 4)), ca.MEM_DEVICE)
-    assert im.__dlpack_device__() == (2, n - 1)  # allocated on the chosen GPU
-    ca.SetMem(im, 2.0)
-    assert float(ca.Sum(im)) == 128.0
-    assert f"device {n - 1} of" in ca.device_info()
+    prev = ca.GetCUDADevice()
+    try:
+        ca.SetCUDADevice(n - 1)
+        assert ca.GetCUDADevice() == n - 1
+        im = ca.Image3D(ca.GridInfo(ca.Vec3Di(4, 4, 4)), ca.MEM_DEVICE)
+        assert im.__dlpack_device__() == (2, n - 1)  # allocated on the chosen GPU
+        ca.SetMem(im, 2.0)
+        assert float(ca.Sum(im)) == 128.0
+        assert f"device {n - 1} of" in ca.device_info()
+        # another thread (a Dask worker thread, say) works on the chosen GPU too
+        import threading
+
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(
+            ca.Image3D(ca.GridInfo(ca.Vec3Di(2, 2, 2)), ca.MEM_DEVICE).__dlpack_device__()))
+        t.start()
+        t.join()
+        assert seen == [(2, n - 1)]
+    finally:
+        ca.SetCUDADevice(prev)
 
 
 def test_common_debug_and_version_helpers():
