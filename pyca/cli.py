@@ -26,7 +26,9 @@ from ._files import check_out_dir, clear_previous
 
 _EPILOG_LDDMM = """\
 outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
-(H-fields, voxel coordinates), jacdet.nii.gz (det D phiinv), report.png, summary.json; with the
+(H-fields, voxel coordinates), jacdet.nii.gz (det D phiinv), affine.mat (.txt), warp.nii.gz and
+inverse_warp.nii.gz (the transforms for ANTs/ITK and `pyca apply`, listed in summary.json in
+ants.apply_transforms' order: docs/transforms.md), report.png, summary.json; with the
 built-in data also fixed.nii.gz and moving.nii.gz (.nii with --no-compress). Each file appears only
 when complete; summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad
 command line or input (nothing done), 3 the registration ran but failed (folds, collapsed structures,
@@ -138,10 +140,11 @@ def _parser():
                     "%(default)s)")
     common(dp, False)
     common(sub.add_parser("info", help="version, CUDA availability and the GPU pyca uses"), False)
-    from .apps import atlas, batch  # their parsers and bodies live in the app modules
+    from .apps import apply, atlas, batch  # their parsers and bodies live in the app modules
 
     atlas.add_parser(sub)
     batch.add_parser(sub)
+    apply.add_parser(sub)
     return ap
 
 

@@ -42,7 +42,6 @@ from ._device import wait
 __all__ = ["register", "AffineResult", "vox2world", "center_of_mass", "affine_hfield", "scratch_for", "write_itk",
            "read_itk", "KINDS"]
 
-_LPS = np.diag([-1.0, -1.0, 1.0])  # RAS (NIfTI, pyca world) <-> LPS (ITK physical space)
 
 
 @dataclass
@@ -261,34 +260,17 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
 
 def write_itk(matrix, path):
     """Writes the 4 x 4 world transform (fixed RAS point -> moving RAS point, pyca's world, which is
-    NIfTI's) as an ITK text transform file (AffineTransform_double_3_3, LPS physical space), which
-    antsApplyTransforms, ITK and SimpleITK.ReadTransform read."""
-    with open(path, "w") as fh:
-        fh.write(itk_text(matrix))
+    NIfTI's) as an ITK affine file (AffineTransform_double_3_3, LPS physical space; .txt or ANTs'
+    .mat), which antsApplyTransforms, ITK and SimpleITK.ReadTransform read:
+    pyca.registration.transform_files.write_affine."""
+    from ..registration.transform_files import write_affine
 
-
-def itk_text(matrix):
-    """The ITK text file's content for a 4 x 4 RAS world matrix (see write_itk)."""
-    A = _LPS @ matrix[:3, :3] @ _LPS
-    b = _LPS @ matrix[:3, 3]
-    params = " ".join(f"{x:.10g}" for x in list(A.ravel()) + list(b))
-    return ("#Insight Transform File V1.0\n#Transform 0\nTransform: AffineTransform_double_3_3\n"
-            f"Parameters: {params}\nFixedParameters: 0 0 0\n")
+    write_affine(matrix, path)
 
 
 def read_itk(path):
-    """The 4 x 4 RAS world matrix of an ITK text affine file written by write_itk (or ITK, with any
-    centre)."""
-    vals = {}
-    with open(path) as fh:
-        for line in fh:
-            if ":" in line and not line.startswith("#"):
-                k, v = line.split(":", 1)
-                vals[k.strip()] = v.split()
-    p = np.array(vals["Parameters"], float)
-    c = np.array(vals.get("FixedParameters", ["0", "0", "0"]), float)
-    A, tr = p[:9].reshape(3, 3), p[9:12]
-    M = np.eye(4)
-    M[:3, :3] = _LPS @ A @ _LPS
-    M[:3, 3] = _LPS @ (tr + c - A @ c)
-    return M
+    """The 4 x 4 RAS world matrix of an ITK/ANTs affine file (any centre):
+    pyca.registration.transform_files.read_affine."""
+    from ..registration.transform_files import read_affine
+
+    return read_affine(path)
