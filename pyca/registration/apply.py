@@ -28,18 +28,13 @@ import numpy as np
 from .. import core as ca
 from .. import io as pio
 from . import transform_files as tf
+from .transforms import affine_hfield, scratch_for, vox2world
 
 __all__ = ["apply_transforms", "transform_points", "resolve_transforms", "load_transforms", "transform_hfield",
            "check_labels", "check_dimensions", "resolve_device", "reference_grid", "Chain", "INTERPOLATIONS", "MIN_COVERAGE"]
 
 INTERPOLATIONS = ("linear", "nearest", "label")
 MIN_COVERAGE = 0.1  # a displacement field must hold at least this fraction of the reference's points
-
-
-def _affine_tools():
-    from .transforms import affine_hfield, scratch_for, vox2world
-
-    return affine_hfield, scratch_for, vox2world
 
 
 # ------------------------------------------------------------------------------------------------
@@ -171,7 +166,6 @@ def _inside(mask, Q, size, tmp, lo):
 def _map_points(P, chain, what, check=True):
     """P (Field3D of RAS world points, any grid) taken through `chain` in place. check: refuse a
     displacement field that fewer than MIN_COVERAGE of the points reach."""
-    affine_hfield, scratch_for, vox2world = _affine_tools()
     g, mem = P.grid(), P.memType()
     scratch = scratch_for(P)
     Q = D = mask = tmp = lo = None
@@ -202,7 +196,6 @@ def _map_points(P, chain, what, check=True):
 def transform_hfield(reference_grid, image_grid, chain, mem, what="apply_transforms"):
     """The H-field on reference_grid (voxel coordinates of image_grid) that `chain` (load_transforms)
     defines: image_grid voxel of T(world point of each reference voxel)."""
-    affine_hfield, _, vox2world = _affine_tools()
     P = ca.Field3D(reference_grid, mem)
     ca.SetToIdentity(P)
     affine_hfield(P, vox2world(reference_grid), P)

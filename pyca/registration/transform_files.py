@@ -31,6 +31,7 @@ import numpy as np
 from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open, atomic_path
+from .transforms import vox2world
 
 __all__ = ["TransformFileError", "LPS", "AFFINE_EXT", "write_affine", "read_affine", "read_affine_dim", "itk_text",
            "write_displacement", "read_displacement", "read_displacement_world", "displacement_to_hfield",
@@ -85,12 +86,6 @@ _PARAMETRISATIONS = {
 
 class TransformFileError(ValueError):
     """A file that is not a transform pyca can read (or write), named in the message."""
-
-
-def _vox2world(grid):
-    from .transforms import vox2world
-
-    return vox2world(grid)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -270,7 +265,7 @@ def read_affine_dim(path):
 # Displacement fields
 def _lps_matrix(grid):
     """3 x 3: a voxel step of `grid` (index units) -> its LPS world vector."""
-    return LPS @ _vox2world(grid)[:3, :3]
+    return LPS @ vox2world(grid)[:3, :3]
 
 
 def hfield_to_displacement(h):

@@ -8,8 +8,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -252,9 +250,21 @@ def test_simpleitk_reads_pycas_files(pair):
 # ------------------------------------------------------------------------------------------------
 # Bad input: one line naming the file, exit 2, nothing written
 def _cli(*args):
-    env = dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "pyca", *map(str, args)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    """`pyca ARGS...` run in this process (pyca.cli.main, as the console script runs it): exit code and
+    stderr (one subprocess per call would cost its imports a dozen times)."""
+    import contextlib
+    import io
+    import types
+
+    from pyca import cli
+
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = cli.main([str(a) for a in args])
+        except SystemExit as e:  # argparse's own exits
+            rc = e.code
+    return types.SimpleNamespace(returncode=rc, stderr=err.getvalue(), stdout=out.getvalue())
 
 
 def _refused(r, out, name):
