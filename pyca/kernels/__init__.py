@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .context import MAP_TYPES, on_device
 from .host import HostCompileError, NoCompilerError
-from .kernel import Kernel, kernel
+from .voxel import Kernel, kernel
 from .patterns import map, reduce, scan  # noqa: A004
 from .translate import INDEX as index
 from .translate import Func, KernelSyntaxError

@@ -13,7 +13,7 @@ import numbers
 
 from ..dispatch import DispatchedOp
 from . import host as _host
-from .kernel import CompiledSource, _LazyFunction, assemble, raise_cpu_error
+from .voxel import CompiledSource, _LazyFunction, assemble, raise_cpu_error
 from .translate import DOUBLE, FLOAT, Context, Func, FuncTranslator, function_node
 
 __all__ = ["map", "reduce", "scan"]

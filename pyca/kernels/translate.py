@@ -76,13 +76,39 @@ def _file_tree(filename: str):
     return tree, lines
 
 
+_node_cache: dict = {}
+
+
 def function_node(fn):
-    """(the FunctionDef or Lambda node of `fn`, its source lines, its file name)."""
+    """(the FunctionDef or Lambda node of `fn`, its source lines, its file name), memoised by code
+    object."""
+    hit = _node_cache.get(fn.__code__)
+    if hit is None:
+        hit = _node_cache[fn.__code__] = _function_node(fn)
+    return hit
+
+
+def _function_node(fn):
     code = fn.__code__
     filename = code.co_filename
     linecache.checkcache(filename)
-    tree, lines = _file_tree(filename)
     name = fn.__name__
+    if name != "<lambda>":  # parse the definition's block only (fast)
+        lines = linecache.getlines(filename)
+        first = code.co_firstlineno
+        if 0 < first <= len(lines):
+            import textwrap
+
+            try:
+                block = inspect.getblock(lines[first - 1:])
+                mod = ast.parse(textwrap.dedent("".join(block)))
+                node = mod.body[0] if mod.body else None
+                if isinstance(node, ast.FunctionDef) and node.name == name:
+                    ast.increment_lineno(mod, first - 1)
+                    return node, lines, filename
+            except (SyntaxError, IndentationError, IndexError):
+                pass
+    tree, lines = _file_tree(filename)
     if tree is not None:
         cands = []
         for node in ast.walk(tree):
@@ -190,7 +216,7 @@ class Context:
 
     def __init__(self):
         self.helpers: list[str] = []
-        self.names: dict[tuple, tuple[str, str]] = {}  # (Func, arg types) -> (C name, return type)
+        self.names: dict[tuple, tuple] = {}  # (Func, arg types) -> (C name, return type, parameter types)
         self.stack: list = []
         self.counter = 0
 
@@ -198,7 +224,7 @@ class Context:
         self.counter += 1
         return f"pyca_{base}{self.counter}"
 
-    def helper(self, func: Func, arg_types: tuple, where) -> tuple[str, str]:
+    def helper(self, func: Func, arg_types: tuple, where) -> tuple[str, str, list]:
         key = (func, arg_types)
         if key in self.names:
             return self.names[key]
@@ -211,7 +237,7 @@ class Context:
             tr = FuncTranslator(func.fn, node, lines, filename, self, kind="func", param_types=arg_types,
                                 cname=cname, what="pyca helper")
             code = tr.translate()
-            self.names[key] = (cname, tr.ret_type)
+            self.names[key] = (cname, tr.ret_type, [tr.params[n] for n in tr.args])
             self.helpers.append(code)
         finally:
             self.stack.pop()
@@ -721,8 +747,8 @@ class FuncTranslator:
         if isinstance(f, Func):
             if len(args) != f.fn.__code__.co_argcount:
                 self.fail(f"calling {f.__name__} with {len(args)} arguments (it takes {f.fn.__code__.co_argcount})")
-            cname, rt = self.ctx.helper(f, tuple(promote(a.type) if a.type == BOOL else a.type for a in args), self)
-            params = self.ctx_param_types(f, args)
+            cname, rt, params = self.ctx.helper(f, tuple(promote(a.type) if a.type == BOOL else a.type for a in args),
+                                                self)
             return Expr(f"{cname}({', '.join([cast(a, t) for a, t in zip(args, params)] + ['pyca_err'])})", rt)
         if f in (min, max):
             if len(args) < 2:
@@ -767,16 +793,6 @@ class FuncTranslator:
             self.fail(f"math.{mname} with {len(args)} arguments")
         label = ast.unparse(node.func)
         self.fail(f"calling {label}() (kernels call math.*, min, max, abs, float, int, round and @ca.func helpers)")
-
-    def ctx_param_types(self, func: Func, args) -> list[str]:
-        return [t for t in self.ctx_param_cache(func, args)]
-
-    def ctx_param_cache(self, func, args):
-        key = (func, tuple(promote(a.type) if a.type == BOOL else a.type for a in args))
-        cname, _ = self.ctx.names[key]
-        node, _, _ = function_node(func.fn)
-        anns = [a.annotation for a in node.args.args]
-        return [self._ann_type(x) if x is not None else t for x, t in zip(anns, key[1])]
 
 
 _MISSING = object()
