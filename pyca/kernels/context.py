@@ -60,7 +60,7 @@ class on_device:  # noqa: N801 - used as a function: with ca.on_device({...}):
             for obj, mode in self._pairs:
                 if obj.memType() == core.MEM_DEVICE:
                     continue  # already there (an enclosing block, or the user's): nothing to do at exit
-                dev = type(obj)(obj.grid(), core.MEM_DEVICE)
+                dev = (core.Image3D if isinstance(obj, core.Image3D) else core.Field3D)(obj.grid(), core.MEM_DEVICE)
                 if mode in ("to", "tofrom"):
                     dev.copy_from(obj)
                 obj.swap(dev)  # obj is now the device array; dev holds the host buffer until exit

@@ -465,3 +465,13 @@ def test_cuda_half_compiles_with_nvrtc():
     ca.scan(lambda x, y: x + y, im, 1)
     for v in list(patterns._memo.values()):
         (v if hasattr(v, "module") else v.gpu._build()).module.image  # noqa: B018 - compiles
+
+
+def test_example_runs(kernel_cache):
+    """examples/kernels_demo.py checks its results against NumPy and prints them."""
+    env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=str(kernel_cache), PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "kernels_demo.py")], capture_output=True,
+                       text=True, env=env, timeout=300, cwd=str(kernel_cache))
+    assert r.returncode == 0, r.stderr
+    errors = [float(x) for x in __import__("re").findall(r"error\D*?([0-9.]+e[-+][0-9]+)", r.stdout)]
+    assert len(errors) >= 5 and max(errors) < 1e-5, r.stdout
