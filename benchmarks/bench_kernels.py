@@ -213,6 +213,18 @@ def compile_times(table: Table):
             table.add("cached call in a new process (GPU, incl. copies)", "16^3", t, "target", 0.050)
 
 
+def run(table: Table, gpu: bool = False):
+    """For benchmarks/run_all.py: compile times, the CPU rows at 128^3, the GPU rows at 128^3 and 256^3."""
+    compile_times(table)
+    run_cpu(table, 128)
+    if gpu:
+        if ca.cuda_available():
+            for n in (128, 256):
+                run_gpu(table, n)
+        else:
+            table.skip("GPU comparisons", "-", "-", "no usable GPU: " + ca.device_info())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", action="store_true", help="also run the GPU comparisons (needs a GPU)")

@@ -10,7 +10,7 @@ namespace pyca_k {
 // Errors of a CPU call: code << 24 | source line of the last offence. The loops give each row (or
 // each thread) an Err of its own, which the compiler keeps in a register, and merge it into the
 // call's at the end, so that reporting does not keep the loop from being vectorised.
-enum { kErrWrite = 1, kErrDivZero = 2, kErrRange = 3 };
+enum { kErrWrite = 1, kErrDivZero = 2, kErrRange = 3, kErrInt = 4 };
 struct Err {
   int v;
 };
@@ -47,9 +47,14 @@ PYCA_HD const float* plane(const pyca::FieldView& a, int c) { return c <= 0 ? a.
 PYCA_HD float rdf(const pyca::FieldView& a, int i, int j, int k, int c) {
   return plane(a, c)[a.index(clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
 }
-// out[i, j, k] = v: only inside the grid (a masked store, so that loops vectorise).
+// Whether (i, j, k) lies in a grid: & rather than && (no branches, so that loops vectorise).
+template <class View>
+PYCA_HD bool inside(const View& a, int i, int j, int k) {
+  return (i >= 0) & (j >= 0) & (k >= 0) & (i < a.size.x) & (j < a.size.y) & (k < a.size.z);
+}
+// out[i, j, k] = v: only inside the grid (a masked store).
 PYCA_HD void wr(const pyca::ImageView& a, int i, int j, int k, float v, Err* e, int line) {
-  const bool ok = a.contains(i, j, k);
+  const bool ok = inside(a, i, j, k);
   if (ok) a.data[a.index(i, j, k)] = v;
 #if !defined(__CUDA_ARCH__)
   e->v = ok ? e->v : ((kErrWrite << 24) | line);
@@ -59,7 +64,7 @@ PYCA_HD void wr(const pyca::ImageView& a, int i, int j, int k, float v, Err* e, 
 #endif
 }
 PYCA_HD void wrf(const pyca::FieldView& a, int i, int j, int k, int c, float v, Err* e, int line) {
-  const bool ok = a.contains(i, j, k) && c >= 0 && c <= 2;
+  const bool ok = inside(a, i, j, k) & (c >= 0) & (c <= 2);
   if (ok) const_cast<float*>(plane(a, c))[a.index(i, j, k)] = v;
 #if !defined(__CUDA_ARCH__)
   e->v = ok ? e->v : ((kErrWrite << 24) | line);
@@ -126,19 +131,30 @@ PYCA_HD int ipow(int a, int n) {
   }
   return r;
 }
-// float -> int as Python's int(): toward zero; NaN and out-of-range values give 0 / the limits
-// (C leaves them undefined).
-PYCA_HD int toint(float v) {
-  const float lo = -2147483648.0f, hi = 2147483520.0f;
-  const float c = v < lo ? lo : (v > hi ? hi : v);
-  return v == v ? int(c) : 0;
+// float -> int as Python's int() (toward zero). NaN and values beyond the 32-bit range give 0, which
+// the CPU reports (ValueError after the call; Python raises); the select keeps the loop branch-free.
+PYCA_HD int toint(float v, Err* e, int line) {
+  const bool ok = (v == v) & (v >= -2147483648.0f) & (v < 2147483648.0f);
+#if !defined(__CUDA_ARCH__)
+  e->v = ok ? e->v : ((kErrInt << 24) | line);
+#else
+  (void)e;
+  (void)line;
+#endif
+  return int(ok ? v : 0.0f);
 }
-PYCA_HD int toint(int v) { return v; }
-PYCA_HD int toint(bool v) { return v; }
-PYCA_HD int toint(double v) {
-  const double c = v < -2147483648.0 ? -2147483648.0 : (v > 2147483647.0 ? 2147483647.0 : v);
-  return v == v ? int(c) : 0;
+PYCA_HD int toint(double v, Err* e, int line) {
+  const bool ok = (v == v) & (v >= -2147483648.0) & (v < 2147483648.0);
+#if !defined(__CUDA_ARCH__)
+  e->v = ok ? e->v : ((kErrInt << 24) | line);
+#else
+  (void)e;
+  (void)line;
+#endif
+  return int(ok ? v : 0.0);
 }
+PYCA_HD int toint(int v, Err*, int) { return v; }
+PYCA_HD int toint(bool v, Err*, int) { return v; }
 #if defined(__CUDACC__)
 PYCA_HD float finf() { return __int_as_float(0x7f800000); }
 PYCA_HD float fnan() { return __int_as_float(0x7fffffff); }

@@ -180,15 +180,24 @@ def literal(value, t: str) -> str:
     return r + ("f" if t == FLOAT else "")
 
 
+_line = [0]  # the Python line of the statement being translated (for toint's error record)
+
+
+def toint(code: str) -> str:
+    return f"pyca_k::toint({code}, pyca_err, {_line[0]})"
+
+
 def cast(e: Expr, t: str) -> str:
     if e.const is not None:
         if t == INT and isinstance(e.const, float):
-            return f"pyca_k::toint({literal(e.const, FLOAT)})"
+            if not math.isfinite(e.const) or not _INT_MIN <= int(e.const) <= _INT_MAX:
+                raise KernelSyntaxError(f"int() of the constant {e.const!r} (line {_line[0]})")
+            return str(int(e.const))
         return literal(e.const, t)
     if e.type == t:
         return e.code
     if t == INT and e.type in (FLOAT, DOUBLE):
-        return f"pyca_k::toint({e.code})"
+        return toint(e.code)
     return f"{t}({e.code})"
 
 
@@ -388,6 +397,7 @@ class FuncTranslator:
 
     def stmt(self, s, depth: int) -> str:
         self.cur = s
+        _line[0] = self._line(s)
         ind = "  " * depth
         try:
             return self._stmt(s, depth, ind)
@@ -769,7 +779,7 @@ class FuncTranslator:
             return Expr(f"(({args[0].code}) != 0)", BOOL)
         if f is round and len(args) == 1:
             t = promote(args[0].type, FLOAT)
-            return Expr(f"pyca_k::toint({_mfun('rint', t)}({cast(args[0], t)}))", INT)
+            return Expr(toint(f"{_mfun('rint', t)}({cast(args[0], t)})"), INT)
         mname = _math_name(f)
         if mname is not None:
             if mname in _MATH1 and len(args) == 1:
@@ -786,7 +796,7 @@ class FuncTranslator:
                 if args[0].type in (INT, BOOL):
                     return Expr(cast(args[0], INT), INT)
                 t = args[0].type
-                return Expr(f"pyca_k::toint({_mfun(_MATH_INT[mname], t)}({args[0].code}))", INT)
+                return Expr(toint(f"{_mfun(_MATH_INT[mname], t)}({args[0].code})"), INT)
             if mname in _MATH_BOOL and len(args) == 1:
                 t = promote(args[0].type, FLOAT)
                 return Expr(f"bool({_MATH_BOOL[mname]}({cast(args[0], t)}))", BOOL)

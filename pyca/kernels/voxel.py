@@ -105,7 +105,8 @@ def _param_kind(name: str, ann, fname: str) -> str:
 _ERRORS = {1: (IndexError, "wrote outside the grid of an output (line {line}): writes outside an image's grid are "
                            "not done; check the indices"),
            2: (ZeroDivisionError, "integer division or modulo by zero (line {line})"),
-           3: (ValueError, "range() step is 0 (line {line})")}
+           3: (ValueError, "range() step is 0 (line {line})"),
+           4: (ValueError, "int() of NaN or of a float beyond the 32-bit int range (line {line}); it gave 0")}
 
 
 def raise_cpu_error(name: str, filename: str, code: int, line: int):

@@ -152,7 +152,7 @@ def saxpy(y: ca.Image3D, a: float, x: ca.Image3D):
 @ca.kernel(inputs={"v": "small"})
 def field_ops(out: ca.Field3D, v: ca.Field3D, im: ca.Image3D, mode: int):
     """Field writes; mode 11 writes outside the grid, mode 12 divides an int by zero, mode 13 loops
-    with a zero step."""
+    with a zero step, mode 14 converts an infinite float to int."""
     i, j, k = ca.index()
     for c in range(3):
         out[i, j, k, c] = v[i, j, k, (c + 1) % 3] * im[i, j, k] + c
@@ -163,6 +163,8 @@ def field_ops(out: ca.Field3D, v: ca.Field3D, im: ca.Image3D, mode: int):
     if mode == 13:
         for t in range(0, 3, mode - 13):
             out[i, j, k, 0] = t
+    if mode == 14:
+        out[i, j, k, 1] = int(im[i, j, k] * math.inf)
 
 
 def test_saxpy_and_field_kernel_vs_numpy():
@@ -179,7 +181,8 @@ def test_saxpy_and_field_kernel_vs_numpy():
 
 @pytest.mark.parametrize("mode, exc, text", [(11, IndexError, "wrote outside the grid"),
                                              (12, ZeroDivisionError, "division or modulo by zero"),
-                                             (13, ValueError, "step is 0")])
+                                             (13, ValueError, "step is 0"),
+                                             (14, ValueError, "int\\(\\) of NaN or of a float beyond")])
 def test_cpu_run_time_errors_are_exceptions(mode, exc, text):
     out = ca.Field3D(G)
     with pytest.raises(exc, match=text) as e:
