@@ -213,7 +213,9 @@ def cmd_lddmm(a):
             moving = ca.io.load_image(a.moving)
             source = f"fixed {a.fixed}, moving {a.moving}"
         names = {"fixed": a.fixed, "moving": a.moving, **extra}
-        extra = {k: ca.io.load_image(v) for k, v in extra.items()}
+        from .registration.inputs import LabelImage  # labels read as integers, whatever their magnitude
+
+        extra = {k: LabelImage.load(v) if k == "moving_labels" else ca.io.load_image(v) for k, v in extra.items()}
         note = lddmm.check_inputs(fixed, moving, names=names, **extra)
     except _input_errors() as e:
         return _fail("lddmm", e)

@@ -31,7 +31,8 @@ import numpy as np
 from . import _metaimage, core
 from ._files import GzipWriter, atomic_path
 
-__all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "read_array",
+__all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "load_labels", "save_labels",
+           "read_array",
            "write_array", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
 
 # Extensions and the library that handles them.
@@ -509,3 +510,39 @@ def save_field(f, path, description="", intent="vector"):
     g = f.grid()
     write_array(arr, g.spacing(), g.origin(), path, vector=True, what="save_field", description=description,
                 direction=g.direction(), intent=intent)
+
+
+# ------------------------------------------------------------------------------------------------
+# Label maps: integer values, never through float32 (a label above 2^24 keeps its value)
+def load_labels(path):
+    """(values, grid) of a label image: its voxels as stored (an integer array, or the file's float
+    values, which pyca.registration.inputs.LabelImage requires to be integers), x, y, z order, and its
+    GridInfo (the file's spacing, origin and direction)."""
+    what = "load_labels"
+    data, sp, org, direction = read_array(path, what, _image_shape)
+    shape = _image_shape(path, what, data.shape)
+    data = np.reshape(data, shape, order="F") if tuple(data.shape) != tuple(shape) else data
+    return np.asfortranarray(data), _to_grid(os.fspath(path), what, sp, org, direction, shape)
+
+
+def _label_dtype(values):
+    lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    for t in (np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return t
+    return np.uint64
+
+
+def save_labels(values, grid, path, description=""):
+    """Write an integer label map (`values`: an integer array x, y, z, or anything with .numpy() and
+    .grid(), such as pyca.registration.inputs.LabelImage) on `grid` to `path`, in the smallest integer
+    type that holds its values (uint8, int16, ... int64), with the grid's affine."""
+    if grid is None and hasattr(values, "grid"):
+        grid = values.grid()
+    a = np.asarray(values.numpy() if hasattr(values, "numpy") else values)
+    if a.dtype.kind not in "iub":
+        raise TypeError(f"save_labels: expected integer label values, got dtype {a.dtype}")
+    if tuple(a.shape[:3]) != tuple(grid.size())[: a.ndim]:
+        raise ValueError(f"save_labels: values of shape {a.shape} on a grid of size {tuple(grid.size())}")
+    write_array(a, grid.spacing(), grid.origin(), path, vector=False, what="save_labels", description=description,
+                direction=grid.direction(), dtype=_label_dtype(a))

@@ -23,6 +23,7 @@ from .. import io as pio
 from .._files import confined, safe_name
 from ..distributed import cached_image
 from ..registration import transform_files
+from ..registration.inputs import on_grid
 
 # Input problems that exclude a subject (anything else is a bug and is reported as such too).
 _INPUT_ERRORS = (ValueError, TypeError, OSError, ca.CudaError, MemoryError)
@@ -50,13 +51,12 @@ def _host(im):
 
 
 def _on_grid(im, grid):
-    if tuple(im.grid().size()) == tuple(grid.size()) and np.allclose(tuple(im.grid().spacing()),
-                                                                      tuple(grid.spacing())):
+    """A copy of im on the template grid, placed by its own affine (pyca.registration.inputs.on_grid:
+    never matched by size alone)."""
+    out = on_grid(im, grid, background=ca.BACKGROUND_STRATEGY_ZERO)
+    if out is im:
         out = im.clone()
         out.setGrid(grid)
-        return out
-    out = ca.Image3D(grid, ca.MEM_HOST)
-    ca.ResampleWorld(out, im, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_LINEAR)
     return out
 
 

@@ -79,7 +79,9 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
         jobs.append(job)
     for name, obj in items:
         paths.append(os.path.join(out_dir, name + ext))
-        if isinstance(obj, ca.Field3D):
+        if name == "labels" and not isinstance(obj, ca.Image3D):  # a LabelImage: written as integers
+            jobs.append(functools.partial(pio.save_labels, obj, None, paths[-1], description=_DESCRIPTIONS[name]))
+        elif isinstance(obj, ca.Field3D):
             jobs.append(functools.partial(pio.save_field, host(obj), paths[-1], description=_DESCRIPTIONS[name],
                                           intent="pointset" if name in _HFIELDS else "vector"))
         else:

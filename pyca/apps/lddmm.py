@@ -38,6 +38,7 @@ from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
 from ..registration import optimisers, parameters
 from ..registration import quality as _quality
+from ..registration.inputs import LabelImage, on_grid
 from ..registration.metrics import SSD, make_metric, metric_class
 from ..registration.parameters import INTERP_BLUR, NORMALIZE
 from ..registration.transforms import coarse_grid, jacobian_det, same_grid
@@ -109,6 +110,24 @@ def _check_finite(im, role, names):
     return lo, hi
 
 
+def placed_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, moving_labels=None):
+    """{'fixed_mask', 'moving_mask': Image3D or None, 'moving_labels': LabelImage or None}: each mask and
+    label map on its image's grid, placed by its own affine (pyca.registration.inputs: a mask stored in
+    another orientation, origin or resolution is resampled where it lies in the world, never matched by
+    size); labels keep their integer values."""
+    names = names or {}
+    out = {}
+    for role, im, g in (("fixed_mask", fixed_mask, fixed.grid()), ("moving_mask", moving_mask, moving.grid())):
+        if im is not None:
+            _check_finite(im, role, names)
+        out[role] = on_grid(im, g, nearest=True) if im is not None else None
+    out["moving_labels"] = None
+    if moving_labels is not None:
+        lab = LabelImage.of(moving_labels, f"lddmm: {_label('moving_labels', names)}")
+        out["moving_labels"] = lab.on_grid(moving.grid())
+    return out
+
+
 def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, moving_labels=None):
     """Checks that the images (and masks, labels) can be registered, before any work; returns a note
     on how the moving image is brought onto the fixed grid. names: role -> file name, for messages."""
@@ -126,20 +145,12 @@ def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, m
         lo, hi = _check_finite(im, role, names)
         if hi <= lo:
             raise ValueError(f"lddmm: {_label(role, names)} is constant ({lo}): nothing to register")
-    for role, im, g in (("fixed_mask", fixed_mask, gf), ("moving_mask", moving_mask, gm),
-                        ("moving_labels", moving_labels, gm)):
-        if im is None:
-            continue
-        if tuple(im.grid().size()) != tuple(g.size()):
-            raise ValueError(f"lddmm: {_label(role, names)} has size {tuple(im.grid().size())}, its image "
-                             f"{tuple(g.size())}: give it on the image's grid")
-        lo, hi = _check_finite(im, role, names)
-        if role.endswith("mask") and not hi > 0:
-            raise ValueError(f"lddmm: {_label(role, names)} is empty (no voxel > 0)")
-        if role == "moving_labels":
-            a = im.numpy()
-            if not np.array_equal(a, np.round(a)):
-                raise ValueError(f"lddmm: {_label(role, names)} holds non-integer values: labels must be integers")
+    placed = placed_inputs(fixed, moving, names, fixed_mask, moving_mask, moving_labels)
+    for role in ("fixed_mask", "moving_mask"):
+        if placed[role] is not None:
+            lo, hi = _check_finite(placed[role], role, names)
+            if not hi > 0:
+                raise ValueError(f"lddmm: {_label(role, names)} is empty on its image's grid (no voxel > 0)")
     if same_grid(gf, gm):
         return "same grid (voxel to voxel)"
     return f"moving resampled onto the fixed grid in world coordinates (moving grid {gm})"
@@ -272,7 +283,7 @@ class LDDMMResult:
     notes: list = field(default_factory=list)
     affine: object = None  # affine.AffineResult: the linear stage
     full_map: object = None  # Field3D on the fixed grid: moving voxel coordinates (affine after phiinv)
-    labels: object = None  # Image3D: the moving labels through full_map (nearest neighbour), or None
+    labels: object = None  # LabelImage (integer values): the moving labels through full_map (nearest), or None
     linear_mismatch: float = float("nan")  # SSD (normalised) after the linear stage
     final_match: float = float("nan")  # the metric's energy at the end
     quality: dict = None  # pyca.registration.quality.assess(): did the registration fail, and why
@@ -452,13 +463,14 @@ def register(fixed, moving, *, progress=False, **params):
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
     fixed, moving = _as_image(fixed, "fixed"), _as_image(moving, "moving")
-    extra = {k: (_as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask",
-                                                                           "moving_labels")}
+    extra = {k: (_as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
+    extra["moving_labels"] = p["moving_labels"]  # a file's labels are read as integers (placed_inputs)
     parameters.check(p)
     scales, iters = parameters.schedule(p["scales"], p["iterations"])
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = resolve_device(p["device"])
     note = check_inputs(fixed, moving, names=names, **extra)
+    extra = placed_inputs(fixed, moving, names, **extra)  # on their images' grids, each by its own affine
     T = int(p["time_steps"])
     grid = fixed.grid()
 
@@ -564,9 +576,9 @@ def register(fixed, moving, *, progress=False, **params):
     deformed = _on_fixed(grid, mv, full)
     moved = _on_fixed(grid, mv, Haff)
     labels = None
-    if extra["moving_labels"] is not None:
-        lab = extra["moving_labels"].clone(mem) if extra["moving_labels"].memType() != mem else extra["moving_labels"]
-        labels = _on_fixed(grid, lab, full, labels=True)
+    if extra["moving_labels"] is not None:  # indices into the label table, warped; values looked up (integers)
+        idx, table = extra["moving_labels"].indices(mem)
+        labels = LabelImage.from_indices(_on_fixed(grid, idx, full, labels=True), table, "lddmm: labels")
     jac = ca.Image3D(grid, mem)
     jacobian_det(jac, phiinv)
     lo, hi = (float(x) for x in ca.MinMax(I1))

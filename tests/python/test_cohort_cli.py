@@ -133,3 +133,82 @@ def test_resume_refuses_a_replaced_subject_and_changed_parameters(built_atlas, t
     one_line_error(run("atlas", "--resume", a, "--template-iterations", "2", *QUICK), 2,
                    "subject_01's file")
     assert listing(a) == before
+
+
+# ------------------------------------------------------------------------------------------------
+# Items 2 and 11: masks and labels placed by their own affine; label values kept as integers
+LDDMM_QUICK = ["--scales", "2,1", "--iterations", "3,3", "--time-steps", "2", "--device", "cpu", "--no-report",
+               "--no-progress", "-q"]
+
+
+def _save(a, aff, path):
+    nib.save(nib.Nifti1Image(a, aff), str(path))
+    return str(path)
+
+
+def _las(a, aff):
+    """The same image stored LAS: voxels flipped along x, the affine flipped with them (same world)."""
+    flip = np.eye(4)
+    flip[0, 0], flip[0, 3] = -1.0, a.shape[0] - 1
+    return np.ascontiguousarray(a[::-1]), aff @ flip
+
+
+@pytest.fixture(scope="module")
+def pair_files(tmp_path_factory):
+    from pyca.apps import data
+
+    d = tmp_path_factory.mktemp("pair")
+    fixed, moving = data.builtin_pair(size=(20, 18, 12))
+    aff = np.diag([2.0, 2.0, 2.5, 1.0])
+    aff[:3, 3] = (-20.0, -18.0, -15.0)
+    f, m = fixed.numpy(), moving.numpy()
+    big = 16777217  # 2^24 + 1: float32 would make it 2^24
+    lab = np.where(m > 0.5, big, np.where(m > 0.2, 7, 0)).astype(np.int32)
+    lab[:9] = np.where(lab[:9] > 0, big + 2, 0)  # one more value above 2^24, on the left only (asymmetric)
+    mask = np.zeros(f.shape, np.uint8)
+    mask[2:12, 2:16, 1:10] = 1  # an asymmetric box
+    files = {"fixed": _save(f, aff, d / "f.nii.gz"), "moving": _save(m, aff, d / "m.nii.gz"),
+             "labels": _save(lab, aff, d / "lab.nii.gz"), "labels_las": _save(*_las(lab, aff), d / "lab_las.nii.gz"),
+             "mask": _save(mask, aff, d / "mask.nii.gz"), "mask_las": _save(*_las(mask, aff), d / "mask_las.nii.gz")}
+    return files, lab
+
+
+def test_labels_stored_las_give_the_same_labels_and_keep_values_above_2_24(pair_files, tmp_path):
+    files, lab = pair_files
+    outs = {}
+    for key in ("labels", "labels_las"):
+        p = run("lddmm", "--fixed", files["fixed"], "--moving", files["moving"], "--moving-labels", files[key],
+                "--out", tmp_path / key, *LDDMM_QUICK)
+        assert p.returncode == 0, p.stderr
+        img = nib.load(str(tmp_path / key / "labels.nii.gz"))
+        assert img.get_data_dtype().kind in "iu", img.get_data_dtype()  # an integer file
+        outs[key] = np.asarray(img.dataobj)
+    np.testing.assert_array_equal(outs["labels_las"], outs["labels"])  # not mirrored
+    assert set(np.unique(outs["labels"])) == set(np.unique(lab)) == {0, 7, 16777217, 16777219}
+
+
+def test_a_mask_stored_las_gives_the_same_deformation(pair_files, tmp_path):
+    files, _ = pair_files
+    fields = {}
+    for key in ("mask", "mask_las"):
+        p = run("lddmm", "--fixed", files["fixed"], "--moving", files["moving"], "--fixed-mask", files[key],
+                "--moving-mask", files[key], "--out", tmp_path / key, *LDDMM_QUICK)
+        assert p.returncode == 0, p.stderr
+        fields[key] = np.asarray(nib.load(str(tmp_path / key / "phiinv.nii.gz")).dataobj)
+    np.testing.assert_allclose(fields["mask_las"], fields["mask"], atol=1e-5)
+
+
+def test_masks_and_labels_on_other_grids_are_placed_in_the_world():
+    from pyca.registration.inputs import LabelImage, on_grid
+
+    g = ca.GridInfo((6, 5, 4), (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    a = np.arange(6 * 5 * 4, dtype=np.float32).reshape(6, 5, 4)
+    im = ca.Image3D.from_array(np.asfortranarray(a), g)
+    # the same world content on a flipped (LAS) grid: voxel i holds a[5 - i]
+    d = np.diag([-1.0, 1.0, 1.0])
+    g_las = ca.GridInfo((6, 5, 4), (1.0, 1.0, 1.0), (5.0, 0.0, 0.0), d)
+    im_las = ca.Image3D.from_array(np.asfortranarray(a[::-1]), g_las)
+    np.testing.assert_array_equal(on_grid(im_las, g, nearest=True).numpy(), a)
+    np.testing.assert_allclose(on_grid(im_las, g).numpy(), a, atol=1e-4)
+    lab = LabelImage(np.asfortranarray(a[::-1].astype(np.int64) + 2**40), g_las)
+    np.testing.assert_array_equal(lab.on_grid(g).numpy(), a.astype(np.int64) + 2**40)

@@ -1,0 +1,147 @@
+"""Registration inputs on their reference grids: the one place where an image, a mask or a label map
+given on a grid of its own is brought onto the grid it is compared with, by its own voxel-to-world
+affine (never matched by its size), and where label maps keep their integer values.
+
+    from pyca.registration import inputs
+    m = inputs.on_grid(mask, image.grid(), nearest=True)   # a mask stored LAS, its image RAS: placed
+    lab = inputs.LabelImage.load("labels.nii.gz")          # integer values, any magnitude (int64)
+    lab = lab.on_grid(moving.grid())                       # nearest neighbour, 0 outside its box
+    idx, table = lab.indices(mem)                          # float32 indices 0..K-1 to warp with ApplyH
+    out = inputs.LabelImage.from_indices(warped_idx, table)
+
+Every program that takes masks or labels (pyca lddmm, register-batch, atlas; pyca register and apply
+through lddmm's input handling) goes through here, so a mask or label map stored in another
+orientation, origin or resolution than its image is placed where it lies in the world, as the images
+themselves are (docs/design/orientation.md).
+
+Label values travel as indices into a table of the distinct values (0 first: the background that
+nearest-neighbour sampling gives outside the image), so a label above 2^24, which float32 cannot hold,
+comes out as it went in; the table is int64 (or the file's unsigned type) and the output file keeps an
+integer type (pyca.io.save_labels).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import core as ca
+from .transforms import same_grid
+
+__all__ = ["on_grid", "LabelImage", "MAX_LABELS"]
+
+MAX_LABELS = 1 << 24  # distinct label values: each index must be exact in float32
+
+
+def on_grid(im, grid, nearest=False, background=None):
+    """`im` (an Image3D of any grid and memory type) on `grid`, placed by its own affine: `im` itself when
+    its grid is `grid` (same size and affine), else resampled in world coordinates (ResampleWorld:
+    trilinear with the border extended, or, with `nearest` (masks, label indices), nearest neighbour with
+    0 outside im's box). background: ResampleWorld's background strategy instead of those."""
+    if same_grid(im.grid(), grid):
+        return im
+    out = ca.Image3D(grid, im.memType())
+    if nearest:
+        bg = ca.BACKGROUND_STRATEGY_ZERO if background is None else background
+        ca.ResampleWorld(out, im, bg, ca.INTERP_NN)
+    else:
+        bg = ca.BACKGROUND_STRATEGY_CLAMP if background is None else background
+        ca.ResampleWorld(out, im, bg, ca.INTERP_LINEAR)
+    return out
+
+
+def _integer_values(a, what):
+    """An integer array of a label map's values: integer arrays as they are, float ones when every value
+    is an integer (exactly representable)."""
+    a = np.asarray(a)
+    if a.dtype.kind in "iu":
+        return a
+    if a.dtype.kind == "b":
+        return a.astype(np.uint8)
+    if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: labels must be finite integers, got dtype {a.dtype}"
+                         + ("" if a.dtype.kind != "f" else " with NaN or infinite values"))
+    if not np.array_equal(a, np.round(a)):
+        raise ValueError(f"{what} holds non-integer values: labels must be integers")
+    return a.astype(np.int64)
+
+
+class LabelImage:
+    """An integer label map on a grid (host memory). values: an integer NumPy array (x, y, z), never
+    converted to float32; grid(): its GridInfo."""
+
+    def __init__(self, values, grid, what="labels"):
+        v = _integer_values(values, what)
+        if v.ndim == 2:
+            v = v[:, :, None]
+        if tuple(v.shape) != tuple(grid.size()):
+            raise ValueError(f"{what}: values of shape {v.shape} on a grid of size {tuple(grid.size())}")
+        self._values, self._grid, self.what = np.asfortranarray(v), grid, what
+
+    # construction -------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path, what=None):
+        """The label map in a file, its values read as stored (pyca.io.load_labels)."""
+        from .. import io as pio
+
+        values, grid = pio.load_labels(path)
+        return cls(values, grid, what or f"labels {os.fspath(path)!r}")
+
+    @classmethod
+    def of(cls, x, what="labels"):
+        """A LabelImage from a LabelImage, a file path, an Image3D (its values must be integers) or an
+        integer NumPy array (on a unit grid)."""
+        if isinstance(x, LabelImage):
+            return x
+        if isinstance(x, (str, os.PathLike)):
+            return cls.load(x, what)
+        if isinstance(x, ca.Image3D):
+            return cls(x.numpy(), x.grid(), what)
+        if isinstance(x, np.ndarray):
+            shape = x.shape if x.ndim == 3 else tuple(x.shape) + (1,)
+            return cls(x, ca.GridInfo(tuple(int(n) for n in shape)), what)
+        raise TypeError(f"{what}: expected a label image (file, Image3D, LabelImage or integer array), "
+                        f"not {type(x).__name__}")
+
+    @classmethod
+    def from_indices(cls, idx, table, what="labels"):
+        """The label map whose voxel i holds table[idx(i)] (idx: an Image3D of indices, any memory type)."""
+        a = np.rint(idx.numpy()).astype(np.int64)
+        np.clip(a, 0, len(table) - 1, out=a)
+        return cls(np.asarray(table)[a], idx.grid(), what)
+
+    # access ---------------------------------------------------------------------------------------
+    def grid(self):
+        return self._grid
+
+    def numpy(self):
+        """The values (an integer array, x, y, z)."""
+        return self._values
+
+    def memType(self):  # noqa: N802 - pyca's spelling, so a LabelImage passes where images are listed
+        return ca.MEM_HOST
+
+    def indices(self, mem=None):
+        """(Image3D of float32 indices into table, table): table holds the distinct values, 0 first,
+        as the file's integer type; indices are exact (fewer than MAX_LABELS values)."""
+        v = self._values
+        u = np.unique(v)
+        nz = u[u != 0]  # sorted
+        table = np.concatenate([np.zeros(1, v.dtype), nz])
+        inv = np.where(v == 0, 0, np.searchsorted(nz, v) + 1)
+        if table.size >= MAX_LABELS:
+            raise ValueError(f"{self.what}: {table.size} distinct labels; at most {MAX_LABELS - 1} are supported")
+        idx = ca.Image3D.from_array(np.asfortranarray(inv.reshape(self._values.shape).astype(np.float32)), self._grid)
+        if mem is not None and int(mem) != int(ca.MEM_HOST):
+            idx = idx.clone(mem)
+        return idx, table
+
+    def on_grid(self, grid):
+        """The label map on `grid`, placed by its own affine (nearest neighbour, 0 outside its box)."""
+        if same_grid(self._grid, grid):
+            return self
+        idx, table = self.indices()
+        return LabelImage.from_indices(on_grid(idx, grid, nearest=True), table, self.what)
+
+    def __repr__(self):
+        return f"LabelImage({self._values.dtype}, {tuple(self._values.shape)}, {np.unique(self._values).size} values)"
