@@ -29,9 +29,11 @@ import threading
 import zlib
 
 __all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "zlib_compress",
-           "check_out_dir", "clear_previous", "PathError", "confined", "safe_name", "fingerprint"]
+           "check_out_dir", "clear_previous", "PathError", "confined", "safe_name", "fingerprint", "claim_out_dir",
+           "LOCK_NAME"]
 
 TMP_PREFIX = ".pyca-tmp-"
+LOCK_NAME = ".pyca-lock"  # in an output folder while a command writes to it: its process id
 
 
 class PathError(ValueError):
@@ -289,18 +291,27 @@ def check_out_dir(out, overwrite, flag="--out"):
         raise FileNotFoundError(f"the parent folder of {flag} ({parent}) does not exist")
     if os.path.exists(out_abs) and not os.path.isdir(out_abs):
         raise FileExistsError(f"{flag} {out!r} exists and is not a folder")
-    if os.path.isdir(out_abs) and os.listdir(out_abs) and not overwrite:
-        n = len(os.listdir(out_abs))
+    entries = [e for e in os.listdir(out_abs) if not (e == LOCK_NAME and _lock_owner(out_abs) is None)] \
+        if os.path.isdir(out_abs) else []
+    if entries and not overwrite:
+        n = len(entries)
         raise FileExistsError(f"{flag} {out!r} already holds {n} file{'s' if n != 1 else ''}; pass --overwrite "
                               f"to replace the previous run's outputs, or choose another folder")
 
 
-def clear_previous(out, names=()):
+def clear_previous(out, names=(), folders=()):
     """Removes what a previous run left in `out`: the files its summary.json lists (and summary.json),
-    files called one of `names` (the command's own outputs) and leftover temporary folders. Returns
-    the names of the other entries, which are kept."""
+    files called one of `names` (the command's own outputs), leftover temporary folders, and in each
+    subfolder of `folders` (plain names: a cohort command's per-subject folders) the same, the subfolder
+    itself when that leaves it empty. Returns the names of the other entries, which are kept."""
     if not os.path.isdir(out):
         return []
+    for f in folders:
+        sub = confined(out, safe_name(f, "output folder"), what="output folder")
+        if os.path.isdir(sub) and not os.path.islink(sub):
+            if not clear_previous(sub, names):
+                with contextlib.suppress(OSError):
+                    os.rmdir(sub)
     stale = set(names) | {"summary.json"}
     try:
         with open(os.path.join(out, "summary.json")) as fh:
@@ -310,6 +321,8 @@ def clear_previous(out, names=()):
         pass  # no readable summary: only the known names are the previous run's
     kept = []
     for entry in sorted(os.listdir(out)):
+        if entry == LOCK_NAME:
+            continue
         p = os.path.join(out, entry)
         if entry.startswith(TMP_PREFIX) and os.path.isdir(p):
             shutil.rmtree(p, ignore_errors=True)
@@ -318,3 +331,86 @@ def clear_previous(out, names=()):
         else:
             kept.append(entry)
     return kept
+
+
+def _lock_owner(out):
+    """The process id in out/.pyca-lock when that process is alive, else None."""
+    try:
+        with open(os.path.join(out, LOCK_NAME)) as fh:
+            pid = int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+@contextlib.contextmanager
+def claim_out_dir(out, overwrite, outputs=(), folders=(), inputs=(), need_bytes=0, flag="--out"):
+    """The checks of an output folder before any work, and its claim for the duration of the block:
+    check_out_dir's rules; no input file among the files an --overwrite would remove or replace (its
+    own `outputs` names, the previous summary's files, inside `folders` too); the folder is created,
+    locked against a second command writing to it at the same time (.pyca-lock: the process id), and
+    shown writable, with `need_bytes` free on its file system. Every failure is one line: FileExistsError,
+    PermissionError, OSError (ENOSPC). When the block raises, a folder this call created is removed
+    again if it is still empty."""
+    import errno
+
+    check_out_dir(out, overwrite, flag)
+    out_abs = os.path.abspath(out)
+    if overwrite and os.path.isdir(out_abs):
+        doomed = {os.path.realpath(os.path.join(out_abs, n)) for n in set(outputs) | {"summary.json"}}
+        subs = [os.path.realpath(os.path.join(out_abs, f)) for f in folders]
+        for i in inputs:
+            if i is None:
+                continue
+            r = os.path.realpath(os.fspath(i))
+            inside = any(os.path.dirname(r) == d and os.path.basename(r) in set(outputs) | {"summary.json"}
+                         for d in subs)
+            if r in doomed or inside:
+                raise FileExistsError(f"{flag} {out!r}: the input {os.fspath(i)!r} would be replaced by an output of "
+                                      "the same name; move it out of the output folder first")
+    created = not os.path.isdir(out_abs)
+    try:
+        os.makedirs(out_abs, exist_ok=True)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot create {flag} {out!r}: {e.strerror}") from None
+    lock = os.path.join(out_abs, LOCK_NAME)
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        owner = _lock_owner(out_abs)
+        if owner is not None and owner != os.getpid():
+            raise FileExistsError(f"{flag} {out!r} is being written by another pyca command (process {owner}); "
+                                  "wait for it or choose another folder") from None
+        os.remove(lock)  # a stale lock: its process is gone
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as e:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(out_abs)
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise PermissionError(e.errno, f"{flag} {out!r} is not writable ({e.strerror})") from None
+        raise OSError(e.errno, f"cannot write to {flag} {out!r}: {e.strerror}") from None
+    ok = False
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        free = shutil.disk_usage(out_abs).free
+        if need_bytes and free < need_bytes:
+            raise OSError(errno.ENOSPC, f"{flag} {out!r}: {free / 2**20:.0f} MiB free on its file system, the outputs "
+                          f"need about {need_bytes / 2**20:.0f} MiB")
+        yield out_abs
+        ok = True
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(lock)
+        if created and not ok:
+            with contextlib.suppress(OSError):
+                os.rmdir(out_abs)

@@ -18,11 +18,13 @@ exits with 3 unless --allow-folds (pyca.registration.quality). No output file ev
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import threading
 import time
 
-from ._files import check_out_dir, clear_previous
+from ._files import check_out_dir, claim_out_dir, clear_previous
 
 _EPILOG_LDDMM = """\
 outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
@@ -198,6 +200,7 @@ def cmd_lddmm(a):
     # Everything that can be wrong with the inputs is found here, before any work.
     if not _importable("nibabel"):
         return _fail("lddmm", "nibabel, which writes the outputs, cannot be imported: pip install nibabel")
+    claim = contextlib.ExitStack()  # --out, locked for this run (pyca/_files.py, claim_out_dir)
     try:
         check_out_dir(a.out, a.overwrite)
         checked = parameters.check({**lddmm.DEFAULTS, **params})  # (fills the metric's sigma and alpha)
@@ -213,12 +216,26 @@ def cmd_lddmm(a):
             moving = ca.io.load_image(a.moving)
             source = f"fixed {a.fixed}, moving {a.moving}"
         names = {"fixed": a.fixed, "moving": a.moving, **extra}
+        inputs = list(names.values())
         from .registration.inputs import LabelImage  # labels read as integers, whatever their magnitude
 
         extra = {k: LabelImage.load(v) if k == "moving_labels" else ca.io.load_image(v) for k, v in extra.items()}
         note = lddmm.check_inputs(fixed, moving, names=names, **extra)
+        # every output is a float per voxel of the fixed grid (fields: 3), written beside its final name
+        claim.enter_context(claim_out_dir(a.out, a.overwrite, outputs=output_names(), inputs=inputs,
+                                          need_bytes=16 * 4 * int(fixed.grid().nVox())))
     except _input_errors() as e:
+        claim.close()
         return _fail("lddmm", e)
+    with claim:
+        return _lddmm_run(a, fixed, moving, names, extra, params, checked, source, device, note, say, verbose)
+
+
+def _lddmm_run(a, fixed, moving, names, extra, params, checked, source, device, note, say, verbose):
+    from .apps import lddmm
+    from .apps._lddmm_outputs import output_names
+    from .apps._lddmm_report import ReportError
+
     say(f"pyca lddmm: {source}")
     say(f"  device: {device}; {note}")
     say(f"  metric={a.metric} alpha={checked['alpha']:g} beta={a.beta} gamma={a.gamma} lpow={a.lpow} "
@@ -352,6 +369,42 @@ def cmd_info(_a):
 def main(argv=None):
     """The console script: returns the exit code (0, 1 failure while working, 2 bad command line or
     input, 130 interrupted)."""
+    import signal
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # discards files being written,
+    try:  # as Ctrl-C does
+        rc = _run(argv)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, old)
+    if argv is None:  # the console script: nothing after the command's last line (Dask's objects
+        _seal_stderr()  # may still report their shutdown while the interpreter exits)
+    return rc
+
+
+def _seal_stderr():
+    import signal
+
+    try:
+        sys.stderr.flush()
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 2)
+        os.close(fd)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a late Ctrl-C changes nothing now
+    except (OSError, ValueError):
+        pass
+
+
+def _terminated(signum, frame):
+    from .distributed import Terminated
+
+    raise Terminated()
+
+
+def _run(argv):
+    from .distributed import Terminated
+
     cmd = "pyca"
     a = None
     try:
@@ -364,6 +417,9 @@ def main(argv=None):
         if hasattr(a, "func"):  # subcommands defined by app modules (atlas, register-batch)
             return a.func(a)
         return {"lddmm": cmd_lddmm, "demo": cmd_demo, "info": cmd_info}[a.command](a)
+    except Terminated:
+        print(f"{cmd}: terminated (SIGTERM)", file=sys.stderr, flush=True)
+        return 143
     except KeyboardInterrupt:
         # Files being written are discarded (pyca/_files.py): none is left half-written.
         print(f"{cmd}: interrupted", file=sys.stderr, flush=True)

@@ -16,14 +16,18 @@ replacement are Dask's. docs/design/distributed.md explains the task graph.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import threading
 
 from . import _pickle
 
 __all__ = ["visible_gpus", "local_cluster", "gpu_worker_specs", "open_client", "tree_reduce", "cached_image",
-           "worker_addresses", "bytes_sent"]
+           "worker_addresses", "bytes_sent", "check_workers", "Terminated", "command_session"]
 
 
 def visible_gpus():
@@ -46,20 +50,27 @@ def visible_gpus():
     return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
 
 
-def local_cluster(n_workers=None, device="auto", tasks=None, dashboard=True, threads=None):
+def local_cluster(n_workers=None, device="auto", tasks=None, dashboard=True, threads=None, worker_log=None):
     """An embedded Dask cluster on this machine (returns a distributed SpecCluster / LocalCluster).
 
     device 'auto' | 'gpu': one worker per visible GPU (n_workers caps the count); 'cpu' (or 'auto'
     with no GPU): n_workers processes (default: one per core, at most `tasks`), each running one task
-    at a time with cores // n_workers OpenMP threads (`threads` overrides)."""
-    from distributed import LocalCluster, Scheduler, SpecCluster
-
+    at a time with cores // n_workers OpenMP threads (`threads` overrides); n_workers is checked by
+    check_workers. worker_log: a file the worker processes write their standard error to (from their
+    first instruction: a Ctrl-C that reaches them while they start prints there, not on the terminal)."""
     gpus = visible_gpus() if device in ("auto", "gpu") else []
     if device == "gpu" and not gpus:
         from . import core
 
         raise core.CudaError("pyca.distributed: device 'gpu' requested but no GPU is visible "
                              "(CUDA_VISIBLE_DEVICES / nvidia-smi)")
+    with _stderr_to(worker_log):
+        return _make_cluster(n_workers, gpus, tasks, dashboard, threads)
+
+
+def _make_cluster(n_workers, gpus, tasks, dashboard, threads):
+    from distributed import LocalCluster, Scheduler, SpecCluster
+
     dash = ":0" if dashboard else None
     cores = os.cpu_count() or 1
     if gpus:
@@ -67,12 +78,23 @@ def local_cluster(n_workers=None, device="auto", tasks=None, dashboard=True, thr
         workers = gpu_worker_specs(gpus[:n], str(threads or max(1, cores // n)))
         sched = {"cls": Scheduler, "options": {"dashboard": bool(dashboard), "dashboard_address": dash}}
         return SpecCluster(scheduler=sched, workers=workers, name="pyca-gpu", silence_logs=40)
-    n = int(n_workers) if n_workers else max(1, min(cores, tasks or cores))
+    n = check_workers(n_workers, tasks) if n_workers is not None else max(1, min(cores, tasks or cores))
     omp = str(threads or max(1, cores // n))
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dash or ":0",
                         scheduler_kwargs={"dashboard": bool(dashboard)},
                         silence_logs=40, env={"OMP_NUM_THREADS": omp},
                         name="pyca-cpu")
+
+
+def check_workers(n_workers, tasks=None, flag="--workers"):
+    """The worker processes of an embedded CPU cluster for `n_workers` asked: an integer in
+    [1, cores] (ValueError in one line otherwise: more processes than cores only compete for them),
+    and no more than `tasks` (a worker without a task is not started)."""
+    cores = os.cpu_count() or 1
+    if isinstance(n_workers, bool) or int(n_workers) != n_workers or not 1 <= int(n_workers) <= cores:
+        raise ValueError(f"{flag} must be an integer from 1 to {cores} (this machine's cores: each worker process "
+                         f"runs one registration at a time on its share of them), got {n_workers}")
+    return max(1, min(int(n_workers), tasks or int(n_workers)))
 
 
 def gpu_worker_specs(gpus, omp="1"):
@@ -101,7 +123,8 @@ def _dashboard(client):
 
 
 @contextlib.contextmanager
-def open_client(scheduler=None, client=None, n_workers=None, device="auto", tasks=None, dashboard=True):
+def open_client(scheduler=None, client=None, n_workers=None, device="auto", tasks=None, dashboard=True,
+                worker_log=None):
     """Yields (client, info). `client` (a distributed.Client) or `scheduler` (an address) use an
     existing cluster, which is left running; otherwise an embedded cluster (local_cluster) is started
     and closed at the end. info: scheduler address, dashboard link (or None), kind of cluster."""
@@ -123,14 +146,56 @@ def open_client(scheduler=None, client=None, n_workers=None, device="auto", task
         finally:
             c.close()
         return
-    cluster = local_cluster(n_workers=n_workers, device=device, tasks=tasks, dashboard=dashboard)
-    c = Client(cluster)
+    cluster = local_cluster(n_workers=n_workers, device=device, tasks=tasks, dashboard=dashboard,
+                            worker_log=worker_log)
+    c = None
     try:
+        c = Client(cluster)
         c.wait_for_workers(len(cluster.workers), timeout=120)
         yield c, _info(c, f"embedded {cluster.name} cluster")
     finally:
-        c.close()
-        cluster.close()
+        _close_quietly(c, cluster, worker_log)
+
+
+def _close_quietly(client, cluster, log=None):
+    """Closes an embedded cluster, whatever state it is in: what Dask raises or prints while it shuts
+    down (workers still starting, a Ctrl-C meanwhile) goes to `log` (or nowhere), never to the caller; a
+    Ctrl-C during the close is raised once it is done."""
+    interrupted = None
+    with _stderr_to(log or os.devnull):
+        for obj in (client, cluster):
+            if obj is None:
+                continue
+            try:
+                obj.close()
+            except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - shutting down: nothing left to save
+                if isinstance(e, KeyboardInterrupt):
+                    interrupted = e
+    if interrupted is not None:
+        raise interrupted
+
+
+@contextlib.contextmanager
+def _stderr_to(path):
+    """File descriptor 2 (this process's and every process started meanwhile) appended to `path` for the
+    duration of the block (None: unchanged). Only from the main thread."""
+    if path is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def worker_addresses(client):
@@ -228,3 +293,67 @@ def cached_image(path):
         _CACHE[key] = im
         _CACHE_BYTES[0] += nbytes
     return im
+
+
+# ------------------------------------------------------------------------------------------------
+# The command line's session around Dask: one line for whatever happens
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread (so that files being written are discarded as on Ctrl-C)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+_DASK_LOGGERS = ("distributed", "asyncio", "tornado", "bokeh")
+
+
+@contextlib.contextmanager
+def command_session(cmd, out=None):
+    """The session of a command that runs on Dask (`pyca atlas`, `pyca register-batch`): yields a dict
+    whose 'worker_log' is the file the embedded cluster's processes write their standard error to (pass
+    it to open_client). Dask's own log records are silenced (they are not the command's messages), SIGTERM
+    raises Terminated, and when the block ends by an exception, the temporary folders of files being
+    written under `out` (.pyca-tmp-*, also those of killed workers) are removed; the log is removed when
+    nothing was written to it. The caller turns the exception into its one line (pyca/apps/_atlas_cli.py,
+    run_command)."""
+    import tempfile
+
+    fd, log = tempfile.mkstemp(prefix=f"pyca-{cmd.split()[-1]}-workers-", suffix=".log")
+    os.close(fd)
+    for n in _DASK_LOGGERS:
+        logging.getLogger(n).setLevel(logging.CRITICAL + 1)
+    main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
+    session = {"worker_log": log}
+    ok = False
+    try:
+        yield session
+        ok = True
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, old_term)
+        if not ok and out is not None:
+            sweep_temporary(out)
+        if os.path.isfile(log) and os.path.getsize(log) == 0:
+            os.remove(log)
+        elif ok:
+            with contextlib.suppress(OSError):
+                os.remove(log)
+        else:
+            session["log_kept"] = log
+        # Dask's loggers stay silent: its objects may still report their shutdown as the interpreter
+        # exits, after this command's last line.
+
+
+def sweep_temporary(out):
+    """Removes every .pyca-tmp-* folder under `out` (files being written when a run stopped)."""
+    from ._files import TMP_PREFIX
+
+    if not out or not os.path.isdir(out):
+        return
+    for root, dirs, _files in os.walk(out):
+        for d in list(dirs):
+            if d.startswith(TMP_PREFIX):
+                shutil.rmtree(os.path.join(root, d), ignore_errors=True)
+                dirs.remove(d)

@@ -7,12 +7,39 @@ import argparse
 import sys
 
 
+# Registration parameters that are no -p values of the cohort commands: per-subject files (one value
+# would apply to every subject) and lddmm's internal file names; the atlas's template changes every
+# iteration, so it takes no fixed mask either. register-batch's fixed_mask is the template's (a file).
+PER_SUBJECT = ("moving_mask", "moving_labels", "names")
+FILE_KEYS = ("fixed_mask",)
+ATLAS_EXCLUDE = ("fixed_mask",)
+
+
+def cohort_defaults(defaults, exclude=()):
+    """The -p keys a cohort command accepts: `defaults` without PER_SUBJECT and `exclude`."""
+    return {k: v for k, v in defaults.items() if k not in PER_SUBJECT + tuple(exclude)}
+
+
 def registration_params(pairs, defaults):
     """['alpha=2', 'scales=4,2,1', ...] -> dict, each value read as its declared kind
-    (pyca.registration.parameters.parse_assignments); defaults: the program's DEFAULTS (its keys)."""
+    (pyca.registration.parameters.parse_assignments); defaults: the program's DEFAULTS (its keys).
+    A FILE_KEYS key among `defaults` takes a file name; a PER_SUBJECT key is refused in one line."""
     from ..registration.parameters import parse_assignments
 
-    return parse_assignments(pairs, defaults)
+    files, rest = {}, []
+    for item in pairs or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if sep and key in PER_SUBJECT:
+            raise ValueError(f"-p {key}: a cohort command takes no {key} (it would be the same file for every "
+                             "subject); register such a subject with pyca lddmm")
+        if sep and key in FILE_KEYS and key in defaults:
+            if not text.strip():
+                raise ValueError(f"-p {key}: expected a file name")
+            files[key] = text.strip()
+        else:
+            rest.append(item)
+    return {**parse_assignments(rest, defaults), **files}
 
 
 def add_common_options(p, defaults):
@@ -21,8 +48,10 @@ def add_common_options(p, defaults):
     settable = {q.name for q in DECLARED if q.assignable}
     keys = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in defaults.items()
                      if k in settable)
+    files = [k for k in FILE_KEYS if k in defaults]
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", default=[],
-                   help=f"a registration parameter (docs/lddmm.md), repeatable; defaults: {keys}")
+                   help=f"a registration parameter (docs/lddmm.md), repeatable; defaults: {keys}"
+                   + (f"; files: {', '.join(f'{k}=FILE' for k in files)} (the template's)" if files else ""))
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default=None,
                    help="where registrations run (default auto: each worker's GPU when it has one)")
     g = p.add_argument_group("Dask cluster")
@@ -64,7 +93,9 @@ def add_atlas_parser(sub):
     g.add_argument("--cohort-size", type=_ints, default=A["cohort_size"],
                    help="grid x,y,z (default 32,32,32; z = 1 for 2-D)")
     g.add_argument("--seed", type=int, default=A["seed"], help="random seed (default %(default)s)")
-    add_common_options(ap, DEFAULTS)
+    ap.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous atlas in --out "
+                    "(template, templates/, subjects/, cohort/, summary.json, report.png; other files are kept)")
+    add_common_options(ap, cohort_defaults(DEFAULTS, ATLAS_EXCLUDE))
     ap.set_defaults(func=cmd_atlas)
     return ap
 
@@ -76,31 +107,52 @@ def input_errors():
     return (ValueError, TypeError, FileNotFoundError, ImageFileError, core.CudaError, ConnectionError, OSError)
 
 
+def run_command(cmd, work, out, failure_types=(), failure_code=1, resume_hint=None):
+    """Runs work(session) inside pyca.distributed.command_session and turns whatever it raises, from
+    Dask's start, run or shutdown included, into one line on standard error and an exit code:
+    `failure_code` for `failure_types`, 2 for bad input (input_errors()), 1 for anything unexpected
+    (named by its type), 130 for Ctrl-C, 143 for SIGTERM. Files being written are discarded (pyca/_files.py) and temporary
+    folders under `out` removed. Returns (exit code, work's result or None)."""
+    from ..distributed import Terminated, command_session
+
+    session = {}
+
+    def line(text):
+        print(f"{cmd}: {text}", file=sys.stderr, flush=True)
+
+    try:
+        with command_session(cmd, out) as session:
+            return 0, work(session)
+    except Terminated:
+        line("terminated (SIGTERM)" + (f"; continue with: {resume_hint}" if resume_hint else ""))
+        return 143, None
+    except KeyboardInterrupt:
+        line("interrupted" + (f"; continue with: {resume_hint}" if resume_hint else ""))
+        return 130, None
+    except failure_types as e:
+        line(f"error: {_one_line(e)}")
+        return failure_code, None
+    except input_errors() as e:
+        line(f"error: {_one_line(e)}")
+        return 2, None
+    except Exception as e:  # noqa: BLE001 - Dask's own errors included: one line, never a traceback
+        log = session.get("log_kept")
+        line(f"error: {type(e).__name__}: {_one_line(e)}" + (f" (worker messages: {log})" if log else ""))
+        return 1, None
+
+
+def _one_line(e):
+    return " ".join(str(e).split()) or type(e).__name__
+
+
 def cmd_atlas(a):
     from . import atlas
 
-    def fail(e):
-        print(f"pyca atlas: error: {e}", file=sys.stderr)
-        return 2
-
-    try:
-        params = registration_params(a.param, atlas.DEFAULTS)
-        if a.device:
-            params["device"] = a.device
-        if a.resume and a.inputs:
-            raise ValueError("give inputs or --resume OUT, not both")
-        if a.cohort < 2 or len(a.cohort_size) != 3 or min(a.cohort_size) < 1:
-            raise ValueError("--cohort needs >= 2 subjects and --cohort-size three positive integers")
-        res = atlas.build(a.inputs or None, out=a.resume or a.out, template_iterations=a.template_iterations,
-                          scheduler=a.scheduler, n_workers=a.workers, max_failed_fraction=a.max_failed,
-                          resume=bool(a.resume), progress=not a.no_progress, report=not a.no_report,
-                          quiet=a.quiet, cohort=a.cohort, cohort_size=a.cohort_size, seed=a.seed, compress=a.compress,
-                          **params)
-    except (atlas.AtlasError, *input_errors()) as e:
-        return fail(e)
-    except KeyboardInterrupt:
-        print(f"pyca atlas: interrupted; continue with: pyca atlas --resume {a.resume or a.out}", file=sys.stderr)
-        return 130
+    code, res = run_command("pyca atlas", lambda session: _build(a, session), a.resume or a.out,
+                            failure_types=(atlas.AtlasError,), failure_code=2,
+                            resume_hint=f"pyca atlas --resume {a.resume or a.out}")
+    if code:
+        return code
     if not a.quiet:
         s = res.summary
         last = s["iterations"][-1]
@@ -110,3 +162,20 @@ def cmd_atlas(a):
               + (f" (-{100 * red:.1f}%)" if red is not None else "")
               + f"; wrote {res.out}/template.nii.gz, summary.json" + ("" if a.no_report else ", report.png"))
     return 0
+
+
+def _build(a, session):
+    from . import atlas
+
+    params = registration_params(a.param, cohort_defaults(atlas.DEFAULTS, ATLAS_EXCLUDE))
+    if a.device:
+        params["device"] = a.device
+    if a.resume and a.inputs:
+        raise ValueError("give inputs or --resume OUT, not both")
+    if a.cohort < 2 or len(a.cohort_size) != 3 or min(a.cohort_size) < 1:
+        raise ValueError("--cohort needs >= 2 subjects and --cohort-size three positive integers")
+    return atlas.build(a.inputs or None, out=a.resume or a.out, template_iterations=a.template_iterations,
+                       scheduler=a.scheduler, n_workers=a.workers, max_failed_fraction=a.max_failed,
+                       resume=bool(a.resume), progress=not a.no_progress, report=not a.no_report, quiet=a.quiet,
+                       cohort=a.cohort, cohort_size=a.cohort_size, seed=a.seed, compress=a.compress,
+                       worker_log=session["worker_log"], overwrite=a.overwrite, **params)

@@ -76,6 +76,8 @@ def initial(src, name, grid, out_dir, ext=".nii"):
         a = np.asarray(im)
         if not np.all(np.isfinite(a)):
             raise ValueError("the image holds NaN or infinite values")
+        if a.size and a.max() <= a.min():
+            raise ValueError(f"the image is constant ({a.min()}): nothing to register")
         if (im.grid().size().z == 1) != (grid.size().z == 1):
             raise ValueError(f"a {'2' if im.grid().size().z == 1 else '3'}-D image in a "
                              f"{'2' if grid.size().z == 1 else '3'}-D cohort")

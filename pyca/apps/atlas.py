@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
-from .._files import atomic_open, fingerprint, safe_name
+from .._files import atomic_open, claim_out_dir, fingerprint, safe_name
 from .._progress import progress_bar
 from .. import distributed as pdist
 from . import _atlas_tasks as tasks
@@ -98,6 +98,14 @@ def resolve_inputs(images):
             out += found
         else:
             out.append(p)  # a missing or bad file is a failing subject, reported by its worker
+    seen = {}
+    for x in out:
+        if isinstance(x, ca.Image3D):
+            continue
+        r = os.path.realpath(x)
+        if r in seen:
+            raise ValueError(f"atlas: the same file is given twice ({seen[r]!r} and {x!r}); each subject once")
+        seen[r] = x
     if len(out) < 2:
         raise ValueError(f"atlas: an atlas needs at least 2 subjects, got {len(out)}")
     return out
@@ -257,7 +265,8 @@ def _start(images, out, saved, params, opts, say):
 
 def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client=None, scheduler=None,
           n_workers=None, max_failed_fraction=0.25, resume=False, progress=True, report=True, quiet=False, cohort=16,
-          cohort_size=(32, 32, 32), seed=0, compress=False, on_iteration=None, **params):
+          cohort_size=(32, 32, 32), seed=0, compress=False, on_iteration=None, worker_log=None, overwrite=False,
+          **params):
     """Builds an unbiased template; returns an AtlasResult (template, output folder, summary).
 
     images: files, a glob, a folder, a list of them, or Image3D objects; None: the built-in
@@ -268,7 +277,10 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
     max_failed_fraction: the atlas stops (AtlasError) when more subjects than this fraction fail.
     compress: write the per-subject files (rewritten every iteration) as .nii.gz instead of .nii.
     resume: continue the atlas in `out` after its last complete iteration (`template_iterations` may
-    change the count). on_iteration(k, summary): called after each complete iteration. params:
+    change the count). overwrite: `out` may hold a previous atlas, whose files are removed first (others
+    are kept; without it a non-empty `out` is refused). on_iteration(k, summary): called after each
+    complete iteration. worker_log: where
+    the embedded cluster's processes write their standard error (pyca.distributed.open_client). params:
     registration parameters (DEFAULTS; meanings in docs/lddmm.md), device ('auto' | 'cpu' | 'gpu').
     """
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
@@ -295,22 +307,54 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
                 cohort=cohort, cohort_size=tuple(int(s) for s in cohort_size), seed=seed, compress=compress)
     if saved and iterations is not None:
         saved["target_iterations"] = int(iterations)
-    st = _start(images, out, saved, p, opts, say)
-    for d in ("templates", "subjects"):
-        os.makedirs(os.path.join(out, d), exist_ok=True)
-    device = p["device"]
-    with pdist.open_client(scheduler=scheduler, client=client, n_workers=n_workers, device=device,
-                           tasks=len(st["names"])) as (c, info):
-        say(f"pyca atlas: {info['kind']}: scheduler {info['scheduler']}, {len(info['workers'])} worker(s)"
-            + (f", dashboard {info['dashboard']}" if info["dashboard"] else ", no dashboard (needs bokeh)"))
-        st.update(scheduler=info["scheduler"], dashboard=info["dashboard"], workers=info["workers"])
-        run = _Run(c, st, p, out, say, progress and not quiet, quiet)
-        template = run.loop(on_iteration)
-    if report:
-        from ._atlas_outputs import make_report
+    if n_workers is not None and scheduler is None and client is None:
+        pdist.check_workers(n_workers)
+    if not saved and not overwrite and os.path.isfile(os.path.join(out, "summary.json")):
+        raise AtlasError(f"atlas: {out!r} already holds an atlas (summary.json); use resume (--resume {out}), "
+                         "--overwrite, or another output folder")
+    doomed = _previous_outputs(out) if overwrite and not saved else []
+    inputs = [] if saved or images is None else [x for x in resolve_inputs(images) if not isinstance(x, ca.Image3D)]
+    bad = {os.path.realpath(x) for x in inputs} & {os.path.realpath(d) for d in doomed}
+    if bad:
+        raise FileExistsError(f"atlas: the input {sorted(bad)[0]!r} would be replaced by an output of the same name; "
+                              "move it out of the output folder first")
+    with claim_out_dir(out, overwrite or bool(saved)):
+        for f in doomed:
+            os.remove(f)
+        st = _start(images, out, saved, p, opts, say)
+        for d in ("templates", "subjects"):
+            os.makedirs(os.path.join(out, d), exist_ok=True)
+        device = p["device"]
+        with pdist.open_client(scheduler=scheduler, client=client, n_workers=n_workers, device=device,
+                               tasks=len(st["names"]), worker_log=worker_log) as (c, info):
+            say(f"pyca atlas: {info['kind']}: scheduler {info['scheduler']}, {len(info['workers'])} worker(s)"
+                + (f", dashboard {info['dashboard']}" if info["dashboard"] else ", no dashboard (needs bokeh)"))
+            st.update(scheduler=info["scheduler"], dashboard=info["dashboard"], workers=info["workers"])
+            run = _Run(c, st, p, out, say, progress and not quiet, quiet)
+            template = run.loop(on_iteration)
+        if report:
+            from ._atlas_outputs import make_report
 
-        make_report(st, out)
+            make_report(st, out)
     return AtlasResult(template=template, out=out, summary=_public(st))
+
+
+_PREVIOUS = [("", r"(template\.nii\.gz|report\.png|summary\.json)"), ("templates", r"template_iter\d+\.nii\.gz"),
+             ("cohort", r"(subject_\d+|ground_truth)\.nii\.gz"), ("subjects/*", r"(deformed|phiinv|jacdet)\.nii(\.gz)?")]
+
+
+def _previous_outputs(out):
+    """The files a previous atlas in `out` wrote (what --overwrite removes; anything else is kept)."""
+    import re
+
+    found = []
+    for folder, pattern in _PREVIOUS:
+        for d in sorted(_glob.glob(os.path.join(_glob.escape(out), folder))) if folder else [out]:
+            if not os.path.isdir(d) or os.path.islink(d):
+                continue
+            found += [os.path.join(d, f) for f in sorted(os.listdir(d))
+                      if re.fullmatch(pattern, f) and os.path.isfile(os.path.join(d, f))]
+    return found
 
 
 def _public(st):
