@@ -462,6 +462,8 @@ def register(fixed, moving, *, progress=False, **params):
     p.update(params)
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
+    names = {**{k: os.fspath(p[k]) for k in ("fixed_mask", "moving_mask", "moving_labels")
+                if isinstance(p[k], (str, os.PathLike))}, **names}  # files given by name are named so
     fixed, moving = _as_image(fixed, "fixed"), _as_image(moving, "moving")
     extra = {k: (_as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
     extra["moving_labels"] = p["moving_labels"]  # a file's labels are read as integers (placed_inputs)

@@ -212,3 +212,247 @@ def test_masks_and_labels_on_other_grids_are_placed_in_the_world():
     np.testing.assert_allclose(on_grid(im_las, g).numpy(), a, atol=1e-4)
     lab = LabelImage(np.asfortranarray(a[::-1].astype(np.int64) + 2**40), g_las)
     np.testing.assert_array_equal(lab.on_grid(g).numpy(), a.astype(np.int64) + 2**40)
+
+
+# ------------------------------------------------------------------------------------------------
+# Item 4 and 9: Ctrl-C and SIGTERM are one line, whenever they come; nothing half-written is left
+def _start(*args, env=None):
+    return subprocess.Popen([_console_script(), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env or _env(), start_new_session=True)
+
+
+def _signal_after(p, needle, sig, group, extra_s=0.0, timeout=120):
+    """Reads p's stderr until a line holds `needle` (None: at once), waits extra_s, sends `sig` (to p's
+    process group, as a terminal's Ctrl-C does, or to p alone); returns (rc, the whole stderr)."""
+    seen = []
+    t0 = time.perf_counter()
+    while needle is not None:
+        ln = p.stderr.readline()
+        assert ln or p.poll() is None, f"ended before {needle!r}: {''.join(seen)}"
+        seen.append(ln)
+        if needle in ln:
+            break
+        assert time.perf_counter() - t0 < timeout
+    time.sleep(extra_s)
+    (os.killpg if group else os.kill)(p.pid, sig)
+    _, err = p.communicate(timeout=120)
+    return p.returncode, "".join(seen) + err
+
+
+def _no_temporary(folder):
+    for root, dirs, _ in os.walk(folder):
+        assert not [d for d in dirs if d.startswith(TMP_PREFIX)], root
+
+
+@pytest.mark.parametrize("group,extra_s", [(True, 0.0), (True, 0.8), (False, 0.3)],
+                         ids=["ctrl-c-at-cluster-start", "ctrl-c-while-workers-start", "sigint-to-the-command"])
+def test_ctrl_c_while_the_atlas_starts_dask_is_one_line(tmp_path, group, extra_s):
+    out = tmp_path / "a"
+    p = _start("atlas", "--out", out, "--cohort", "3", "--cohort-size", "16,16,1", "--template-iterations", "1",
+               "--workers", "2", "--device", "cpu", "--no-report", "--no-progress")
+    rc, err = _signal_after(p, "built-in cohort", signal.SIGINT, group, extra_s)
+    lines = [ln for ln in err.splitlines() if ln.strip() and "built-in cohort" not in ln]
+    assert rc == 130 and "Traceback" not in err, (rc, err)
+    assert len(lines) == 1 and lines[0].startswith("pyca atlas: interrupted"), err
+    _no_temporary(out)
+
+
+def test_register_batch_ctrl_c_and_sigterm_are_one_line(pair_files, tmp_path):
+    files, _ = pair_files
+    for sig, code, word in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")):
+        out = tmp_path / f"b{code}"
+        p = _start("register-batch", "--template", files["fixed"], "--subjects", files["moving"], files["fixed"],
+                   "--out", out, "--workers", "2", "--device", "cpu", "--no-report", "--no-progress",
+                   "-p", "iterations=200,200", "-p", "scales=2,1", "-p", "tol=0")
+        rc, err = _signal_after(p, "subjects onto", sig, sig == signal.SIGINT, 1.0)
+        lines = [ln for ln in err.splitlines() if ln.strip() and "subjects onto" not in ln]
+        assert rc == code and "Traceback" not in err, (rc, err)
+        assert lines == [f"pyca register-batch: {word}" + ("" if sig == signal.SIGINT else " (SIGTERM)")], err
+        _no_temporary(out)
+
+
+SLOW_SAVE = '''
+import os, time
+import pyca.io
+
+class _Slow(pyca.io.GzipWriter):
+    def close(self):
+        super().close()
+        open(os.environ["PYCA_TEST_MARKER"], "a").close()
+        time.sleep(3.0)
+
+pyca.io.GzipWriter = _Slow
+'''
+
+
+def test_sigterm_while_lddmm_writes_leaves_no_temporary_folder(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_SAVE)
+    marker, out = tmp_path / "writing", tmp_path / "out"
+    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+               PYCA_TEST_MARKER=str(marker))
+    p = _start("lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations", "2,2", "--time-steps", "2",
+               "--no-progress", "--no-report", "--device", "cpu", "--out", out, env=env)
+    t0 = time.perf_counter()
+    while not marker.exists():
+        assert p.poll() is None and time.perf_counter() - t0 < 120, p.stderr.read() if p.poll() is not None else ""
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, (p.returncode, err)
+    assert [ln for ln in err.splitlines() if ln.strip() and "lddmm [" not in ln] == \
+        ["pyca lddmm: terminated (SIGTERM)"], err
+    _no_temporary(out)
+    assert "summary.json" not in os.listdir(out)  # not reported complete
+
+
+# ------------------------------------------------------------------------------------------------
+# Items 5, 6, 7: refused before Dask starts, in one line
+@pytest.mark.parametrize("workers,needle", [("1000", "got 1000"), ("-1", "got -1"), ("0", "got 0")])
+def test_workers_are_bounded(tmp_path, workers, needle):
+    t0 = time.perf_counter()
+    p = run("atlas", "--out", tmp_path / "a", "--cohort", "3", "--cohort-size", "16,16,1", "--workers", workers,
+            "--device", "cpu")
+    one_line_error(p, 2, f"--workers must be an integer from 1 to {os.cpu_count()}")
+    assert needle in p.stderr and time.perf_counter() - t0 < 30
+    assert not (tmp_path / "a").exists()
+
+
+def test_register_batch_checks_its_template_first(pair_files, tmp_path):
+    files, _ = pair_files
+    cut = tmp_path / "cut.nii.gz"
+    cut.write_bytes(open(files["fixed"], "rb").read()[:200])
+    nan = tmp_path / "nan.nii.gz"
+    a = np.asarray(nib.load(files["fixed"]).dataobj).copy()
+    a[3, 3, 3] = np.nan
+    nib.save(nib.Nifti1Image(a, nib.load(files["fixed"]).affine), str(nan))
+    for tmpl, needle in ((cut, "cut.nii.gz"), (nan, "nan.nii.gz")):
+        p = run("register-batch", "--template", tmpl, "--subjects", files["moving"], files["fixed"], "--out",
+                tmp_path / "b", *QUICK)
+        msg = one_line_error(p, 2, needle)
+        assert "subjects onto" not in p.stderr, msg  # no cluster was started
+        assert not (tmp_path / "b").exists()
+
+
+def test_cohort_parameters_that_cannot_be_used_are_refused_and_not_offered(pair_files, tmp_path):
+    files, _ = pair_files
+    for cmd in ("atlas", "register-batch"):
+        h = run(cmd, "--help").stdout
+        assert "moving_mask" not in h and "moving_labels" not in h and "names=" not in h, h
+    one_line_error(run("register-batch", "--template", files["fixed"], "--subjects", files["moving"], files["fixed"],
+                       "--out", tmp_path / "x", *QUICK, "-p", f"moving_labels={files['labels']}"), 2,
+                   "takes no moving_labels")
+    one_line_error(run("atlas", "--out", tmp_path / "y", "-p", f"fixed_mask={files['mask']}"), 2, "fixed_mask")
+    # the template's mask is a usable -p value of register-batch
+    p = run("register-batch", "--template", files["fixed"], "--subjects", files["moving"], files["fixed"],
+            "--out", tmp_path / "m", *QUICK, "-p", f"fixed_mask={files['mask']}")
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "m" / "summary.json").read_text())
+    assert s["params"]["fixed_mask"] == files["mask"]
+    assert json.loads((tmp_path / "m" / "m" / "summary.json").read_text())["params"]["fixed_mask"] == files["mask"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Items 8 and 10: --out is claimed before any work
+def test_register_batch_follows_lddmms_out_rule(pair_files, tmp_path):
+    files, _ = pair_files
+    out = tmp_path / "out"
+    p = run("lddmm", "--fixed", files["fixed"], "--moving", files["moving"], "--out", out, *LDDMM_QUICK)
+    assert p.returncode == 0, p.stderr
+    before = listing(out)
+    args = ["register-batch", "--template", files["fixed"], "--subjects", files["moving"], files["fixed"], "--out",
+            out, *QUICK]
+    one_line_error(run(*args), 2, "pass --overwrite")
+    assert listing(out) == before  # its summary.json is lddmm's still
+    (out / "notes.txt").write_text("mine")
+    p = run(*args, "--overwrite")
+    assert p.returncode == 0, p.stderr
+    names = set(os.listdir(out))
+    assert {"m", "f", "summary.json", "notes.txt"} <= names and "deformed.nii.gz" not in names, names
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_overwrite_never_removes_an_input(pair_files, tmp_path):
+    files, _ = pair_files
+    out = tmp_path / "out"
+    out.mkdir()
+    inside = out / "deformed.nii.gz"
+    shutil.copy(files["moving"], inside)
+    before = listing(out)
+    one_line_error(run("lddmm", "--fixed", files["fixed"], "--moving", inside, "--out", out, "--overwrite",
+                       *LDDMM_QUICK), 2, "would be replaced")
+    assert listing(out) == before
+
+
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_writes(pair_files, tmp_path):
+    files, _ = pair_files
+    out = tmp_path / "out"
+    first = _start("lddmm", "--fixed", files["fixed"], "--moving", files["moving"], "--out", out, "--scales", "1",
+                   "--iterations", "100000", "--tol", "0", "--step", "0.0001", "--metric", "lncc", "--lpow", "2",
+                   "--alpha", "2", "--time-steps", "2", "--device", "cpu", "--no-progress", "--no-report")
+    try:
+        t0 = time.perf_counter()
+        while not (out / ".pyca-lock").exists():
+            assert first.poll() is None and time.perf_counter() - t0 < 60
+            time.sleep(0.05)
+        second = run("lddmm", "--fixed", files["fixed"], "--moving", files["moving"], "--out", out, "--overwrite",
+                     *LDDMM_QUICK)
+        one_line_error(second, 2, "being written by another pyca command")
+    finally:
+        os.kill(first.pid, signal.SIGINT)
+        first.communicate(timeout=60)
+
+
+def test_out_that_cannot_be_written_is_found_before_any_work(tmp_path, monkeypatch):
+    from pyca import _files
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    one_line_error(run("lddmm", "--size", "16,16,8", "--out", f, "--device", "cpu"), 2, "is not a folder")
+    probe = "/sys/pyca-t41-probe"
+    if os.path.exists("/sys") and not os.access("/sys", os.W_OK | os.X_OK) or _cannot_mkdir(probe):
+        one_line_error(run("lddmm", "--size", "16,16,8", "--out", probe, "--device", "cpu"), 2, "--out")
+    # a full file system: the claim measures the free space against the outputs' size
+    monkeypatch.setattr(_files.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
+    with pytest.raises(OSError, match=r"1 MiB free .* need about 64 MiB"):
+        with _files.claim_out_dir(str(tmp_path / "o"), False, need_bytes=64 << 20):
+            pass
+    assert not (tmp_path / "o").exists()
+
+
+def _cannot_mkdir(path):
+    try:
+        os.mkdir(path)
+    except OSError:
+        return True
+    os.rmdir(path)
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+# Item 13: the same file twice, a constant subject
+def test_same_subject_twice_and_a_constant_subject(tmp_path):
+    from pyca.apps import atlas
+
+    g = ca.GridInfo((16, 16, 1))
+    paths = []
+    for i in range(3):
+        a = np.zeros((16, 16, 1), np.float32)
+        a[4 + i:10, 5:11] = 1.0
+        im = ca.Image3D.from_array(np.asfortranarray(a), g)
+        paths.append(str(tmp_path / f"s{i}.nii.gz"))
+        pio.save_image(im, paths[-1])
+    link = tmp_path / "again.nii.gz"
+    os.symlink(paths[0], link)
+    one_line_error(run("atlas", paths[0], paths[1], str(link), "--out", tmp_path / "o", *QUICK), 2,
+                   "the same file is given twice")
+    flat = ca.Image3D(g)
+    flat.fill(3.0)
+    pio.save_image(flat, str(tmp_path / "flat.nii.gz"))
+    p = run("atlas", *paths, str(tmp_path / "flat.nii.gz"), "--out", tmp_path / "c", "--template-iterations", "1",
+            "--max-failed", "0.5", *QUICK)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert s["excluded"]["flat"]["iteration"] == 0 and "constant" in s["excluded"]["flat"]["error"]
+    assert isinstance(atlas.resolve_inputs, object)
