@@ -358,8 +358,8 @@ def claim_out_dir(out, overwrite, outputs=(), folders=(), inputs=(), need_bytes=
     own `outputs` names, the previous summary's files, inside `folders` too); the folder is created,
     locked against a second command writing to it at the same time (.pyca-lock: the process id), and
     shown writable, with `need_bytes` free on its file system. Every failure is one line: FileExistsError,
-    PermissionError, OSError (ENOSPC). When the block raises, a folder this call created is removed
-    again if it is still empty."""
+    PermissionError, OSError (ENOSPC). A folder this call created is removed again at the end if it is
+    still empty (a run refused after the claim leaves nothing)."""
     import errno
 
     check_out_dir(out, overwrite, flag)
@@ -398,7 +398,6 @@ def claim_out_dir(out, overwrite, outputs=(), folders=(), inputs=(), need_bytes=
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise PermissionError(e.errno, f"{flag} {out!r} is not writable ({e.strerror})") from None
         raise OSError(e.errno, f"cannot write to {flag} {out!r}: {e.strerror}") from None
-    ok = False
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(str(os.getpid()))
@@ -407,10 +406,9 @@ def claim_out_dir(out, overwrite, outputs=(), folders=(), inputs=(), need_bytes=
             raise OSError(errno.ENOSPC, f"{flag} {out!r}: {free / 2**20:.0f} MiB free on its file system, the outputs "
                           f"need about {need_bytes / 2**20:.0f} MiB")
         yield out_abs
-        ok = True
     finally:
         with contextlib.suppress(OSError):
             os.remove(lock)
-        if created and not ok:
+        if created:  # a folder this claim made and nothing was written to goes again
             with contextlib.suppress(OSError):
                 os.rmdir(out_abs)
