@@ -13,6 +13,8 @@ transform or optimiser has a home.
   the checks, the command line's options and --help, and ``-p KEY=VALUE`` are built.
 - ``pyca.registration.transform_files``: transforms as ANTs and ITK files (affines, displacement
   fields), written and read (docs/transforms.md).
+- ``pyca.registration.inputs``: images, masks and label maps brought onto their reference grid by
+  their own affine (``on_grid``); label maps with integer values (``LabelImage``).
 - ``pyca.registration.apply``: images, label maps and points through pyca's or ANTs' transforms
   (``pyca.apply_transforms``, ``pyca apply``).
 
