@@ -257,9 +257,11 @@ def _on_fixed(grid, im, H, labels=False, out=None):
     return out
 
 
-def _ssd_before(I1, Mn, grid, mem, ssd):
-    """Sum of squared differences (the metric `ssd`) of the normalised images before any registration
-    (moving on the fixed grid through world coordinates)."""
+def _ssd_before(I1, Mn, grid, mem, ssd=None):
+    """Sum of squared differences (the metric `ssd`, an SSD of sigma 1 on the fixed grid; None: a new
+    one) of the normalised images before any registration (moving on the fixed grid through world
+    coordinates)."""
+    ssd = ssd if ssd is not None else SSD(grid, mem, 1.0)
     return ssd.energy(_on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem)), I1)
 
 
