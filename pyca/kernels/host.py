@@ -22,7 +22,8 @@ from .. import cuda as _cuda
 __all__ = ["HostCompileError", "NoCompilerError", "compiler", "compile_shared", "ImageViewC", "FieldViewC",
            "image_view", "field_view", "FLAGS"]
 
-FLAGS = ["-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared", "-w"]
+FLAGS = ["-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp", "-fPIC", "-shared",
+         "-w"]
 
 
 class NoCompilerError(RuntimeError):

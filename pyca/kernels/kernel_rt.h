@@ -33,42 +33,73 @@ inline void merge(Err* call, const Err& row) {
 }
 #endif
 
+// At the top of the body of every loop of a kernel (for, while): on the host, an empty asm statement
+// that keeps the compiler from vectorising that loop on its own (a sum over taps would become an
+// in-order vector reduction of gathers, twice as slow as the scalar loop); the voxel loop around it
+// is what is vectorised, where it can be.
+#if defined(__CUDACC__)
+#define PYCA_K_SCALAR_LOOP
+#else
+#define PYCA_K_SCALAR_LOOP __asm__ volatile("")
+#endif
+
 // Branch-free (max then min), so that loops of reads vectorise.
 PYCA_HD int clampi(int v, int n) {
   const int a = v > 0 ? v : 0;
   return a < n - 1 ? a : n - 1;
 }
 
+// The linear index of (i, j, k) in a grid, in Idx arithmetic: the CPU loops use int when every array
+// of the call has fewer than 2^31 voxels (so that the compiler can vectorise the reads as gathers),
+// 64 bits otherwise; the CUDA kernels use 64 bits.
+template <class Idx, class View>
+PYCA_HD Idx lin(const View& a, int i, int j, int k) {
+  return (Idx(k) * Idx(a.size.y) + Idx(j)) * Idx(a.size.x) + Idx(i);
+}
 // im[i, j, k]: indices clamped to the grid (the border voxel's value outside it).
+template <class Idx>
 PYCA_HD float rd(const pyca::ImageView& a, int i, int j, int k) {
-  return a.data[a.index(clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
+  return a.data[lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
 }
 PYCA_HD const float* plane(const pyca::FieldView& a, int c) { return c <= 0 ? a.x : (c == 1 ? a.y : a.z); }
+template <class Idx>
 PYCA_HD float rdf(const pyca::FieldView& a, int i, int j, int k, int c) {
-  return plane(a, c)[a.index(clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
+  return plane(a, c)[lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
 }
 // Whether (i, j, k) lies in a grid: & rather than && (no branches, so that loops vectorise).
 template <class View>
 PYCA_HD bool inside(const View& a, int i, int j, int k) {
   return (i >= 0) & (j >= 0) & (k >= 0) & (i < a.size.x) & (j < a.size.y) & (k < a.size.z);
 }
-// out[i, j, k] = v: only inside the grid (a masked store).
+// out[i, j, k] = v, only inside the grid. On the GPU a conditional store. On the CPU an
+// unconditional store at the clamped voxel of its own value when (i, j, k) is outside (so that the
+// voxel loop vectorises: a conditional store would make the reads before it conditional gathers),
+// and the error record says so (the call then raises).
+template <class Idx>
 PYCA_HD void wr(const pyca::ImageView& a, int i, int j, int k, float v, Err* e, int line) {
   const bool ok = inside(a, i, j, k);
-  if (ok) a.data[a.index(i, j, k)] = v;
 #if !defined(__CUDA_ARCH__)
+  const Idx q = lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z));
+  const float old = a.data[q];
+  a.data[q] = ok ? v : old;
   e->v = ok ? e->v : ((kErrWrite << 24) | line);
 #else
+  if (ok) a.data[lin<Idx>(a, i, j, k)] = v;
   (void)e;
   (void)line;
 #endif
 }
+template <class Idx>
 PYCA_HD void wrf(const pyca::FieldView& a, int i, int j, int k, int c, float v, Err* e, int line) {
   const bool ok = inside(a, i, j, k) & (c >= 0) & (c <= 2);
-  if (ok) const_cast<float*>(plane(a, c))[a.index(i, j, k)] = v;
+  float* p = const_cast<float*>(plane(a, c));
 #if !defined(__CUDA_ARCH__)
+  const Idx q = lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z));
+  const float old = p[q];
+  p[q] = ok ? v : old;
   e->v = ok ? e->v : ((kErrWrite << 24) | line);
 #else
+  if (ok) p[lin<Idx>(a, i, j, k)] = v;
   (void)e;
   (void)line;
 #endif

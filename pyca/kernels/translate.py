@@ -387,7 +387,7 @@ class FuncTranslator:
                 ps.append({"Image3D": f"const pyca::ImageView& p_{n}", "Field3D": f"const pyca::FieldView& p_{n}"}
                           .get(t, f"{t} p_{n}"))
             ps.append("pyca_k::Err* pyca_err")
-            return f"PYCA_HD void {self.cname}({', '.join(ps)}) {{\n{decl}{code}}}\n"
+            return f"template <class Idx>\nPYCA_HD void {self.cname}({', '.join(ps)}) {{\n{decl}{code}}}\n"
         ps = [f"{self.params[n]} p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
         return (f"PYCA_HD {self.ret_type} {self.cname}({', '.join(ps)}) {{\n  (void)pyca_err;\n{decl}{code}}}\n")
 
@@ -450,7 +450,7 @@ class FuncTranslator:
             if s.orelse:
                 self.fail("while ... else")
             c = self.cond(s.test)
-            return f"{ind}while ({c}) {{\n{self.block(s.body, depth + 1)}{ind}}}\n"
+            return f"{ind}while ({c}) {{\n{ind}  PYCA_K_SCALAR_LOOP;\n{self.block(s.body, depth + 1)}{ind}}}\n"
         if isinstance(s, ast.For):
             return self.for_range(s, depth, ind)
         if isinstance(s, ast.Break):
@@ -495,8 +495,8 @@ class FuncTranslator:
                 return ""
             ln = self._line(s)
             if self.params[arr] == "Image3D":
-                return f"{ind}pyca_k::wr(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
-            return f"{ind}pyca_k::wrf(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
+                return f"{ind}pyca_k::wr<Idx>(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
+            return f"{ind}pyca_k::wrf<Idx>(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
         if isinstance(tgt, ast.Tuple):
             names = []
             for el in tgt.elts:
@@ -561,7 +561,7 @@ class FuncTranslator:
             head = (f"{ind}{{\n{ind}  const int {e} = {stop.code};\n{ind}  const int {st} = {step.code};\n"
                     f"{ind}  if ({st} == 0) pyca_k::report(pyca_err, pyca_k::kErrRange, {self._line(s)});\n")
             loop = f"{ind}  if ({st} != 0) for (int {t} = {start.code}; {st} > 0 ? {t} < {e} : {t} > {e}; {t} += {st}) {{\n"
-        assign = f"{ind}    {self.var(name)} = {t};\n"
+        assign = f"{ind}    PYCA_K_SCALAR_LOOP;\n{ind}    {self.var(name)} = {t};\n"
         return head + loop + assign + body + f"{ind}  }}\n{ind}}}\n"
 
     # -- expressions
@@ -666,8 +666,8 @@ class FuncTranslator:
                 return Expr(f"p_{arr}.size.{'xyz'[k.value]}", INT)
             arr, idx = self.subscript_parts(node)
             if self.params[arr] == "Image3D":
-                return Expr(f"pyca_k::rd(p_{arr}, {', '.join(idx)})", FLOAT)
-            return Expr(f"pyca_k::rdf(p_{arr}, {', '.join(idx)})", FLOAT)
+                return Expr(f"pyca_k::rd<Idx>(p_{arr}, {', '.join(idx)})", FLOAT)
+            return Expr(f"pyca_k::rdf<Idx>(p_{arr}, {', '.join(idx)})", FLOAT)
         if isinstance(node, ast.Attribute):
             v = self.static(node)
             if v is not _MISSING and isinstance(v, numbers.Number):

@@ -184,26 +184,38 @@ class Kernel(DispatchedOp):
         dparams = ", ".join(f"{_PARAM_C[self._kinds[n]][0]} p_{n}" for n in names)
         call = ", ".join(f"p_{n}" for n in names)
         device = (f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n'
-                  f"  PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {{ {self._cname}_body(i, j, k, {call}, nullptr); }}\n}}\n")
-        hparams, unpack = [], ""
+                  f"  PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {{\n"
+                  f"    {self._cname}_body<unsigned long long>(i, j, k, {call}, nullptr);\n  }}\n}}\n")
+        hparams, unpack, refs = [], "", []
+        arrays = [n for n in names if self._kinds[n] in ARRAY_TYPES]
         for n in names:
             ct = _PARAM_C[self._kinds[n]][0]
             if self._kinds[n] in ARRAY_TYPES:
                 hparams.append(f"const {ct}* a_{n}")
                 unpack += f"  const {ct} p_{n} = *a_{n};\n"
+                refs.append(f"const {ct}& p_{n}")
             else:
                 hparams.append(f"{ct} p_{n}")
-        host = (f'extern "C" int {self._cname}_cpu({", ".join(hparams + ["int* pyca_line"])}) {{\n{unpack}'
-                f"  pyca_k::Err err{{0}};\n"
+                refs.append(f"{ct} p_{n}")
+        most = " ".join(f"if (p_{n}.nVox() > most) most = p_{n}.nVox();" for n in arrays)
+        # The voxel loop, once per index type. Iterations are independent (a kernel that reads a voxel
+        # another iteration writes races, as on the GPU), which ivdep / assume_safety tell the compiler.
+        host = (f"template <class Idx>\nstatic void {self._cname}_rows({', '.join(refs)}, pyca_k::Err* err) {{\n"
                 f"  const int nx = {dom}.size.x, ny = {dom}.size.y;\n"
                 f"  const long long rows = (long long)ny * {dom}.size.z;\n"
                 f"#pragma omp parallel for schedule(static) num_threads(pyca::detail::threadsFor(std::size_t(rows) * nx))\n"
                 f"  for (long long r = 0; r < rows; ++r) {{\n"
                 f"    const int j = int(r % ny), k = int(r / ny);\n"
                 f"    pyca_k::Err row{{0}};\n"
-                f"    for (int i = 0; i < nx; ++i) {self._cname}_body(i, j, k, {call}, &row);\n"
-                f"    pyca_k::merge(&err, row);\n"
-                f"  }}\n  *pyca_line = err.v & 0xffffff;\n  return err.v >> 24;\n}}\n")
+                f"#if defined(__clang__)\n#pragma clang loop vectorize(assume_safety)\n#else\n#pragma GCC ivdep\n#endif\n"
+                f"    for (int i = 0; i < nx; ++i) {self._cname}_body<Idx>(i, j, k, {call}, &row);\n"
+                f"    pyca_k::merge(err, row);\n"
+                f"  }}\n}}\n"
+                f'extern "C" int {self._cname}_cpu({", ".join(hparams + ["int* pyca_line"])}) {{\n{unpack}'
+                f"  pyca_k::Err err{{0}};\n  unsigned long long most = 0;\n  {most}\n"
+                f"  if (most < (1ull << 31))\n    {self._cname}_rows<int>({call}, &err);\n"
+                f"  else\n    {self._cname}_rows<long long>({call}, &err);\n"
+                f"  *pyca_line = err.v & 0xffffff;\n  return err.v >> 24;\n}}\n")
         src = assemble(f"kernel {fn.__qualname__} ({self._where})", ctx.helpers + [body], device, host)
         return CompiledSource(src, self._cname, {f"{self._cname}_cpu": (self._cpu_types + [ctypes.POINTER(ctypes.c_int)],
                                                                         ctypes.c_int)})
