@@ -21,6 +21,9 @@ from pyca.testing import gpu_available, needs_gpu, parity_params
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+# Subprocesses import the pyca this test imported (the installed package under scripts/test.sh, a
+# build elsewhere), not the checkout's sources, which have no compiled module.
+PYCA_PATH = os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(ca.__file__)), os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -307,7 +310,7 @@ print(saxpy._translate().cpu_cache_hit, t3 - t2)
 
 def test_cache_hit_in_a_new_process(kernel_cache):
     saxpy.compile()
-    env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=str(kernel_cache), PYTHONPATH=ROOT)
+    env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=str(kernel_cache), PYTHONPATH=PYCA_PATH)
     r = subprocess.run([sys.executable, "-c", SCRIPT.format(here=HERE)], capture_output=True, text=True, env=env,
                        timeout=120, cwd=str(kernel_cache))
     assert r.returncode == 0, r.stderr
@@ -368,7 +371,7 @@ def test_reduce_bits_do_not_depend_on_threads(kernel_cache):
     script = kernel_cache / "reduce_threads.py"
     script.write_text(RED_SCRIPT.format(here=HERE))
     for threads in ("1", "2", "3"):
-        env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=str(kernel_cache), PYTHONPATH=ROOT, OMP_NUM_THREADS=threads)
+        env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=str(kernel_cache), PYTHONPATH=PYCA_PATH, OMP_NUM_THREADS=threads)
         r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                            env=env, timeout=120, cwd=str(kernel_cache))
         assert r.returncode == 0, r.stderr
@@ -472,7 +475,7 @@ def test_cuda_half_compiles_with_nvrtc():
 
 def test_example_runs(kernel_cache):
     """examples/kernels_demo.py checks its results against NumPy and prints them."""
-    env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=str(kernel_cache), PYTHONPATH=ROOT)
+    env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=str(kernel_cache), PYTHONPATH=PYCA_PATH)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "kernels_demo.py")], capture_output=True,
                        text=True, env=env, timeout=300, cwd=str(kernel_cache))
     assert r.returncode == 0, r.stderr
