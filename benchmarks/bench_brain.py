@@ -142,11 +142,12 @@ def run_ants(pair, threads, kind="s"):
 ANTS_KINDS = {"ants": "s", "ants-so": "so"}  # bench peer name -> antsRegistrationSyN's transform
 
 
-def run_fireants(pair):
+def run_fireants(pair, method="syn"):
     """FireANTs with its published brain-MRI settings (its LPBA40 pairwise script: affine 8,4,2,1 x
     100,50,25,20 with CC 5, then SyN 4,2,1 x 100,75,50, CC 5, Adam lr 0.5, gradient smoothing 1),
     started from the images' centres of mass (its MomentsRegistration), as our pairs are not
-    pre-aligned."""
+    pre-aligned. method 'greedy': its GreedyRegistration (compositive) with the same schedule and
+    settings in place of SyNRegistration. Returns (map, labels, seconds, peak GPU bytes)."""
     torch = optional_import("torch")
     if torch is None or not torch.cuda.is_available():
         return None
@@ -158,6 +159,7 @@ def run_fireants(pair):
     from fireants.io import BatchedImages, Image
     from fireants.registration.affine import AffineRegistration
     from fireants.registration.moments import MomentsRegistration
+    from fireants.registration.greedy import GreedyRegistration
     from fireants.registration.syn import SyNRegistration
 
     def img(a, aff):
@@ -187,14 +189,16 @@ def run_fireants(pair):
         aff = AffineRegistration([8, 4, 2, 1], affine_iterations, F, M, loss_type="cc", optimizer="Adam",
                                  optimizer_lr=3e-4, cc_kernel_size=5, init_rigid=mom.get_affine_init())
         aff.optimize()
-        reg = SyNRegistration(scales=[4, 2, 1], iterations=syn_iterations, fixed_images=F, moving_images=M,
-                              cc_kernel_size=5, deformation_type="compositive", optimizer="adam", optimizer_lr=0.5,
-                              smooth_grad_sigma=1, init_affine=aff.get_affine_matrix().detach())
+        cls = SyNRegistration if method == "syn" else GreedyRegistration
+        reg = cls(scales=[4, 2, 1], iterations=syn_iterations, fixed_images=F, moving_images=M,
+                  cc_kernel_size=5, deformation_type="compositive", optimizer="adam", optimizer_lr=0.5,
+                  smooth_grad_sigma=1, init_affine=aff.get_affine_matrix().detach())
         reg.optimize()
         return reg
 
     register([2, 2, 2, 2], [2, 2, 2])  # warm-up (CUDA context, kernels, allocator), as pyca gets one
     torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     reg = register([100, 50, 25, 20], [100, 75, 50])
     torch.cuda.synchronize()
@@ -206,13 +210,19 @@ def run_fireants(pair):
     g = grid[0].cpu().numpy().transpose(2, 1, 0, 3)  # (X, Y, Z, 3), normalised moving x, y, z
     shape_m = np.array(pair["moving"].shape, float)
     mvox = (g + 1.0) / 2.0 * (shape_m - 1.0)
-    return mvox, lab, sec
+    return mvox, lab, sec, torch.cuda.max_memory_allocated()
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--resolution", type=int, default=2)
-    ap.add_argument("--pairs", type=int, default=1)
+    ap.add_argument("--pairs", default="1", help="'real': Colin27 and the MNI152 template, both directions "
+                    "(benchmarks/_real.py); N: N synthetic known-warp pairs (seeds 0 .. N-1, the regression test)")
+    ap.add_argument("--las", action="store_true", help="with --pairs real: the Colin27 file as shipped is stored "
+                    "LAS (x reversed, the affine saying so)")
+    ap.add_argument("--methods", default="syn", help="with --pairs real: pyca methods, comma-separated (syn, lddmm)")
+    ap.add_argument("--raw", default="yes", choices=["yes", "no", "only"], help="with --pairs real: also (or only) "
+                    "the files as shipped through the CLI (pyca register / pyca lddmm)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--peers", default="ants", help="comma-separated: ants (antsRegistrationSyN[s]), ants-so "
                     "(antsRegistrationSyN[so], SyN only), fireants, none")
@@ -222,6 +232,11 @@ def main(argv=None):
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--pair-file", help="a saved brain_pair (.npz) instead of generating one (no nilearn needed)")
     a = ap.parse_args(argv)
+    if a.pairs == "real":
+        import _real
+
+        return _real.main(a)
+    a.pairs = int(a.pairs)
     from pyca.apps import data
 
     if data.mni_dir() is None and not a.pair_file:
@@ -247,7 +262,7 @@ def main(argv=None):
                          "stops": [s["stop"].split(" (")[0] + f" @{s['iterations']}" for s in res.timings["scales"]]})
         for peer in peers:
             try:
-                out = (run_ants(pair, a.threads, ANTS_KINDS[peer]) if peer in ANTS_KINDS else run_fireants(pair)
+                out = (run_ants(pair, a.threads, ANTS_KINDS[peer]) if peer in ANTS_KINDS else run_fireants(pair)[:3]
                        if peer == "fireants" else None)
             except Exception as e:  # noqa: BLE001 - a peer that breaks is reported, not fatal
                 print(f"  {peer}: failed: {type(e).__name__}: {e}")

@@ -2,6 +2,7 @@
 
     pyca [--version] [-v | -q] COMMAND ...
     pyca lddmm [--fixed F --moving M] [--out DIR [--overwrite]] [--device auto|cpu|gpu] [options]
+    pyca register --fixed F --moving M [--out DIR] [--method syn|lddmm] [options]
     pyca demo  [--device auto|cpu|gpu] [--size N]
     pyca info
 
@@ -142,11 +143,12 @@ def _parser():
                     "%(default)s)")
     common(dp, False)
     common(sub.add_parser("info", help="version, CUDA availability and the GPU pyca uses"), False)
-    from .apps import apply, atlas, batch  # their parsers and bodies live in the app modules
+    from .apps import apply, atlas, batch, syn  # their parsers and bodies live in the app modules
 
     atlas.add_parser(sub)
     batch.add_parser(sub)
     apply.add_parser(sub)
+    syn.add_parser(sub)
     return ap
 
 

@@ -1,0 +1,144 @@
+"""The `pyca register` subcommand: symmetric diffeomorphic registration (pyca.apps.syn, the default)
+or LDDMM (pyca.apps.lddmm) of two files, with the outputs of `pyca lddmm` (docs/syn.md)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+_EPILOG = """\
+outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
+(H-fields, voxel coordinates: phiinv maps the fixed grid into the moving image on the fixed grid, phi
+back), phiinv_full.nii.gz (moving voxel of each fixed voxel, linear stage included), jacdet.nii.gz
+(det D phiinv), labels.nii.gz (with --moving-labels), affine.txt, report.png, summary.json (with
+--method syn also the inverse consistency of phi and phiinv). Each file appears only when complete;
+summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad command line or
+input (nothing done), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/syn.md."""
+
+
+def _floats_or_ints(kind):
+    def parse(text):
+        try:
+            return [kind(t) for t in str(text).replace(" ", "").split(",") if t]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__}s separated by commas, got {text!r}") from None
+
+    return parse
+
+
+def add_parser(sub):
+    from .syn import DEFAULTS as S
+
+    p = sub.add_parser("register", help="register two 3-D images: symmetric diffeomorphic (SyN, default) or LDDMM",
+                       description="Register --moving onto --fixed: a linear stage, then greedy symmetric "
+                       "diffeomorphic registration with local normalised cross-correlation (--method syn, the "
+                       "default) or LDDMM (--method lddmm, pyca lddmm's defaults), on the GPU when there is one.",
+                       epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--fixed", required=True, help="fixed (target) image: .nii, .nii.gz (.mha, .mhd, .nrrd with "
+                   "SimpleITK)")
+    p.add_argument("--moving", required=True, help="moving image, deformed onto the fixed one")
+    p.add_argument("--out", default="pyca-register-out", help="output folder (default: %(default)s); an existing, "
+                   "non-empty one is refused unless --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
+    p.add_argument("--method", default="syn", choices=["syn", "lddmm"], help="default %(default)s")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"], help="default %(default)s")
+    g = p.add_argument_group("syn (docs/syn.md)")
+    g.add_argument("--scales", type=_floats_or_ints(int), default=None,
+                   help=f"downsampling factors, coarse to fine, ending with 1 (default {','.join(map(str, S['scales']))};"
+                   " with --method lddmm, its own)")
+    g.add_argument("--iterations", type=_floats_or_ints(int), default=None,
+                   help=f"iterations per scale (default {','.join(map(str, S['iterations']))}; with --method lddmm, "
+                   "its own)")
+    g.add_argument("--radius", type=int, default=S["radius"], help="LNCC window radius, voxels (default %(default)s)")
+    g.add_argument("--step", type=float, default=S["step"], help="largest displacement of one update, voxels "
+                   "(default %(default)s)")
+    g.add_argument("--smooth-update", type=float, default=S["smooth_update"],
+                   help="Gaussian sigma of the update fields, voxels (default %(default)s)")
+    g.add_argument("--smooth-field", type=float, default=S["smooth_field"],
+                   help="Gaussian sigma applied to the two maps' displacements after each update, voxels; 0: off "
+                   "(default %(default)s)")
+    g.add_argument("--inverse-iterations", type=int, default=S["inverse_iterations"],
+                   help="fixed-point iterations of each scale's inverse maps (default %(default)s)")
+    g.add_argument("--tol", type=float, default=S["tol"], help="a scale stops when its last 5 iterations gained less "
+                   "than 5 x this of its gain so far (default %(default)s)")
+    g = p.add_argument_group("linear stage, masks and labels")
+    g.add_argument("--affine", default="auto", choices=["auto", "none", "rigid", "affine"],
+                   help="linear stage (default %(default)s: affine when the grids or the centres of mass differ)")
+    g.add_argument("--fixed-mask", help="0/1 image on the fixed grid: the match term counts only its voxels")
+    g.add_argument("--moving-mask", help="0/1 image on the moving grid")
+    g.add_argument("--moving-labels", help="integer label image on the moving grid, warped by nearest neighbour "
+                   "into labels.nii.gz")
+    g = p.add_argument_group("output")
+    g.add_argument("--no-report", action="store_true", help="skip report.png")
+    g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
+    g.add_argument("--no-progress", action="store_true", help="(accepted for pyca lddmm's command lines)")
+    m = p.add_mutually_exclusive_group()
+    m.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="say more")
+    m.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print nothing but errors")
+    p.set_defaults(func=run)
+    return p
+
+
+def _fail(e, code=2):
+    print(f"pyca register: error: {e}", file=sys.stderr)
+    return code
+
+
+def run(a):
+    import pyca as ca
+
+    from .. import cli
+    from .._files import check_out_dir, clear_previous
+    from . import lddmm, syn
+    from ._lddmm_outputs import output_names
+    from ._lddmm_report import ReportError
+
+    quiet = getattr(a, "quiet", False)
+    say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
+    mod = syn if a.method == "syn" else lddmm
+    params = {"device": a.device, "affine": a.affine}
+    if a.scales is not None:
+        params["scales"] = a.scales
+    if a.iterations is not None:
+        params["iterations"] = a.iterations if len(a.iterations) > 1 else a.iterations[0]
+    if a.method == "syn":
+        params.update(radius=a.radius, step=a.step, smooth_update=a.smooth_update, smooth_field=a.smooth_field,
+                      inverse_iterations=a.inverse_iterations, tol=a.tol)
+    extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
+    if not cli._importable("nibabel"):
+        return _fail("nibabel, which writes the outputs, cannot be imported: pip install nibabel")
+    try:
+        check_out_dir(a.out, a.overwrite)
+        checked = {**mod.DEFAULTS, **params}
+        if a.method == "syn":
+            syn._check(checked)
+        else:
+            lddmm._check_params(checked)
+            lddmm._schedule(checked["scales"], checked["iterations"])
+        _, device = lddmm.resolve_device(a.device)
+        fixed = ca.io.load_image(a.fixed)
+        moving = ca.io.load_image(a.moving)
+        names = {"fixed": a.fixed, "moving": a.moving, **extra}
+        extra = {k: ca.io.load_image(v) for k, v in extra.items()}
+        note = lddmm.check_inputs(fixed, moving, names=names, **extra)
+    except cli._input_errors() as e:
+        return _fail(e)
+    say(f"pyca register ({a.method}): fixed {a.fixed}, moving {a.moving}")
+    say(f"  device: {device}; {note}")
+    try:
+        res = mod.register(fixed, moving, names=names, **extra, **params)
+    except ValueError as e:
+        return _fail(e)
+    clear_previous(a.out, output_names())
+    try:
+        paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, compress=not a.no_compress)
+    except ReportError as e:
+        return _fail(e, 1)
+    s = res.summary()
+    say(f"  det D phiinv in [{s['jacobian_min']:.4g}, {s['jacobian_max']:.4g}]")
+    if "inverse_consistency_voxels" in s:
+        ic = s["inverse_consistency_voxels"]
+        say(f"  inverse consistency |phi o phiinv - id|: mean {ic['mean']:.3g}, 99th percentile {ic['p99']:.3g} voxels")
+    say(f"  time: registration {res.timings['registration_s']:.2f} s, total {res.timings['total_s']:.2f} s")
+    say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}: " + ", ".join(os.path.basename(x) for x in paths))
+    return 0

@@ -1,0 +1,382 @@
+"""Symmetric diffeomorphic registration (greedy SyN, Avants et al. 2008), built from pyca operations.
+
+    from pyca.apps import syn
+    res = syn.register(fixed, moving, moving_labels=labels, device="auto")
+    res.deformed, res.phiinv, res.phi, res.jacobian, res.labels, res.inverse_consistency
+
+Both images are deformed towards a midpoint: two maps A (midpoint -> fixed) and B (midpoint ->
+moving, the moving image already on the fixed grid through the linear stage), H-fields in voxels of
+the fixed grid, start at the identity. Each iteration
+
+    F~ = F o A,  M~ = M o B                        (the two images at the midpoint)
+    gF = dS/dF~ grad F~,  gM = dS/dM~ grad M~     (S = sum of the local normalised cross-correlation,
+                                                   ca.LNCC, whose image gradient is exact)
+    uF = G_s * gF,  uM = G_s * gM                  (Gaussian of `smooth_update` voxels)
+    each scaled to a largest component of `step` voxels (one scale for both: the larger of the two)
+    A <- A o (id + uF),  B <- B o (id + uM)        (composition, ComposeHV)
+    A, B smoothed by `smooth_field` voxels (their displacement; 0: not)
+at the end of each scale, A^-1 and B^-1 by fixed-point iteration (FixedPointInverse, warm-started
+from the coarser scale's)
+
+treats both images alike (swap them and A and B swap). The map from fixed to moving voxels is
+phiinv = B o A^-1, its inverse phi = A o B^-1; the moving image is sampled once, through the linear
+stage after phiinv. Coarse to fine (scales): the displacements (world units) are carried up by
+Resample. A scale stops at its iteration cap or when S has gained less than tol of the scale's gain
+over the last 5 iterations. Every operation routes by memory type: the same code runs on the CPU
+(the reference) and on the GPU. docs/syn.md.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import core as ca
+from . import affine, lddmm
+from ._device import wait
+from ._lddmm_solver import _coarse_grid, _jac_det
+
+__all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_parser"]
+
+DEFAULTS = dict(
+    scales=(4, 2, 1), iterations=(80, 50, 25), radius=2, step=0.5, smooth_update=1.5, smooth_field=0.5,
+    inverse_iterations=20, tol=1e-3, optimiser="adam", adam_eps=1.0, min_iterations=10, normalize="foreground", percentiles=(0.5, 99.5), affine="auto",
+    fixed_mask=None, moving_mask=None, moving_labels=None, device="auto", names=None,
+)
+
+
+def add_parser(sub):
+    """`pyca register` (its parser and body: _register_cli.py)."""
+    from ._register_cli import add_parser as add
+
+    return add(sub)
+
+
+def _check(p):
+    lddmm._schedule(p["scales"], p["iterations"])
+    for k, lo in (("step", 0.0), ("smooth_update", 0.0), ("smooth_field", -1e-12), ("tol", -1e-12)):
+        v = p[k]
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > lo):
+            raise ValueError(f"syn: {k} must be a number > {max(lo, 0):g}, got {v!r}")
+    if not (isinstance(p["radius"], (int, np.integer)) and 1 <= p["radius"] <= 16):
+        raise ValueError(f"syn: radius (LNCC window radius, voxels) must be an integer in [1, 16], got {p['radius']!r}")
+    if not (isinstance(p["inverse_iterations"], (int, np.integer)) and 1 <= p["inverse_iterations"] <= 100):
+        raise ValueError(f"syn: inverse_iterations must be an integer in [1, 100], got {p['inverse_iterations']!r}")
+    if p["optimiser"] not in ("adam", "greedy"):
+        raise ValueError(f"syn: optimiser must be 'adam' or 'greedy', not {p['optimiser']!r}")
+    if not (isinstance(p["min_iterations"], (int, np.integer)) and p["min_iterations"] >= 0):
+        raise ValueError(f"syn: min_iterations must be an integer >= 0, got {p['min_iterations']!r}")
+    if p["normalize"] not in ("foreground", "percentiles", "none"):
+        raise ValueError(f"syn: normalize must be 'foreground', 'percentiles' or 'none', not {p['normalize']!r}")
+    if p["affine"] not in ("auto",) + affine.KINDS:
+        raise ValueError(f"syn: affine must be 'auto', 'none', 'rigid' or 'affine', not {p['affine']!r}")
+
+
+def _range(im, p, mask=None):
+    """(lo, hi) that normalize maps onto [0, 1]: 'foreground': the image's minimum and the upper
+    percentile (p['percentiles'][1]) of its voxels above 1% of its range (inside mask when given), so
+    that the share of background in the field of view does not move it; 'percentiles': both percentiles
+    over all voxels (or the mask)."""
+    a = im.numpy().ravel(order="K")
+    if mask is not None:
+        a = a[mask.numpy().ravel(order="K") > 0]
+    lo_p, hi_p = p["percentiles"]
+    if p["normalize"] == "percentiles" or mask is not None:
+        lo, hi = np.percentile(a, [lo_p, hi_p])
+    else:
+        lo = float(a.min())
+        fg = a[a > lo + 0.01 * (float(a.max()) - lo)]
+        hi = np.percentile(fg if fg.size else a, hi_p)
+    return (float(lo), float(hi)) if hi > lo else (float(a.min()), float(a.max()))
+
+
+def _sigma(g, vox):
+    """World sigma per axis for `vox` voxels (0 on an axis of size 1)."""
+    return ca.Vec3Df(*(float(vox * s) if n > 1 else 0.0 for s, n in zip(tuple(g.spacing()), tuple(g.size()))))
+
+
+class _Side:
+    """One image and its map from the midpoint (H-field), the map's inverse, and scratch."""
+
+    def __init__(self, g, mem, image):
+        self.g, self.mem, self.I = g, mem, image
+        self.H, self.Hinv = ca.Field3D(g, mem), ca.Field3D(g, mem)
+        ca.SetToIdentity(self.H)
+        ca.SetToIdentity(self.Hinv)
+        self.W, self.dS = ca.Image3D(g, mem), ca.Image3D(g, mem)
+        self.u, self.tmp = ca.Field3D(g, mem), ca.Field3D(g, mem)
+        self.m, self.v = None, None  # Adam's moments (allocated at its first step)
+        self.t = 0
+
+    def warp(self):
+        ca.ApplyH(self.W, self.I, self.H)
+
+    def force(self, sig):
+        """u = G * (dS/dW grad W), world units (unscaled); returns its largest component in voxels."""
+        ca.Gradient(self.u, self.W)
+        ca.Mul_I(self.u, self.dS)
+        ca.GaussianBlur(self.u, self.u, sig)
+        return float(ca.LInf(self.u)) / min(x for x, n in zip(tuple(self.g.spacing()), tuple(self.g.size())) if n > 1)
+
+    def adam(self, lr, b1, b2, eps):
+        """u <- Adam's direction from the force u: m = b1 m + (1 - b1) u, v = b2 v + (1 - b2) |u|^2 (one
+        second moment per voxel: the step keeps the force's direction), u = m^ / (sqrt(v^) + eps) with
+        the bias corrections ^; returns the delta for step() that makes a unit of u `lr` voxels."""
+        if self.m is None:
+            self.m, self.v = ca.Field3D(self.g, self.mem), ca.Image3D(self.g, self.mem)
+            ca.SetMem(self.m, 0.0)
+            ca.SetMem(self.v, 0.0)
+        self.t += 1
+        ca.MulC_Add_MulC_I(self.m, b1, self.u, 1.0 - b1)
+        ca.SqrMagnitude(self.W, self.u)  # (W is free until the next warp())
+        ca.MulC_Add_MulC_I(self.v, b2, self.W, 1.0 - b2)
+        ca.MulC(self.W, self.v, 1.0 / (1.0 - b2 ** self.t))
+        ca.Sqrt_I(self.W)
+        ca.AddC_I(self.W, eps)
+        ca.Inv_I(self.W)
+        ca.Mul(self.u, self.m, self.W)
+        sp = min(x for x, n in zip(tuple(self.g.spacing()), tuple(self.g.size())) if n > 1)
+        return lr * sp / (1.0 - b1 ** self.t)
+
+    def step(self, scale, field_sig):
+        ca.ComposeHV(self.tmp, self.H, self.u, float(scale))  # H o (id + scale u)
+        self.H, self.tmp = self.tmp, self.H
+        if field_sig is not None:  # smooth the displacement H - id
+            ca.HtoV_I(self.H)
+            ca.GaussianBlur(self.H, self.H, field_sig)
+            ca.VtoH_I(self.H)
+
+    def invert(self, n):
+        """Hinv <- H^-1 by n fixed-point iterations from the current Hinv (the coarser scale's)."""
+        ca.FixedPointInverse(self.Hinv, self.H, n)
+
+    def carried_to(self, g, image):
+        """A side on the finer grid g with this side's maps (displacements in world units, resampled)."""
+        s = _Side(g, self.mem, image)
+        for src, dst in ((self.H, s.H), (self.Hinv, s.Hinv)):
+            v = src.clone()
+            ca.HtoV_I(v)
+            ca.Resample(dst, v, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+            ca.VtoH_I(dst)
+        return s
+
+
+class _LNCC:
+    """Local normalised cross-correlation of two images in windows of 2 r + 1 voxels (truncated at the
+    grid's border), and both images' forces from one set of window sums (five BoxSum): with the window
+    means mI, mJ, variances vI, vJ and covariance c at x, cc = c^2 / (vI vJ) and
+
+        dS/dI(x) ~ 2 c / (vI vJ) ((J - mJ) - (c / vI) (I - mI)),   dS/dJ(x) ~ the same with I, J swapped
+
+    (with vI vJ + eps for vI vJ, as ca.LNCC: the derivative of x's own window term through I(x), the
+    window's means held fixed: the symmetric gradient ANTs' SyN uses; ca.LNCC computes the exact one, for
+    one image, at about three times the cost). w (a 0/1 mask) weights the sum S = sum w cc."""
+
+    def __init__(self, g, mem, r, mask=None):
+        self.r = ca.Vec3Di(r, r, r if g.size().z > 1 else 0)
+        self.mask = mask
+        im = lambda: ca.Image3D(g, mem)  # noqa: E731
+        self.n, self.mI, self.mJ, self.vI, self.vJ, self.c, self.t = (im() for _ in range(7))
+        ca.SetMem(self.t, 1.0)
+        ca.BoxSum(self.n, self.t, self.r)
+        ca.Inv_I(self.n)  # 1 / the window's voxel count
+
+    def __call__(self, gI, gJ, I, J, eps=1e-5):  # eps: as ca.LNCC's
+        b, n = self.r, self.n
+        ca.BoxSum(self.mI, I, b)
+        ca.Mul_I(self.mI, n)
+        ca.BoxSum(self.mJ, J, b)
+        ca.Mul_I(self.mJ, n)
+        for out, x, y, m1, m2 in ((self.vI, I, I, self.mI, self.mI), (self.vJ, J, J, self.mJ, self.mJ),
+                                  (self.c, I, J, self.mI, self.mJ)):
+            ca.Mul(self.t, x, y)
+            ca.BoxSum(out, self.t, b)
+            ca.Mul_I(out, n)
+            ca.Mul(self.t, m1, m2)
+            ca.Sub_I(out, self.t)
+        # D = vI vJ + eps, t = c / D: cc = c t; S = sum w cc
+        ca.Mul(self.t, self.vI, self.vJ)
+        ca.AddC_I(self.t, eps)
+        ca.Div(self.t, self.c, self.t)
+        ca.Mul(gI, self.c, self.t)
+        S = float(ca.Dot(gI, self.mask)) if self.mask is not None else float(ca.Sum(gI))
+        # gI = 2 t ((J - mJ) - t vJ (I - mI)), gJ = 2 t ((I - mI) - t vI (J - mJ)) (times w)
+        ca.Sub(self.mI, I, self.mI)
+        ca.Sub(self.mJ, J, self.mJ)
+        for out, v, own, other in ((gI, self.vJ, self.mI, self.mJ), (gJ, self.vI, self.mJ, self.mI)):
+            ca.Mul(out, self.t, v)
+            ca.Mul_I(out, own)
+            ca.Sub(out, other, out)
+            ca.Mul_I(out, self.t)
+            ca.MulC_I(out, 2.0)
+            if self.mask is not None:
+                ca.Mul_I(out, self.mask)
+        return S
+
+
+def _optimise(F, M, p, mask, f, n_it, energies):
+    """Greedy symmetric iterations of one scale on sides F, M; returns the scale's report."""
+    g = F.g
+    sig = _sigma(g, float(p["smooth_update"]))
+    fsig = _sigma(g, float(p["smooth_field"])) if p["smooth_field"] > 0 else None
+    lncc = _LNCC(g, F.mem, int(p["radius"]), mask)
+    nvox = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
+
+    hist, stop, it, eps_ref = [], "iteration cap", -1, 0.0
+    for it in range(n_it):
+        F.warp()
+        M.warp()
+        S = lncc(F.dS, M.dS, F.W, M.W)
+        e = 1.0 - S / nvox  # 0: the images agree up to a local affine change of intensity
+        hist.append(e)
+        energies.append({"scale": f, "iteration": it, "energy": e, "match": e, "reg": 0.0, "step": float(p["step"]),
+                         "accepted": True})
+        if len(hist) > max(5, int(p["min_iterations"])) and (hist[-6] - hist[-1]) < 5 * float(p["tol"]) * (hist[0] - hist[-1]):
+            stop = f"converged (the last 5 iterations gained < {5 * p['tol']:g} of the scale's gain)"
+            break
+        top = max(F.force(sig), M.force(sig))
+        if not top > 0:
+            stop = "zero gradient"
+            break
+        if p["optimiser"] == "adam":  # eps: 1e-3 of the largest force the scale has seen, so flat regions stay
+            eps_ref = max(eps_ref, top * min(tuple(g.spacing())))
+            for side in (F, M):
+                side.step(side.adam(float(p["step"]), 0.9, 0.99, float(p["adam_eps"]) * eps_ref), fsig)
+        else:
+            scale = float(p["step"]) / top
+            F.step(scale, fsig)
+            M.step(scale, fsig)
+    F.invert(int(p["inverse_iterations"]))  # the inverses are not used by the iterations
+    M.invert(int(p["inverse_iterations"]))
+    return {"scale": f, "iterations": it + 1, "max_iterations": n_it, "stop": stop,
+            "energy_start": hist[0] if hist else float("nan"), "energy_end": hist[-1] if hist else float("nan")}
+
+
+def inverse_consistency(phi, phiinv, mask=None):
+    """(mean, 99th percentile) of |phi o phiinv - id| in voxels, over mask > 0 (all voxels without one)."""
+    c = ca.Field3D(phiinv.grid(), phiinv.memType())
+    ca.ComposeHH(c, phi, phiinv)
+    idf = ca.Field3D(phiinv.grid(), phiinv.memType())
+    ca.SetToIdentity(idf)
+    ca.Sub_I(c, idf)
+    d = np.sqrt((c.numpy() ** 2).sum(-1))
+    if mask is not None:
+        d = d[mask.numpy() > 0]
+    return float(d.mean()), float(np.percentile(d, 99))
+
+
+@dataclass
+class SyNResult(lddmm.LDDMMResult):
+    """lddmm.LDDMMResult (the same outputs) and the inverse consistency of phi and phiinv."""
+
+    inverse_consistency: tuple = (float("nan"), float("nan"))
+
+    def summary(self):
+        s = super().summary()
+        s["method"] = "syn"
+        s["inverse_consistency_voxels"] = {"mean": self.inverse_consistency[0], "p99": self.inverse_consistency[1]}
+        return s
+
+
+def register(fixed, moving, *, progress=False, **params):
+    """Registers `moving` onto `fixed`: the linear stage of pyca lddmm, then greedy SyN; returns a
+    SyNResult (the fields of lddmm.LDDMMResult, velocity empty). Parameters: DEFAULTS (docs/syn.md)."""
+    unknown = set(params) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"syn.register: unknown parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    p = dict(DEFAULTS)
+    p.update(params)
+    t_start = time.perf_counter()
+    names = p.pop("names", None) or {}
+    fixed, moving = lddmm._as_image(fixed, "fixed"), lddmm._as_image(moving, "moving")
+    extra = {k: (lddmm._as_image(p[k], k) if p[k] is not None else None)
+             for k in ("fixed_mask", "moving_mask", "moving_labels")}
+    _check(p)
+    scales, iters = lddmm._schedule(p["scales"], p["iterations"])
+    p["scales"], p["iterations"] = tuple(scales), tuple(iters)
+    mem, device = lddmm.resolve_device(p["device"])
+    note = lddmm.check_inputs(fixed, moving, names=names, **extra)
+    grid = fixed.grid()
+    # Both images alike: each scaled by its own range (_range), clamped to [0, 1].
+    lp = dict(normalize="none" if p["normalize"] == "none" else "percentiles")
+    I1 = lddmm._normalised(fixed, mem, lp, rng=_range(fixed, p, extra["fixed_mask"]))
+    Mn = lddmm._normalised(moving, mem, lp, rng=_range(moving, p, extra["moving_mask"]))
+    fmask = lddmm._binary(extra["fixed_mask"], mem)
+    kind = lddmm._affine_kind(p["affine"], I1, Mn)
+    aff = affine.register(I1, Mn, kind, metric="ssd", mask=fmask, scales=lddmm._AFFINE_SCALES,
+                          iterations=lddmm._AFFINE_ITERATIONS)
+    Haff = aff.hfield(mem)
+    lddmm._check_overlap(Haff, Mn.grid(), names)
+    I0 = lddmm._on_fixed(grid, Mn, Haff)
+    mask = fmask
+    if extra["moving_mask"] is not None:
+        mm = lddmm._on_fixed(grid, lddmm._binary(extra["moving_mask"], mem), Haff, labels=True)
+        mask = mm if mask is None else (ca.Mul_I(mm, mask) or mm)
+    tmp = ca.Image3D(grid, mem)
+    ca.Sub(tmp, I0, I1)
+    linear_mismatch = ca.Sum2(tmp)
+    initial_mismatch = lddmm._ssd_before(I1, Mn, grid, mem)
+    timings = {"setup_s": time.perf_counter() - t_start - aff.seconds, "affine_s": aff.seconds, "scales": []}
+    energies = []
+    F = M = None
+    for f, n_it in zip(scales, iters):
+        t0 = time.perf_counter()
+        g = _coarse_grid(grid, f)
+        if f == 1:
+            J0, J1, mk = I0, I1, mask
+        else:
+            J0, J1 = ca.Image3D(g, mem), ca.Image3D(g, mem)
+            ca.ResampleAA(J0, I0)
+            ca.ResampleAA(J1, I1)
+            mk = None
+            if mask is not None:
+                mk = ca.Image3D(g, mem)
+                ca.ResampleAA(mk, mask)
+                ca.GTC_I(mk, 0.5)
+        if F is None:
+            F, M = _Side(g, mem, J1), _Side(g, mem, J0)
+        else:
+            F, M = F.carried_to(g, J1), M.carried_to(g, J0)
+        info = _optimise(F, M, p, mk, f, n_it, energies)
+        wait(mem)
+        info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
+        timings["scales"].append(info)
+
+    t0 = time.perf_counter()
+    phiinv = ca.Field3D(grid, mem)
+    ca.ComposeHH(phiinv, M.H, F.Hinv)  # fixed -> midpoint -> moving (on the fixed grid)
+    phi = ca.Field3D(grid, mem)
+    ca.ComposeHH(phi, F.H, M.Hinv)
+    full = aff.hfield(mem, src=phiinv)
+    ca.Sub_I(lddmm._on_fixed(grid, Mn, full, out=tmp), I1)
+    final_mismatch = ca.Sum2(tmp)
+    mv = moving.clone(mem) if moving.memType() != mem else moving
+    deformed = lddmm._on_fixed(grid, mv, full)
+    moved = lddmm._on_fixed(grid, mv, Haff)
+    labels = None
+    if extra["moving_labels"] is not None:
+        lab = extra["moving_labels"]
+        lab = lab.clone(mem) if lab.memType() != mem else lab
+        labels = lddmm._on_fixed(grid, lab, full, labels=True)
+    jac = ca.Image3D(grid, mem)
+    _jac_det(jac, phiinv)
+    wait(mem)
+    timings["outputs_s"] = time.perf_counter() - t0
+    timings["registration_s"] = sum(s["seconds"] for s in timings["scales"]) + aff.seconds
+    ic_mask = fmask
+    if ic_mask is None:  # inside the head: the fixed image above 5% of its range
+        ic_mask = ca.Image3D(grid, mem)
+        ca.GTC(ic_mask, I1, 0.05 if p["normalize"] != "none" else 0.05 * float(ca.MinMax(I1)[1]))
+    ic = inverse_consistency(phi, phiinv, ic_mask)
+    timings["total_s"] = time.perf_counter() - t_start
+    p["device"] = str(p["device"])
+    for k in ("fixed_mask", "moving_mask", "moving_labels"):
+        p[k] = names.get(k, "given") if p[k] is not None else None
+    p["affine"] = f"{p['affine']} ({kind})" if p["affine"] == "auto" else p["affine"]
+    p["method"] = "syn"
+    return SyNResult(deformed=deformed, phiinv=phiinv, phi=phi, moving=moved, jacobian=jac, velocity=[],
+                     energies=energies, initial_mismatch=float(initial_mismatch), final_mismatch=float(final_mismatch),
+                     timings=timings, device=device, mem=mem, params=p, notes=[note], affine=aff, full_map=full,
+                     labels=labels, linear_mismatch=float(linear_mismatch), final_match=float(energies[-1]["match"]),
+                     inverse_consistency=ic)
