@@ -24,6 +24,7 @@ there), else from the installed packages.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -93,8 +94,10 @@ def label_tissues(a, brain):
     return lab
 
 
+@functools.lru_cache(maxsize=None)
 def subject(name):
-    """(t1, brain mask, labels, affine) of 'colin' or 'mni' on its own 1 mm grid, as shipped."""
+    """(t1, brain mask, labels, affine) of 'colin' or 'mni' on its own 1 mm grid, as shipped (computed
+    once per process; do not modify the arrays)."""
     p = paths()
     if name == "colin":
         a, aff = _load(p["colin"])
@@ -185,7 +188,7 @@ def as_shipped(moving, resolution, folder, las=False):
             lab = resample(lab, aff, shape, aff2, order=0)
             aff = aff2
         if name == "colin" and las:
-            a, brain, lab = a[::-1], brain[::-1], lab[::-1]
+            a, brain, lab = a[::-1].copy(), brain[::-1].copy(), lab[::-1].copy()
             flip = np.eye(4)
             flip[0, 0], flip[0, 3] = -1, a.shape[0] - 1
             aff = aff @ flip

@@ -96,6 +96,16 @@ def test_cpu_runs_are_identical(runs):
     assert np.array_equal(again.phiinv.numpy(), r.phiinv.numpy())
 
 
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU (the CPU is the reference)")
+def test_gpu_matches_cpu(runs):
+    """The same registration on the GPU: the maps agree with the CPU's to a small fraction of a voxel."""
+    f, m, psi, r, _ = runs
+    g = syn.register(f, m, **{**QUICK, "device": "gpu"})
+    d = np.abs(g.phiinv.numpy() - r.phiinv.numpy())
+    assert d.mean() < 0.01 and d.max() < 0.2, (d.mean(), d.max())
+    assert g.inverse_consistency[0] < 0.1
+
+
 @pytest.mark.parametrize("bad, msg", [({"step": 0}, "step"), ({"radius": 0}, "radius"),
                                       ({"optimiser": "sgd"}, "optimiser"), ({"scales": (1, 2)}, "scales")])
 def test_bad_parameters_refused(bad, msg):

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On a CUDA machine, in one go: builds pyca with CUDA (as run_lddmm.sh does), runs the symmetric
+# registration's tests on the GPU, then bench_brain.py --pairs real at 1 mm: pyca syn and lddmm beside
+# FireANTs SyN and greedy (torch), the prepared pair and the files as shipped through the CLI, both
+# directions. Needs, carried in the tree: .data/ (ch2bet.nii.gz and nilearn's three
+# mni_icbm152_*_09a files: benchmarks/_brains.py) and .whl/ (fireants, nibabel: scripts/offline-deps.sh).
+# Logs and JSON in $OUT (default /tmp/pyca-brains).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+OUT=${OUT:-/tmp/pyca-brains}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+nvidia-smi -L || { echo "no NVIDIA GPU visible"; exit 2; }
+. scripts/offline-deps.sh || exit 2
+t0=$(date +%s)
+target=/tmp/pyca-gpu
+if ! PYCA_WITH_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir=build/gpu \
+    --target "$target" . >"$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"
+  echo "SUMMARY: build failed"
+  exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
+export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH}
+(cd "$(mktemp -d)" && timeout 200 python3 -m pytest "$root/tests/python/test_syn.py" -c "$root/pyproject.toml" \
+  --rootdir "$root" -q -p no:cacheprovider >"$OUT/pytest.log" 2>&1)
+grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
+tail -1 "$OUT/pytest.log"
+timeout ${PYCA_BRAINS_TIMEOUT:-420} python3 benchmarks/bench_brain.py --pairs real --resolution ${PYCA_BRAINS_MM:-1} \
+  --device gpu --peers fireants,fireants-greedy --methods ${PYCA_BRAINS_METHODS:-syn,lddmm} --raw yes \
+  --json "$OUT/real.json" 2>&1 | tee "$OUT/real.txt"
