@@ -184,7 +184,7 @@ def main(a):
     params = _params(a)
     peers = [p for p in a.peers.split(",") if p and p != "none"]
     rows = []
-    for moving in ("colin", "mni"):
+    for moving in [m for m in a.moving.split(",") if m]:
         if a.raw != "only":
             pair = _brains.prepared(moving, a.resolution)
             d = f"{pair['name']} {a.resolution} mm"

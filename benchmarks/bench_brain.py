@@ -220,6 +220,8 @@ def main(argv=None):
                     "(benchmarks/_real.py); N: N synthetic known-warp pairs (seeds 0 .. N-1, the regression test)")
     ap.add_argument("--las", action="store_true", help="with --pairs real: the Colin27 file as shipped is stored "
                     "LAS (x reversed, the affine saying so)")
+    ap.add_argument("--moving", default="colin,mni", help="with --pairs real: the moving brains, comma-separated "
+                    "(colin: Colin27 -> MNI, mni: MNI -> Colin27)")
     ap.add_argument("--methods", default="syn", help="with --pairs real: pyca methods, comma-separated (syn, lddmm)")
     ap.add_argument("--raw", default="yes", choices=["yes", "no", "only"], help="with --pairs real: also (or only) "
                     "the files as shipped through the CLI (pyca register / pyca lddmm)")

@@ -201,11 +201,25 @@ def _normalised(im, mem, p, mask=None, rng=None):
     return out
 
 
+def _same_field_of_view(g1, g2):
+    """True when the two grids cover the same box of the world (to a voxel), whatever their storage
+    order (a LAS copy of a RAS image covers the same box)."""
+    def box(g):
+        M = affine.vox2world(g)
+        n = np.array(tuple(g.size()), float) - 1
+        c = np.array([[i, j, k] for i in (0, n[0]) for j in (0, n[1]) for k in (0, n[2])])
+        w = c @ M[:3, :3].T + M[:3, 3]
+        return np.concatenate([w.min(0), w.max(0)])
+
+    tol = max(max(tuple(g1.spacing())), max(tuple(g2.spacing())))
+    return bool(np.allclose(box(g1), box(g2), rtol=0, atol=tol))
+
+
 def _histogram_matched(moving, fixed, mmask=None, fmask=None, levels=1024, sample=1 << 20):
     """The moving image (a host Image3D on its own grid) with its intensities mapped onto the fixed
     image's by matching their quantiles (levels + 1 of them, inside the masks when both are given: with
     one mask only, the two sets of voxels would hold different tissues; without masks, on images of
-    different grids, over each image's voxels above 1% of its robust range (the background left out: two
+    different fields of view (_same_field_of_view), over each image's voxels above 1% of its robust range (the background left out: two
     fields of view hold different fractions of background, which shifts every quantile of the anatomy:
     Colin27's 76% against the MNI template's 78% mapped its CSF onto the background), the two minima
     mapped onto each other; else over all voxels; at most `sample` voxels, taken at a regular stride):
@@ -216,9 +230,7 @@ def _histogram_matched(moving, fixed, mmask=None, fmask=None, levels=1024, sampl
     if mmask is None or fmask is None:
         mmask = fmask = None
 
-    gf, gm = fixed.grid(), moving.grid()
-    foreground = mmask is None and not (tuple(gf.size()) == tuple(gm.size()) and np.allclose(
-        affine.vox2world(gf), affine.vox2world(gm), rtol=1e-4, atol=1e-4))
+    foreground = mmask is None and not _same_field_of_view(fixed.grid(), moving.grid())
 
     def quantiles(a, mask):
         a = a.ravel(order="K")
