@@ -89,6 +89,7 @@ def run(a):
 
     from .. import cli
     from .._files import check_out_dir, clear_previous
+    from ..registration import parameters
     from . import lddmm, syn
     from ._lddmm_outputs import output_names
     from ._lddmm_report import ReportError
@@ -113,8 +114,8 @@ def run(a):
         if a.method == "syn":
             syn._check(checked)
         else:
-            lddmm._check_params(checked)
-            lddmm._schedule(checked["scales"], checked["iterations"])
+            parameters.check(checked)
+            parameters.schedule(checked["scales"], checked["iterations"])
         _, device = lddmm.resolve_device(a.device)
         fixed = ca.io.load_image(a.fixed)
         moving = ca.io.load_image(a.moving)

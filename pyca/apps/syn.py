@@ -35,7 +35,8 @@ import numpy as np
 from .. import core as ca
 from . import affine, lddmm
 from ._device import wait
-from ._lddmm_solver import _coarse_grid, _jac_det
+from ..registration import parameters
+from ..registration.transforms import coarse_grid, jacobian_det
 
 __all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_parser"]
 
@@ -54,7 +55,7 @@ def add_parser(sub):
 
 
 def _check(p):
-    lddmm._schedule(p["scales"], p["iterations"])
+    parameters.schedule(p["scales"], p["iterations"], prog="syn")
     for k, lo in (("step", 0.0), ("smooth_update", 0.0), ("smooth_field", -1e-12), ("tol", -1e-12)):
         v = p[k]
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > lo):
@@ -293,7 +294,7 @@ def register(fixed, moving, *, progress=False, **params):
     extra = {k: (lddmm._as_image(p[k], k) if p[k] is not None else None)
              for k in ("fixed_mask", "moving_mask", "moving_labels")}
     _check(p)
-    scales, iters = lddmm._schedule(p["scales"], p["iterations"])
+    scales, iters = parameters.schedule(p["scales"], p["iterations"], prog="syn")
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = lddmm.resolve_device(p["device"])
     note = lddmm.check_inputs(fixed, moving, names=names, **extra)
@@ -316,13 +317,16 @@ def register(fixed, moving, *, progress=False, **params):
     tmp = ca.Image3D(grid, mem)
     ca.Sub(tmp, I0, I1)
     linear_mismatch = ca.Sum2(tmp)
-    initial_mismatch = lddmm._ssd_before(I1, Mn, grid, mem)
+    before = lddmm._on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem))  # through world coordinates
+    ca.Sub_I(before, I1)
+    initial_mismatch = ca.Sum2(before)
+    del before
     timings = {"setup_s": time.perf_counter() - t_start - aff.seconds, "affine_s": aff.seconds, "scales": []}
     energies = []
     F = M = None
     for f, n_it in zip(scales, iters):
         t0 = time.perf_counter()
-        g = _coarse_grid(grid, f)
+        g = coarse_grid(grid, f)
         if f == 1:
             J0, J1, mk = I0, I1, mask
         else:
@@ -360,7 +364,7 @@ def register(fixed, moving, *, progress=False, **params):
         lab = lab.clone(mem) if lab.memType() != mem else lab
         labels = lddmm._on_fixed(grid, lab, full, labels=True)
     jac = ca.Image3D(grid, mem)
-    _jac_det(jac, phiinv)
+    jacobian_det(jac, phiinv)
     wait(mem)
     timings["outputs_s"] = time.perf_counter() - t0
     timings["registration_s"] = sum(s["seconds"] for s in timings["scales"]) + aff.seconds
