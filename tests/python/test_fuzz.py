@@ -171,7 +171,7 @@ def _fuzz_readers(budget_s, seed, case_log, folder):
     logging.getLogger("nibabel").setLevel(logging.ERROR)  # its notes on fixed header fields
     with open("/proc/self/statm") as f:
         used = int(f.read().split()[0]) * resource.getpagesize()
-    lim = used + (1 << 30)
+    lim = used + (4 << 30)  # far below what the headers claim (up to 32767^3 voxels); room for threads
     resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     rng = np.random.default_rng(seed)
     base = []
@@ -251,12 +251,15 @@ def test_reader_fuzz_in_a_subprocess(tmp_path):
     log = tmp_path / "reader-cases.txt"
     cmd = [sys.executable, os.path.abspath(__file__), "--readers", str(budget), str(seed), str(log)]
     try:
-        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=budget + 60)
+        # One OpenMP thread and few malloc arenas: on a many-core host each thread's arena reserves
+        # address space, and the child caps its address space to catch oversized allocations.
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MALLOC_ARENA_MAX="2")
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=budget + 60, env=env)
     except subprocess.TimeoutExpired:
         lines = log.read_text().splitlines() if log.exists() else ["(none)"]
         raise AssertionError(f"a reader hung (seed {seed}); last case: {lines[-1]}") from None
     tail = (proc.stdout + proc.stderr)[-3000:]
-    assert proc.returncode == 0, f"reader fuzzing failed (seed {seed}):\n{tail}"
+    assert proc.returncode == 0, f"reader fuzzing failed (seed {seed}, exit {proc.returncode}):\n{tail}"
     n = int(proc.stdout.split("FUZZ-DONE calls=")[1].split()[0])
     assert n >= 200, f"only {n} reader calls in {budget} s"
 
