@@ -39,9 +39,10 @@ def solver_images(pair):
     scaled the same way (on its own grid). No bias correction (these pairs have no bias field)."""
     import pyca as ca
     from pyca.apps import lddmm
+    from pyca.registration import intensities
 
     fixed, moving = image(pair["fixed"], pair["fixed_affine"]), image(pair["moving"], pair["moving_affine"])
-    I1, M = lddmm._compared_images(fixed, moving, dict(lddmm.DEFAULTS), ca.MEM_HOST)
+    I1, M = intensities.compared_images(fixed, moving, dict(lddmm.DEFAULTS), ca.MEM_HOST)
     return I1.numpy().astype(np.float64), M.numpy().astype(np.float64)
 
 

@@ -36,7 +36,7 @@ from .. import io as pio
 from . import affine
 from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
-from ..registration import optimisers, parameters
+from ..registration import intensities, optimisers, parameters
 from ..registration import quality as _quality
 from ..registration.inputs import LabelImage, on_grid
 from ..registration.metrics import SSD, make_metric, metric_class
@@ -51,6 +51,10 @@ __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device",
 # and the measurements that chose them: 'T1 brain MRI'). INTERP_BLUR and NORMALIZE are importable from
 # here too.
 DEFAULTS = parameters.DEFAULTS
+# The intensity preparation is pyca.registration.intensities'; the names it had here (the tests use them).
+_normalised, _histogram_matched = intensities.normalised, intensities.histogram_matched
+_gain_corrected, _fixed_blur_sigma = intensities.gain_corrected, intensities.fixed_blur_sigma
+
 _AFFINE_SCALES, _AFFINE_ITERATIONS = (4, 2), (60, 30)
 
 _MIN_SIZE = 4  # smallest extent of a registered axis (z may be 1: a 2-D image)
@@ -178,79 +182,6 @@ def _check_overlap(H, gm, names):
                          "maps inside the moving image)")
 
 
-def _robust_range(im, p, mask=None):
-    a = im.numpy()
-    vals = a[mask.numpy() > 0] if mask is not None else a.ravel()
-    lo, hi = np.percentile(vals, p["percentiles"])
-    if not hi > lo:
-        lo, hi = float(vals.min()), float(vals.max())
-    if not hi > lo:
-        lo, hi = float(a.min()), float(a.max())
-    return float(lo), float(hi)
-
-
-def _normalised(im, mem, p, mask=None, rng=None):
-    """A copy of im in `mem`, scaled so that a robust range (lo, hi) is [0, 1], clamped: `rng`, or
-    im's own (percentiles, inside mask) when none is given. Unscaled with normalize 'none'."""
-    out = im.clone(mem)
-    if p["normalize"] != "none":
-        lo, hi = rng if rng is not None else _robust_range(im, p, mask)
-        ca.SubC_I(out, lo)
-        ca.MulC_I(out, 1.0 / (hi - lo))
-        ca.Clamp_I(out, 0.0, 1.0)
-    return out
-
-
-def _same_field_of_view(g1, g2):
-    """True when the two grids cover the same box of the world (to a voxel), whatever their storage
-    order (a LAS copy of a RAS image covers the same box)."""
-    def box(g):
-        M = affine.vox2world(g)
-        n = np.array(tuple(g.size()), float) - 1
-        c = np.array([[i, j, k] for i in (0, n[0]) for j in (0, n[1]) for k in (0, n[2])])
-        w = c @ M[:3, :3].T + M[:3, 3]
-        return np.concatenate([w.min(0), w.max(0)])
-
-    tol = max(max(tuple(g1.spacing())), max(tuple(g2.spacing())))
-    return bool(np.allclose(box(g1), box(g2), rtol=0, atol=tol))
-
-
-def _histogram_matched(moving, fixed, mmask=None, fmask=None, levels=1024, sample=1 << 20):
-    """The moving image (a host Image3D on its own grid) with its intensities mapped onto the fixed
-    image's by matching their quantiles (levels + 1 of them, inside the masks when both are given: with
-    one mask only, the two sets of voxels would hold different tissues; without masks, on images of
-    different fields of view (_same_field_of_view), over each image's voxels above 1% of its robust range (the background left out: two
-    fields of view hold different fractions of background, which shifts every quantile of the anatomy:
-    Colin27's 76% against the MNI template's 78% mapped its CSF onto the background), the two minima
-    mapped onto each other; else over all voxels; at most `sample` voxels, taken at a regular stride):
-    a monotone piecewise-linear map
-    (docs/lddmm.md, 'Intensities'). register() then scales both images by the fixed image's robust
-    range, so that a sum of squared differences compares like with like."""
-    q = np.linspace(0.0, 100.0, levels + 1)
-    if mmask is None or fmask is None:
-        mmask = fmask = None
-
-    foreground = mmask is None and not _same_field_of_view(fixed.grid(), moving.grid())
-
-    def quantiles(a, mask):
-        a = a.ravel(order="K")
-        if mask is not None:
-            a = a[mask.numpy().ravel(order="K") > 0]
-        elif foreground:
-            lo = float(a.min())
-            fg = a[a > lo + 0.01 * (float(np.percentile(a[:: max(1, a.size // sample)], 99.5)) - lo)]
-            a = fg if fg.size >= 0.01 * a.size else a  # (an image that is mostly background: all voxels)
-        return np.percentile(a[:: max(1, a.size // sample)], q)
-
-    m, fa = moving.numpy(), fixed.numpy()  # one host copy each, whatever the memory type
-    qm, qf = quantiles(m, mmask), quantiles(fa, fmask)
-    if foreground:  # the backgrounds (left out of the quantiles) map onto each other
-        qm, qf = np.concatenate([[m.min()], qm]), np.concatenate([[fa.min()], qf])
-    qm, first = np.unique(qm, return_index=True)  # a plateau (the background) maps to its first level
-    matched = np.interp(m, qm, qf[first]).astype(np.float32)
-    return ca.Image3D.from_array(np.asfortranarray(matched), moving.grid())
-
-
 def _binary(im, mem):
     if im is None:
         return None
@@ -357,69 +288,6 @@ class LDDMMResult:
         }
 
 
-def _gain_corrected(I1, W, sigma):
-    """(I1 g, g's range): the fixed image I1 times the smooth gain g = (G(f W I1) + c) / (G(f I1^2) + c)
-    that best maps it onto the warped moving image W locally (G: a Gaussian of `sigma` world units;
-    c, 1% of G(f I1^2)'s mean, takes g to 1 where I1 is dark). The weight f = 1 / (1 + |grad I1|^2 / k^2)
-    (k^2: the mean of |grad I1|^2 weighted by I1^2, so the background's extent does not enter) measures
-    the gain where the anatomy is flat: at an edge a residual misalignment changes W I1 by far more than
-    a bias field does. The squared differences then compare anatomy, not a bias field's slow intensity
-    changes (docs/lddmm.md, 'Intensities')."""
-    g, mem = I1.grid(), I1.memType()
-    f, grad = ca.Image3D(g, mem), ca.Field3D(g, mem)
-    ca.Gradient(grad, I1)
-    ca.SqrMagnitude(f, grad)
-    del grad  # before num and den: at most four images at a time
-    num, den = ca.Image3D(g, mem), ca.Image3D(g, mem)
-    ca.Mul(num, W, I1)
-    ca.Mul(den, I1, I1)
-    energy = float(ca.Sum(den))
-    k2 = float(ca.Dot(f, den)) / energy if energy > 0 else 0.0
-    if k2 > 0:
-        ca.MulC_I(f, 1.0 / k2)
-    ca.AddC_I(f, 1.0)
-    ca.Inv_I(f)
-    ca.Mul_I(num, f)
-    ca.Mul_I(den, f)
-    s = ca.Vec3Df(*(sigma if n > 1 else 0.0 for n in tuple(g.size())))
-    ca.GaussianBlur(num, num, s)
-    ca.GaussianBlur(den, den, s)
-    c = 0.01 * float(ca.Sum(den)) / float(g.nVox())
-    ca.AddC_I(num, c)
-    ca.AddC_I(den, c)
-    ca.Div_I(num, den)
-    ca.Mul(f, I1, num)  # f: the corrected image now
-    return f, tuple(float(x) for x in ca.MinMax(num))
-
-
-def _fixed_blur_sigma(fg, mg, blur):
-    """World sigma per axis of the fixed grid fg for `blur` moving-image voxels: blur times the
-    moving voxel's extent along each fixed axis, sqrt(sum_k (d_i . e_k)^2 s_k^2) (d_i, e_k: the
-    grids' axis directions, s_k the moving spacings; an axis of size 1 is neither interpolated nor
-    smoothed)."""
-    sm = np.array([s if n > 1 else 0.0 for s, n in zip(tuple(mg.spacing()), tuple(mg.size()))])
-    c = np.asarray(fg.direction()).T @ np.asarray(mg.direction())  # c[i, k] = d_i . e_k
-    sig = blur * np.sqrt((c ** 2) @ sm ** 2)
-    return tuple(float(x) if n > 1 else 0.0 for x, n in zip(sig, tuple(fg.size())))
-
-
-def _compared_images(fixed, moving, p, mem, fixed_mask=None, moving_mask=None):
-    """(I1, Mn): the fixed and moving images as register() compares them, copies in `mem`: each scaled by
-    `normalize` (with 'histogram', the moving image's intensities first matched to the fixed image's and
-    both scaled by the fixed image's range), the fixed one then smoothed by `fixed_blur` (as sharp as the
-    warped moving image it is compared with). Mn stays on the moving image's grid (docs/lddmm.md,
-    'Intensities'). Also for lab scripts (benchmarks/lab/brain_probe.py)."""
-    frange = _robust_range(fixed, p, fixed_mask) if p["normalize"] != "none" else None
-    I1 = _normalised(fixed, mem, p, rng=frange)
-    if p["normalize"] == "histogram" and not _multimodal(p):
-        Mn = _normalised(_histogram_matched(moving, fixed, moving_mask, fixed_mask), mem, p, rng=frange)
-    else:
-        Mn = _normalised(moving, mem, p, moving_mask)
-    if p["fixed_blur"] > 0:
-        ca.GaussianBlur(I1, I1, ca.Vec3Df(*_fixed_blur_sigma(fixed.grid(), moving.grid(), float(p["fixed_blur"]))))
-    return I1, Mn
-
-
 def _multimodal(p):
     """True for a match term that compares images of different contrasts (mi): the moving image is then
     not histogram-matched to the fixed one (each is scaled by its own range), the linear stage uses the
@@ -510,7 +378,7 @@ def register(fixed, moving, *, progress=False, **params):
     # the moving image's own voxels: the affine, then the affine after phiinv for the outputs).
     # With normalize 'histogram' the moving image's intensities are first matched to the fixed
     # image's, and both images take the fixed image's range.
-    I1, Mn = _compared_images(fixed, moving, p, mem, extra["fixed_mask"], extra["moving_mask"])
+    I1, Mn = intensities.compared_images(fixed, moving, p, mem, extra["fixed_mask"], extra["moving_mask"])
     fmask = _binary(extra["fixed_mask"], mem)
     mmask = _binary(extra["moving_mask"], mem)
     kind = _affine_kind(p["affine"], I1, Mn)
@@ -577,7 +445,7 @@ def register(fixed, moving, *, progress=False, **params):
             gain = None
             if p["bias_sigma"] > 0 and not _multimodal(p):  # the fixed image given the current warped moving image's bias
                 lev.forward()
-                lev.I1, gain = _gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
+                lev.I1, gain = intensities.gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
             info = _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=gain is not None)
             wait(mem)
             info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)

@@ -35,7 +35,7 @@ import numpy as np
 from .. import core as ca
 from . import affine, lddmm
 from ._device import wait
-from ..registration import parameters
+from ..registration import intensities, parameters
 from ..registration.transforms import coarse_grid, jacobian_det
 
 __all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_parser"]
@@ -301,8 +301,8 @@ def register(fixed, moving, *, progress=False, **params):
     grid = fixed.grid()
     # Both images alike: each scaled by its own range (_range), clamped to [0, 1].
     lp = dict(normalize="none" if p["normalize"] == "none" else "percentiles")
-    I1 = lddmm._normalised(fixed, mem, lp, rng=_range(fixed, p, extra["fixed_mask"]))
-    Mn = lddmm._normalised(moving, mem, lp, rng=_range(moving, p, extra["moving_mask"]))
+    I1 = intensities.normalised(fixed, mem, lp, rng=_range(fixed, p, extra["fixed_mask"]))
+    Mn = intensities.normalised(moving, mem, lp, rng=_range(moving, p, extra["moving_mask"]))
     fmask = lddmm._binary(extra["fixed_mask"], mem)
     kind = lddmm._affine_kind(p["affine"], I1, Mn)
     aff = affine.register(I1, Mn, kind, metric="ssd", mask=fmask, scales=lddmm._AFFINE_SCALES,

@@ -11,6 +11,8 @@ transform or optimiser has a home.
 - ``pyca.registration.optimisers``: step rules (LDDMM's automatic step with halving and undo).
 - ``pyca.registration.parameters``: one declaration of every registration parameter, from which
   the checks, the command line's options and --help, and ``-p KEY=VALUE`` are built.
+- ``pyca.registration.intensities``: what the images are compared as (robust scaling, histogram
+  matching, the fixed image's blur, the bias gain).
 - ``pyca.registration.transform_files``: transforms as ANTs and ITK files (affines, displacement
   fields), written and read (docs/transforms.md).
 - ``pyca.registration.inputs``: images, masks and label maps brought onto their reference grid by

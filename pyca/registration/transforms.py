@@ -18,8 +18,9 @@ import numpy as np
 
 from .. import core as ca
 
-__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "voxel_volume", "same_grid", "vox2world",
-           "affine_hfield", "scratch_for", "center_of_mass", "rotation", "centred_affine", "flow_forward", "jacobian_det"]
+__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "voxel_volume", "same_grid", "same_field_of_view",
+           "vox2world", "affine_hfield", "scratch_for", "center_of_mass", "rotation", "centred_affine", "flow_forward",
+           "jacobian_det"]
 
 LINEAR_KINDS = ("none", "rigid", "affine")  # the linear transforms pyca.apps.affine estimates
 COARSE_MIN = 8  # a scale never shrinks an axis below this (or below its size when smaller)
@@ -52,6 +53,20 @@ def voxel_volume(g):
     units), so JacDetH times this is det D phi with phi in voxel coordinates (1 for the identity)."""
     sp = tuple(float(x) for x in g.spacing())
     return sp[0] * sp[1] * (1.0 if g.size().z == 1 else sp[2])
+
+
+def same_field_of_view(g1, g2):
+    """True when the two grids cover the same box of the world (to a voxel), whatever their storage
+    order (a LAS copy of a RAS image covers the same box)."""
+    def box(g):
+        M = vox2world(g)
+        n = np.array(tuple(g.size()), float) - 1
+        c = np.array([[i, j, k] for i in (0, n[0]) for j in (0, n[1]) for k in (0, n[2])])
+        w = c @ M[:3, :3].T + M[:3, 3]
+        return np.concatenate([w.min(0), w.max(0)])
+
+    tol = max(max(tuple(g1.spacing())), max(tuple(g2.spacing())))
+    return bool(np.allclose(box(g1), box(g2), rtol=0, atol=tol))
 
 
 def same_grid(a, b, tol=1e-4):

@@ -182,6 +182,11 @@ def test_vox2world_and_coarse_grids_keep_the_box():
         tuple(transforms.coarse_grid(g, f).size()) for f in (4, 2, 1)]
     assert tuple(transforms.coarse_grid(_grid((40, 40, 1)), 4).size()) == (10, 10, 1)  # z = 1 stays
     assert transforms.same_grid(g, _grid(direction=D)) and not transforms.same_grid(g, _grid())
+    # the same box stored in another order (x reversed: a LAS copy of a RAS grid) is the same field of view
+    flip = transforms.vox2world(g) @ np.array([[-1, 0, 0, 9], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]])
+    las = ca.GridInfo((10, 12, 8), (1.5, 2.0, 2.5), tuple(flip[:3, 3]), direction=flip[:3, :3] / [1.5, 2.0, 2.5])
+    assert transforms.same_field_of_view(g, las) and not transforms.same_grid(g, las)
+    assert not transforms.same_field_of_view(g, _grid(direction=D, origin=(30.0, -4.0, 5.0)))
     assert transforms.voxel_volume(g) == pytest.approx(1.5 * 2.0 * 2.5)
     assert transforms.voxel_volume(_grid((8, 8, 1))) == pytest.approx(1.5 * 2.0)
 
