@@ -456,3 +456,15 @@ def test_same_subject_twice_and_a_constant_subject(tmp_path):
     s = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert s["excluded"]["flat"]["iteration"] == 0 and "constant" in s["excluded"]["flat"]["error"]
     assert isinstance(atlas.resolve_inputs, object)
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+def test_labels_above_2_24_on_the_gpu(pair_files):
+    from pyca.apps import lddmm
+
+    files, lab = pair_files
+    kw = dict(scales=(2, 1), iterations=(3, 3), time_steps=2, moving_labels=files["labels"])
+    cpu = lddmm.register(files["fixed"], files["moving"], device="cpu", **kw).labels.numpy()
+    gpu = lddmm.register(files["fixed"], files["moving"], device="gpu", **kw).labels.numpy()
+    assert gpu.dtype.kind in "iu" and set(np.unique(gpu)) == set(np.unique(lab))
+    assert np.mean(gpu == cpu) > 0.99  # nearest neighbour: float rounding may move a boundary voxel
