@@ -35,6 +35,7 @@ import numpy as np
 from .. import core as ca
 from . import affine, lddmm
 from ._device import wait
+from ..registration.inputs import LabelImage
 from ..registration import intensities, parameters
 from ..registration.transforms import coarse_grid, jacobian_det
 
@@ -291,13 +292,14 @@ def register(fixed, moving, *, progress=False, **params):
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
     fixed, moving = lddmm._as_image(fixed, "fixed"), lddmm._as_image(moving, "moving")
-    extra = {k: (lddmm._as_image(p[k], k) if p[k] is not None else None)
-             for k in ("fixed_mask", "moving_mask", "moving_labels")}
+    extra = {k: (lddmm._as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
+    extra["moving_labels"] = p["moving_labels"]  # read as integers (lddmm.placed_inputs)
     _check(p)
     scales, iters = parameters.schedule(p["scales"], p["iterations"], prog="syn")
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = lddmm.resolve_device(p["device"])
     note = lddmm.check_inputs(fixed, moving, names=names, **extra)
+    extra = lddmm.placed_inputs(fixed, moving, names, **extra)  # on their images' grids, each by its own affine
     grid = fixed.grid()
     # Both images alike: each scaled by its own range (_range), clamped to [0, 1].
     lp = dict(normalize="none" if p["normalize"] == "none" else "percentiles")
@@ -359,10 +361,9 @@ def register(fixed, moving, *, progress=False, **params):
     deformed = lddmm._on_fixed(grid, mv, full)
     moved = lddmm._on_fixed(grid, mv, Haff)
     labels = None
-    if extra["moving_labels"] is not None:
-        lab = extra["moving_labels"]
-        lab = lab.clone(mem) if lab.memType() != mem else lab
-        labels = lddmm._on_fixed(grid, lab, full, labels=True)
+    if extra["moving_labels"] is not None:  # indices into the label table, warped; values looked up (integers)
+        idx, table = extra["moving_labels"].indices(mem)
+        labels = LabelImage.from_indices(lddmm._on_fixed(grid, idx, full, labels=True), table, "syn: labels")
     jac = ca.Image3D(grid, mem)
     jacobian_det(jac, phiinv)
     wait(mem)

@@ -468,3 +468,16 @@ def test_labels_above_2_24_on_the_gpu(pair_files):
     gpu = lddmm.register(files["fixed"], files["moving"], device="gpu", **kw).labels.numpy()
     assert gpu.dtype.kind in "iu" and set(np.unique(gpu)) == set(np.unique(lab))
     assert np.mean(gpu == cpu) > 0.99  # nearest neighbour: float rounding may move a boundary voxel
+
+
+def test_pyca_register_keeps_integer_labels_and_places_a_las_mask(pair_files):
+    from pyca.apps import syn
+
+    files, lab = pair_files
+    kw = dict(scales=(2, 1), iterations=(3, 3), device="cpu")
+    a = syn.register(files["fixed"], files["moving"], moving_labels=files["labels"], moving_mask=files["mask"], **kw)
+    b = syn.register(files["fixed"], files["moving"], moving_labels=files["labels_las"], moving_mask=files["mask_las"],
+                     **kw)
+    assert a.labels.numpy().dtype.kind in "iu" and set(np.unique(a.labels.numpy())) == set(np.unique(lab))
+    np.testing.assert_array_equal(b.labels.numpy(), a.labels.numpy())
+    np.testing.assert_allclose(b.phiinv.numpy(), a.phiinv.numpy(), atol=1e-5)
