@@ -8,7 +8,7 @@
 
 ``pyca lddmm`` with no input registers a built-in pair of 3-D images (pyca.apps.data) and writes the
 deformed image, the deformation fields, the Jacobian determinant (NIfTI), a PNG report and a JSON
-summary into the output folder. See docs/lddmm.md.
+summary into the output folder. Documentation: pyca._docs.DOCS_URL (docs/ in the source tree).
 
 Errors are one line on stderr (``pyca COMMAND: error: ...``) and exit code 2 for a bad command line or
 input (found before any work), 1 for a failure while working; Ctrl-C ends with one line and exit
@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 
+from ._docs import page
 from ._files import check_out_dir, claim_out_dir, clear_previous
 
 _EPILOG_LDDMM = """\
@@ -36,7 +37,8 @@ built-in data also fixed.nii.gz and moving.nii.gz (.nii with --no-compress). Eac
 when complete; summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad
 command line or input (nothing done), 3 the registration ran but failed (folds, collapsed structures,
 a match worse than the linear stage's, ssd/lncc on images of different contrasts: one line on stderr,
-"quality" in summary.json, outputs written; 0 with --allow-folds), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/lddmm.md."""
+"quality" in summary.json, outputs written; 0 with --allow-folds), 130 interrupted (Ctrl-C).
+Documentation (outputs, parameters, algorithm): """ + page("lddmm")
 
 
 # Bounds of the built-in pair's size, checked while parsing (before any work). The registration
@@ -98,17 +100,21 @@ def _ints(text):
     return vals
 
 
+def add_verbosity(p, top=False):
+    """-v/--verbose and -q/--quiet on parser p. Every command's parser calls this (top=False), so that
+    both are accepted before and after the command (`pyca -q atlas`, `pyca atlas -q`): a subcommand's
+    copy has no default of its own (argparse.SUPPRESS), so it cannot undo the top level's."""
+    dflt = {} if top else {"default": argparse.SUPPRESS}
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", action="count", help="say more (-vv: a traceback with an error)",
+                   **({"default": 0} if top else dflt))
+    g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors", **dflt)
+
+
 def _parser():
     from .registration import parameters
 
-    def common(p, top):
-        # -v/-q are accepted before and after the command (`pyca -v lddmm`, `pyca lddmm -v`).
-        dflt = {} if top else {"default": argparse.SUPPRESS}
-        g = p.add_mutually_exclusive_group()
-        g.add_argument("-v", "--verbose", action="count", help="say more (-vv: a traceback with an error)",
-                       **({"default": 0} if top else dflt))
-        g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors", **dflt)
-
+    common = add_verbosity
     ap = _Parser(prog="pyca", description="pyca: 3-D imaging for computational anatomy, on CPU and GPU.")
     ap.add_argument("--version", action="version", version=f"pyca {_version()}")
     common(ap, True)

@@ -111,6 +111,10 @@ def gpu_worker_specs(gpus, omp="1"):
     return workers
 
 
+# What a run says when Dask serves no dashboard (bokeh missing).
+NO_DASHBOARD = "no dashboard (it needs bokeh: pip install bokeh)"
+
+
 def _dashboard(client):
     import importlib.util
 

@@ -43,6 +43,7 @@ def registration_params(pairs, defaults):
 
 
 def add_common_options(p, defaults):
+    from ..cli import add_verbosity
     from ..registration.parameters import DECLARED
 
     settable = {q.name for q in DECLARED if q.assignable}
@@ -50,7 +51,7 @@ def add_common_options(p, defaults):
                      if k in settable)
     files = [k for k in FILE_KEYS if k in defaults]
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", default=[],
-                   help=f"a registration parameter (docs/lddmm.md), repeatable; defaults: {keys}"
+                   help=f"a registration parameter (pyca lddmm --help), repeatable; defaults: {keys}"
                    + (f"; files: {', '.join(f'{k}=FILE' for k in files)} (the template's)" if files else ""))
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default=None,
                    help="where registrations run (default auto: each worker's GPU when it has one)")
@@ -62,7 +63,7 @@ def add_common_options(p, defaults):
                    help="workers of the embedded cluster (default: one per GPU, else one per core)")
     p.add_argument("--no-report", action="store_true", help="skip report.png")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    add_verbosity(p)  # -q/-v before or after the command, as every pyca command
 
 
 def _ints(text):
@@ -70,6 +71,7 @@ def _ints(text):
 
 
 def add_atlas_parser(sub):
+    from .._docs import page
     from .atlas import ATLAS_DEFAULTS as A, DEFAULTS
 
     ap = sub.add_parser(
@@ -77,7 +79,7 @@ def add_atlas_parser(sub):
         description="Unbiased LDDMM template (Joshi et al. 2004) of the INPUTS (files, globs or folders), on a "
         "Dask cluster. Without inputs, a built-in synthetic cohort with a known ground truth is used.",
         epilog="outputs (in --out): template.nii.gz, templates/template_iterNNN.nii.gz, "
-        "subjects/NAME/{deformed,phiinv,jacdet}.nii, summary.json, report.png. See docs/atlas.md.",
+        "subjects/NAME/{deformed,phiinv,jacdet}.nii, summary.json, report.png.\nDocumentation: " + page("atlas"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="*", help="subject images: files, globs (quoted) or folders")
     ap.add_argument("--out", default="pyca-atlas-out", help="output folder (default: %(default)s)")

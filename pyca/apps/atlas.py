@@ -328,7 +328,7 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
         with pdist.open_client(scheduler=scheduler, client=client, n_workers=n_workers, device=device,
                                tasks=len(st["names"]), worker_log=worker_log) as (c, info):
             say(f"pyca atlas: {info['kind']}: scheduler {info['scheduler']}, {len(info['workers'])} worker(s)"
-                + (f", dashboard {info['dashboard']}" if info["dashboard"] else ", no dashboard (needs bokeh)"))
+                + (f", dashboard {info['dashboard']}" if info["dashboard"] else f", {pdist.NO_DASHBOARD}"))
             st.update(scheduler=info["scheduler"], dashboard=info["dashboard"], workers=info["workers"])
             run = _Run(c, st, p, out, say, progress and not quiet, quiet)
             template = run.loop(on_iteration)

@@ -101,7 +101,7 @@ def _run(template, sources, names, out, p, client, scheduler, n_workers, max_fai
                            tasks=len(sources), worker_log=worker_log) as (c, info):
         say(f"pyca register-batch: {len(sources)} subjects onto {template}; {info['kind']}: scheduler "
             f"{info['scheduler']}, {len(info['workers'])} worker(s)"
-            + (f", dashboard {info['dashboard']}" if info["dashboard"] else ""))
+            + (f", dashboard {info['dashboard']}" if info["dashboard"] else f", {pdist.NO_DASHBOARD}"))
         tag = uuid.uuid4().hex[:8]  # keys unique to this run
         futs = [c.submit(tasks.register_one, template, s, n, out, p, report, key=f"batch-{n}-{tag}", retries=2,
                          pure=False) for s, n in zip(sources, names)]
@@ -136,11 +136,13 @@ def _run(template, sources, names, out, p, client, scheduler, n_workers, max_fai
 
 # ------------------------------------------------------------------------------------------------
 def add_parser(sub):
+    from .._docs import page
     from ._atlas_cli import add_common_options, cohort_defaults
 
     bp = sub.add_parser("register-batch", help="register every subject onto one template, in parallel on Dask",
                         description="Register every --subjects image onto --template with LDDMM, one Dask task per "
-                        "subject; each subject gets the outputs of `pyca lddmm` in OUT/NAME/.")
+                        "subject; each subject gets the outputs of `pyca lddmm` in OUT/NAME/.",
+                        epilog="Documentation: " + page("atlas"))
     bp.add_argument("--template", required=True, help="the template (fixed) image")
     bp.add_argument("--subjects", nargs="+", required=True, help="subject images: files, globs (quoted) or folders")
     bp.add_argument("--out", default="pyca-batch-out", help="output folder (default: %(default)s); an existing, "

@@ -1,0 +1,157 @@
+"""What a newcomer meets first (issue 40): the README, the documentation's order and address, and
+the command line behaving the same way in every command. Each test here failed on the behaviour the
+issue reported."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def _console_script():
+    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
+
+
+def _run(*args, timeout=180, cwd=None):
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    return subprocess.run([_console_script(), *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=cwd)
+
+
+# ------------------------------------------------------------------------------------------------
+# README
+def test_readme_is_short_and_starts_with_what_and_for_whom():
+    lines = README.splitlines()
+    assert len(lines) <= 150, len(lines)
+    head = " ".join(lines[:6]).lower()
+    assert "register" in head and "researchers" in head  # what it does, for whom: not "data structures"
+    assert "data structures" not in head
+
+
+def test_readme_commands_are_the_ones_ci_runs():
+    """The README's two commands, verbatim in .ci/run (CI runs them as written)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
+    install = "bash scripts/install-deps.sh && pip install . && pyca lddmm"
+    assert any(b.strip() == install for b in blocks)
+    assert any(b.strip() == "bash scripts/test.sh" for b in blocks)
+    assert re.search(rf"^{re.escape(install)}$", ci, re.M)
+    assert re.search(r"^bash scripts/test\.sh$", ci, re.M)
+
+
+def test_readme_says_how_to_install_in_a_venv_and_what_the_build_prints():
+    assert "python3 -m venv" in README and "externally-managed-environment" in README
+    assert "pip install -v ." in README and "minutes" in README
+
+
+def test_readme_claims_no_package_index():
+    """No index serves pyca3d: the README must not tell anyone to `pip install pyca3d`."""
+    for text in (README, (ROOT / "docs" / "install.md").read_text()):
+        assert not re.search(r"pip install\s+['\"]?pyca3d\b(?!\[)", text)
+
+
+def test_readme_shows_own_files_outputs_and_a_picture():
+    assert "pyca lddmm --fixed" in README and "--moving" in README and "--out" in README
+    for name in ("deformed.nii.gz", "jacdet.nii.gz", "summary.json", "report.png"):
+        assert f"`{name}`" in README
+    pics = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
+    assert pics, "no picture"
+    for p in pics:
+        f = ROOT / p
+        assert f.is_file() and f.suffix == ".png" and f.stat().st_size < 200_000, p
+    # the picture is made by a script kept beside it
+    assert "scripts/readme-image.sh" in README and (ROOT / "scripts" / "readme-image.sh").is_file()
+
+
+def test_readme_links_exist_and_say_what_dependencies_are_for():
+    for link in re.findall(r"\]\((docs/[^)#]+)", README):
+        assert (ROOT / link).is_file(), link
+    assert "What each dependency is for" in README
+
+
+# ------------------------------------------------------------------------------------------------
+# The documentation site: an order, an address
+def _nav_pages(nav):
+    for item in nav:
+        for v in item.values():
+            if isinstance(v, list):
+                yield from _nav_pages(v)
+            else:
+                yield v
+
+
+def test_docs_nav_is_explicit_and_ordered():
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    sections = [next(iter(s)) for s in cfg["nav"]]
+    want = ["Getting started", "Tutorials", "User guide", "Extending pyca", "Reference", "Design", "Performance"]
+    assert [s for s in sections if s in want] == want
+    pages = set(_nav_pages(cfg["nav"]))
+    on_disk = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert on_disk <= pages, sorted(on_disk - pages)  # (scripts/docs.sh's strict build says so too)
+    assert {"install.md", "tutorial-brains.md"} <= pages
+
+
+def test_command_pages_put_outputs_before_internals():
+    for page, internals in (("lddmm.md", "## The algorithm"), ("atlas.md", "## The algorithm")):
+        text = (ROOT / "docs" / page).read_text()
+        assert text.index("## Outputs") < text.index(internals), page
+    lddmm = (ROOT / "docs" / "lddmm.md").read_text()
+    assert lddmm.count("Exit status:") == 1
+
+
+def test_documentation_url_in_metadata_and_help():
+    from pyca._docs import DOCS_URL
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert meta["Documentation"] == DOCS_URL
+    for cmd in ("lddmm", "atlas", "register-batch"):
+        p = _run(cmd, "--help")
+        assert p.returncode == 0
+        assert DOCS_URL in p.stdout, cmd
+        assert "docs/" not in p.stdout.replace(DOCS_URL, ""), cmd  # no path into the source tree
+
+
+# ------------------------------------------------------------------------------------------------
+# One CLI behaviour everywhere
+@pytest.mark.parametrize("where", ["before"])  # (after the command it always worked)
+def test_quiet_before_or_after_atlas(tmp_path, where):
+    args = ["atlas", "--out", str(tmp_path / "a"), "--cohort", "2", "--cohort-size", "8,8,1",
+            "--template-iterations", "1", "--workers", "1", "--device", "cpu", "-p", "iterations=2,2,2",
+            "--no-report"]
+    p = _run(*(["-q", *args] if where == "before" else [*args, "-q"]))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "" and p.stderr == "", (p.stdout, p.stderr)
+    assert (tmp_path / "a" / "template.nii.gz").is_file()
+
+
+def test_every_command_takes_q_and_v_on_either_side():
+    from pyca.cli import _parser
+
+    ap = _parser()
+    for cmd in ("lddmm", "demo", "info", "atlas"):
+        assert ap.parse_args(["-q", cmd]).quiet and ap.parse_args([cmd, "-q"]).quiet
+        assert ap.parse_args(["-v", cmd]).verbose == 1 and ap.parse_args([cmd, "-v"]).verbose == 1
+    batch = ["--template", "t", "--subjects", "s"]
+    assert ap.parse_args(["-q", "register-batch", *batch]).quiet
+    assert ap.parse_args(["register-batch", *batch, "-q"]).quiet
+
+
+def test_dashboard_says_how_to_get_it():
+    from pyca import distributed
+
+    assert "pip install bokeh" in distributed.NO_DASHBOARD
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(r.startswith("bokeh") for r in extras["dashboard"])
