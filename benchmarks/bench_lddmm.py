@@ -36,7 +36,10 @@ IMPL_BYTES_PER_VOXEL_STEP = 44 + 36 + 44 + 73
 # The issue's run (issue 18), as measured from the start: pyca's SSD solver with alpha 1, gamma 0.04,
 # lpow 2, per-image percentile scaling, no bias correction and no fixed blur, whatever lddmm's defaults for T1 brain
 # images are; the peers implement the same.
-RUN = dict(metric="ssd", alpha=1.0, gamma=0.04, lpow=2, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0)
+# sigma 0.002: the run's 0.05 in the units of K normalised to gain 1 (0.05 gamma^(lpow / 2); docs/lddmm.md,
+# 'The kernel's scale'), the same registration.
+RUN = dict(metric="ssd", alpha=1.0, gamma=0.04, lpow=2, sigma=0.002, normalize="percentiles", bias_sigma=0.0,
+           fixed_blur=0.0)
 
 
 def _pair(n, mem):
@@ -82,7 +85,8 @@ class PeerBeg:
         for d, (k, h) in enumerate(zip(shape, spacing)):
             w = xp.arange(k, dtype=xp.float32).reshape([-1 if i == d else 1 for i in range(3)])
             c = c + (2.0 - 2.0 * xp.cos(2.0 * np.pi * w / k)) / h**2
-        self.Ksym = (1.0 / (p["alpha"] * c + p["gamma"]) ** p["lpow"]).astype(xp.float32)
+        # K normalised to gain 1 at the zero frequency, as pyca's (docs/lddmm.md, 'The kernel's scale')
+        self.Ksym = ((p["gamma"] / (p["alpha"] * c + p["gamma"])) ** p["lpow"]).astype(xp.float32)
         self.v = [xp.zeros((3,) + shape, xp.float32) for _ in range(self.T)]
         self.m = [xp.zeros((3,) + shape, xp.float32) for _ in range(self.T)]
 
@@ -128,9 +132,8 @@ class PeerBeg:
 def _peer_params(T):
     """pyca's parameters of this run (RUN), as the peers implement them."""
     from pyca.apps.lddmm import DEFAULTS
-    from pyca.registration.metrics import DEFAULT_SIGMA
 
-    return dict(DEFAULTS, time_steps=T, sigma=DEFAULT_SIGMA["ssd"], **RUN)
+    return dict(DEFAULTS, time_steps=T, **RUN)
 
 
 def time_numpy_peer(n, iterations, T):
@@ -176,7 +179,7 @@ class TorchLDDMM:
         lap = ((2 - 2 * torch.cos(2 * np.pi * fz))[:, None, None] / sz**2
                + (2 - 2 * torch.cos(2 * np.pi * fy))[None, :, None] / sy**2
                + (2 - 2 * torch.cos(2 * np.pi * fx))[None, None, :] / sx**2)
-        self.L = (p["alpha"] * lap + p["gamma"]) ** p["lpow"]
+        self.L = ((p["alpha"] * lap + p["gamma"]) / p["gamma"]) ** p["lpow"]  # K = 1 / L of gain 1, as pyca's
         self.K = 1.0 / self.L
         self.v = torch.zeros((self.T, 3, D, H, W), device=dev)  # world units, channels (x, y, z)
 

@@ -263,7 +263,8 @@ def _lddmm_run(a, fixed, moving, names, extra, params, checked, source, device, 
         verbose(f"  kept in --out (not pyca's outputs): {', '.join(kept)}")
     try:
         paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, save_inputs=a.fixed is None,
-                                    compress=not a.no_compress)
+                                    compress=not a.no_compress,
+                                    inputs=names if a.fixed else {"fixed and moving": source})
     except ReportError as e:
         return _fail("lddmm", e, 1)
     tm = res.timings
@@ -333,7 +334,10 @@ def cmd_demo(a):
     out = ca.Image3D(grid, mem)
     step("ApplyH: deform the blurred ball", lambda: ca.ApplyH(out, sm, h))
     jac = ca.Image3D(grid, mem)
-    step("JacDetH of the deformation", lambda: ca.JacDetH(jac, h))
+    # JacDetH differentiates per world unit (PyCA's convention); an H-field holds voxel coordinates,
+    # so times the voxel volume the identity's determinant is 1 on any spacing (1: volume kept).
+    step("JacDetH of the deformation, times the voxel volume (1: no change)",
+         lambda: (ca.JacDetH(jac, h), ca.MulC_I(jac, 1.0 * 1.0 * 1.5))[0])
     step("  det range", lambda: "= [{:.4f}, {:.4f}]".format(*ca.MinMax(jac)))
     k = ca.FluidKernelFFT()
     k.setAlpha(1.0)

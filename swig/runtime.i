@@ -10,6 +10,8 @@
 %rename(synchronize) pyca::synchronize;
 %rename(SetCUDADevice) pyca::setDevice;
 %rename(GetCUDADevice) pyca::getDevice;
+%rename(device_memory_peak) pyca::deviceMemoryPeak;
+%rename(reset_device_memory_peak) pyca::resetDeviceMemoryPeak;
 %ignore pyca::requireCuda;
 %ignore pyca::detail::useSelectedDevice;
 %ignore pyca::checkLaunch;

@@ -21,6 +21,8 @@ std::string deviceInfo() { return std::string("no CUDA device: ") + kReason; }
 void requireCuda(const char* what) { fail(what); }
 void setDevice(int) { fail("SetCUDADevice"); }
 int getDevice() { return -1; }
+std::size_t deviceMemoryPeak() { return 0; }
+void resetDeviceMemoryPeak() {}
 std::size_t currentStream() { return 0; }
 void setCurrentStream(std::size_t) { fail("setCurrentStream"); }
 void synchronize() {}

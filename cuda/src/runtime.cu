@@ -1,6 +1,7 @@
 // The CUDA runtime behind pyca: device availability, the current stream, and memory
 // (device memory from the runtime's stream-ordered pool, pinned memory from cudaMallocHost).
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,13 +28,24 @@ struct Availability {
   std::string reason;
 };
 
+// Whether the NVIDIA driver's library can be loaded at all (the static runtime loads the same name).
+bool driverLibraryPresent() {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  dlclose(h);
+  return true;
+}
+
 const Availability& availability() {
   static Availability a;
   static std::once_flag once;
   std::call_once(once, [] {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
+    if (err == cudaErrorInsufficientDriver && !driverLibraryPresent()) {
+      // The runtime says "driver version is insufficient" when there is no driver at all.
+      a.reason = "no NVIDIA driver (libcuda.so.1 not found): pyca runs on the CPU";
+    } else if (err != cudaSuccess) {
       a.reason = std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")";
       cudaGetLastError();
       n = 0;
@@ -193,6 +205,30 @@ bool primaryContextActive() {
 }
 
 }  // namespace
+
+std::size_t deviceMemoryPeak() {
+  if (!cudaAvailable() || !primaryContextActive()) return 0;
+  int dev = 0;
+  cudaMemPool_t pool;
+  std::uint64_t high = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess ||
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<std::size_t>(high);
+}
+
+void resetDeviceMemoryPeak() {
+  if (!cudaAvailable() || !primaryContextActive()) return;
+  int dev = 0;
+  cudaMemPool_t pool;
+  std::uint64_t zero = 0;  // (the pool sets the high-water mark to the memory in use now)
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess ||
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero) != cudaSuccess) {
+    cudaGetLastError();
+  }
+}
 
 void synchronize() {
   if (!cudaAvailable() || !primaryContextActive()) return;

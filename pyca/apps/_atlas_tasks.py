@@ -205,7 +205,9 @@ def register_one(template_path, src, name, out_dir, params, report):
         moving = load(src)
         res = lddmm.register(fixed, moving, **params)
         folder = os.path.join(out_dir, name)
-        paths = lddmm.write_outputs(res, fixed, moving, folder, report=report)
+        paths = lddmm.write_outputs(res, fixed, moving, folder, report=report,
+                                    inputs={"fixed": template_path, "moving": src if isinstance(src, str) else None},
+                                    command=["(a task of pyca register-batch: its command is in ../summary.json)"])
     except _INPUT_ERRORS as e:
         return _failure(name, e)
     return {"name": name, "ok": True, "energy": float(res.final_energy), "initial_mismatch": res.initial_mismatch,

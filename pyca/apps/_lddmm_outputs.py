@@ -17,6 +17,7 @@ from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open, write_parallel
 from ..registration import transform_files
+from .._provenance import record
 from ._lddmm_report import ReportError, draw_report, report_data
 
 __all__ = ["write_outputs", "make_report", "output_names"]
@@ -52,11 +53,14 @@ def _host_copies():
     return host
 
 
-def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, compress=True, workers=None):
+def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, compress=True, workers=None,
+                  inputs=None, command=None):
     """Writes deformed, phiinv, phi, jacdet (.nii.gz, or .nii when not compress), summary.json and
     (report) report.png into out_dir (created); save_inputs also writes fixed and moving. Returns
     the list of paths written (summary.json's last). workers: threads encoding the files (default:
-    write_parallel's default). A report that cannot be drawn raises ReportError
+    write_parallel's default). inputs (role -> file path) and command (an argument list; default
+    sys.argv) go into summary.json's "provenance" (pyca/_provenance.py: version, command, inputs'
+    SHA-256, device, peak memory). A report that cannot be drawn raises ReportError
     (_lddmm_report.py) once the other files are written; summary.json is then not written."""
     import json
 
@@ -98,6 +102,7 @@ def write_outputs(res, fixed, moving, out_dir, report=True, save_inputs=False, c
     summary = res.summary()
     summary["files"] = [os.path.basename(p) for p in paths] + ["summary.json"]
     summary["transforms"] = transform_files.registration_listing(ext)
+    summary["provenance"] = record(inputs=inputs, device=res.device, command=command)
     paths.append(os.path.join(out_dir, "summary.json"))
     with atomic_open(paths[-1]) as fh:
         json.dump(summary, fh, indent=2, default=float)

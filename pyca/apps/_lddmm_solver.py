@@ -41,6 +41,13 @@ def _field_stack(n, grid, mem):
     return [ca.wrap_field(base + 4 * j * step, 12 * nvox, mem, dev, grid, flat) for j in range(n)], flat
 
 
+def kernel_scale(p):
+    """The factor L's weights are divided by: gamma (K's gain at the zero frequency is then 1), or 1
+    when gamma is 0."""
+    g = float(p["gamma"])
+    return g if g > 0 else 1.0
+
+
 def kernel_band(grid, p):
     """K's band on `grid` (FluidKernelFFT.setBand): per axis the largest |k| kept, -1 for all. The
     frequencies dropped are those where K's symbol along that axis, (lambda_ref / (alpha c(k) +
@@ -94,10 +101,16 @@ class _Level:
         self.h = [F(), F()]
         self.J1, self.jac = Im(), Im()
         self.grad, self.tmp = F(), F()
+        # K normalised to gain 1 at the zero frequency (docs/lddmm.md, 'The kernel's scale'): the
+        # operator's weights divided by gamma, L = ((-alpha Lap - beta grad div + gamma) / gamma)^lpow,
+        # so that sigma weighs the match against a regulariser of a fixed scale (unnormalised, K's gain
+        # gamma^-lpow, 4e13 with the defaults, made the regulariser ~1e-7 of the energy and sigma a
+        # no-op under the auto step). gamma = 0 keeps the unnormalised operator (no finite peak).
+        norm = kernel_scale(p)
         self.K = ca.FluidKernelFFT()
-        self.K.setAlpha(float(p["alpha"]))
-        self.K.setBeta(float(p["beta"]))
-        self.K.setGamma(float(p["gamma"]))
+        self.K.setAlpha(float(p["alpha"]) / norm)
+        self.K.setBeta(float(p["beta"]) / norm)
+        self.K.setGamma(float(p["gamma"]) / norm)
         self.K.setLPow(int(p["lpow"]))
         self.K.setGrid(grid)
         self.K.setBand(ca.Vec3Di(*kernel_band(grid, p)))

@@ -38,6 +38,7 @@ from .. import io as pio
 from .._files import atomic_open, claim_out_dir, fingerprint, safe_name
 from .._progress import progress_bar
 from .. import distributed as pdist
+from .._provenance import record_cluster
 from . import _atlas_tasks as tasks
 from ..registration import parameters
 from . import lddmm
@@ -53,8 +54,10 @@ __all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "
 # template update assumes they are the subjects' own; nor the fixed image's blur (the template is
 # itself a mean of interpolated images). alpha (the SSD's, None), gamma, lpow, tol and T are
 # those the atlas runs of docs/atlas.md were measured with (lddmm's earlier defaults).
+# sigma 0.002 is the atlas runs' 0.05 in K's units since K is normalised to gain 1 (docs/lddmm.md, 'The
+# kernel's scale'): 0.05 gamma^(lpow / 2), the same registrations.
 DEFAULTS = dict(lddmm.DEFAULTS, metric="ssd", scales=(4, 2, 1), iterations=(30, 20, 10), alpha=None, gamma=0.04, lpow=2,
-                tol=1e-2, time_steps=8, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0)
+                sigma=0.002, tol=1e-2, time_steps=8, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0)
 ATLAS_DEFAULTS = dict(template_iterations=5, max_failed_fraction=0.25, cohort=16, cohort_size=(32, 32, 32), seed=0)
 _IMAGE_EXT = (".nii", ".nii.gz", ".hdr", ".mha", ".mhd", ".nrrd", ".nhdr")
 
@@ -513,6 +516,9 @@ class _Run:
             st["spread_reduction"] = 1.0 - entry["spread"] / first["spread"]
         st["files"] = {"template": "template.nii.gz", "templates": "templates/template_iterNNN.nii.gz",
                        "subjects": "subjects/NAME/{deformed,phiinv,jacdet}" + self.ext, "report": "report.png"}
+        st["provenance"] = record_cluster(self.c, inputs={f"subjects/{n}": src for n, src in
+                                                          zip(st["names"], st["sources"]) if src is not None},
+                                          device=self.p["device"])
         _write_json(_public(st), os.path.join(self.out, "summary.json"))
         self.say(f"pyca atlas: iteration {k}: spread {entry['spread']:.5g}"
                  + (f", distance to ground truth {entry['truth_distance']:.5g}" if "truth_distance" in entry else "")

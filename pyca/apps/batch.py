@@ -26,6 +26,7 @@ from .. import io as pio
 from .._files import claim_out_dir, clear_previous
 from ._lddmm_outputs import output_names
 from .._progress import progress_bar
+from .._provenance import record_cluster
 from . import _atlas_tasks as tasks
 from ..registration import parameters
 from . import lddmm
@@ -124,9 +125,11 @@ def _run(template, sources, names, out, p, client, scheduler, n_workers, max_fai
                 prog.set_postfix_str(f"{n}: failed", refresh=False)
             prog.update(1)
         prog.close()
+        prov = record_cluster(c, inputs={"template": template, **{f"subjects/{n}": s for n, s in zip(names, sources)}},
+                              device=p["device"])
     summary = {"template": template, "subjects": dict(zip(names, sources)), "results": records, "failed": failed,
                "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},
-               "scheduler": info["scheduler"], "workers": info["workers"], "wall_s": time.perf_counter() - t0}
+               "scheduler": info["scheduler"], "workers": info["workers"], "wall_s": time.perf_counter() - t0, "provenance": prov}
     _write_json(summary, os.path.join(out, "summary.json"))
     if len(failed) > max_failed_fraction * len(sources):
         raise AtlasError(f"register-batch: {len(failed)} of {len(sources)} subjects failed (more than "

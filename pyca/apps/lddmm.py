@@ -10,8 +10,10 @@ Finds velocity fields v_t (t in [0, 1], T piecewise-constant steps, world units)
 
     E(v) = sum_j dt <L v_j, v_j> + (1 / sigma^2) || I0 o phi_{1,0} - I1 ||^2
 
-(sums over voxels) with I0 the moving image, I1 the fixed one, L = (-alpha Laplacian - beta grad div
-+ gamma)^lpow the fluid operator (ca.FluidKernelFFT), by gradient descent in the V metric:
+(sums over voxels) with I0 the moving image, I1 the fixed one, L = ((-alpha Laplacian - beta grad div
++ gamma) / gamma)^lpow the fluid operator (ca.FluidKernelFFT; divided by gamma^lpow so that K = L^-1
+has gain 1 at the zero frequency and sigma weighs the match against a regulariser of a fixed scale;
+gamma = 0: not divided), by gradient descent in the V metric:
 
     v_j <- v_j - eps (2 v_j - K b_j),   b_j = (2 / sigma^2) |D phi_{t_j,1}| (J0_j - J1_j) grad J0_j
 
@@ -308,13 +310,13 @@ def _contrast(I1, Mn, I0, mask, p, grid, mem, tmp):
 def _step_refused(p, f, eps, tries):
     """The refusal of a fixed step that lowered the energy in none of its halvings: the scale would end
     where it began, and the run report success."""
-    try:
-        gain = f"{float(p['gamma']) ** -int(p['lpow']):.2g}" if p["gamma"] > 0 else "unbounded"
-    except OverflowError:
-        gain = "beyond the range of a double"
+    if p["gamma"] > 0:  # K normalised to gain 1 (_lddmm_solver.kernel_scale): the match term's weight is the size
+        why = (f"the match term's weight 2 / sigma^2 = {2.0 / float(p['sigma']) ** 2:.3g} makes each step move the "
+               f"velocities too far")
+    else:
+        why = "without gamma K's gain at the lowest frequencies is unbounded"
     return (f"lddmm: step={p['step']:g} lowered the energy at scale 1/{f} in none of {tries} tries (down to "
-            f"{eps * 2:g}); K = L^-1 multiplies the lowest frequencies by gamma^-lpow = {gain}: use step='auto', "
-            f"which sizes each scale's first step to max_step voxels")
+            f"{eps * 2:g}): {why}; use step='auto', which sizes each scale's first step to max_step voxels")
 
 
 def _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=False):

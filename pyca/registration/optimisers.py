@@ -58,7 +58,8 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
     times STEP_GROW after each accepted step, up to STEP_MAX) or a fixed eps; a rejected step (the
     energy rose or is not finite) is undone and halved. Stops when stop_rule(history, tol) holds, after
     MAX_REJECTED rejections in a row, or at n_it. records: a list that receives one dict per iteration
-    ({**tag, iteration, energy, match, reg, step, accepted}); pbar: a progress bar (set_postfix_str,
+    ({**tag, iteration, energy, match, reg, step, step_vox (the step in voxels, with step='auto'),
+    accepted}); pbar: a progress bar (set_postfix_str,
     update) labelled `label`; forwarded: lev.forward() has run with the current parameters (only the
     target may have changed since). A fixed step that lowered nothing raises NoDescent."""
     tag = dict(tag or {})
@@ -68,6 +69,9 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
     auto = step == "auto"
     eps = None if auto else float(step)
     fails, stop, it = 0, "iteration cap", -1
+    grid = getattr(lev, "grid", None)
+    nvox = float(grid.nVox()) if grid is not None else 1.0  # energies shown per voxel
+    dmax = None  # the direction's largest component, voxels per unit of eps: the step in voxels is eps dmax
     for it in range(n_it):
         if fails:  # the rejected step, halved: no gradients to compute again (halve())
             lev.halve()
@@ -83,7 +87,7 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
         accepted = bool(np.isfinite(E_new) and E_new <= E)
         if records is not None:
             records.append({**tag, "iteration": it, "energy": E_new, "match": m_new, "reg": r_new, "step": eps,
-                            "accepted": accepted})
+                            "step_vox": eps * dmax if dmax else None, "accepted": accepted})
         if accepted:
             E, match, fails = E_new, m_new, 0
             hist.append(E)
@@ -94,7 +98,10 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
             eps *= 0.5
             fails += 1
         if pbar is not None:
-            pbar.set_postfix_str(f"{label} E={E:.4g} match={match:.4g} step={eps:.2g}", refresh=False)
+            # per voxel, and the step as the velocity change it makes in voxels (eps is no unit to read)
+            shown = f"~{eps * dmax:.2g} vox" if dmax else f"eps {eps:.2g}"
+            pbar.set_postfix_str(f"{label} E/vox={E / nvox:.3g} match/vox={match / nvox:.3g} step={shown}",
+                                 refresh=False)
             pbar.update(1)
         if accepted and stop_rule(hist, float(tol)):
             stop = f"converged (the last {STOP_WINDOW} iterations gained < {STOP_WINDOW * tol:g} of the scale's gain)"

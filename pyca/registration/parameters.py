@@ -68,9 +68,10 @@ class Parameter:
         return what
 
 
-_REG = "regularisation: L = (-alpha Laplacian - beta grad div + gamma)^lpow"
+_REG = ("regularisation: L = ((-alpha Laplacian - beta grad div + gamma) / gamma)^lpow (K = L^-1 has gain 1 at "
+        "the zero frequency and is close to a Gaussian of width sqrt(2 lpow alpha / gamma) world units)")
 _OPT = "optimisation"
-_MATCH = "match term, linear stage, masks and labels (docs/lddmm.md)"
+_MATCH = "match term, linear stage, masks and labels"
 GROUPS = (_REG, _OPT, _MATCH)  # in the order of `pyca lddmm --help`
 
 
@@ -83,13 +84,19 @@ _INF = float("inf")
 DECLARED = (
     Parameter("device", "device", "auto", "where to run (default: %(default)s: the GPU when one can be used)",
               choices=("auto", "cpu", "gpu"), group=""),
-    Parameter("alpha", "real", 0.15, unit="per world unit", lo=0, lo_open=True, group=_REG),
-    Parameter("beta", "real", 0.0, lo=0, group=_REG),
-    Parameter("gamma", "real", 0.02, lo=0, group=_REG),
-    Parameter("lpow", "int", 8, lo=1, hi=64, cli_hi=16, group=_REG),
-    Parameter("sigma", "real", None, "sigma of the image match term (normalised intensities; default: the metric's, "
+    Parameter("alpha", "real", 0.15, "larger: a wider kernel, a smoother map (default %(default)s)",
+              unit="per world unit", lo=0, lo_open=True, group=_REG),
+    Parameter("beta", "real", 0.0, "weight of -grad div: larger, volume changes cost more (default %(default)s)",
+              lo=0, group=_REG),
+    Parameter("gamma", "real", 0.02, "larger: a narrower kernel, a less smooth map (default %(default)s)", lo=0,
+              group=_REG),
+    Parameter("lpow", "int", 8, "higher: K closer to a Gaussian, wider, a smoother map (default %(default)s)",
+              lo=1, hi=64, cli_hi=16, group=_REG),
+    Parameter("sigma", "real", None, "noise level of the image match (normalised intensities): smaller, a closer "
+              "match and a larger deformation; larger, a smoother one (default: the metric's, "
               f"{_per_metric(DEFAULT_SIGMA)})", lo=0, lo_open=True, group=_OPT),
-    Parameter("step", "step", "auto", "gradient step eps in (0, 0.5), or 'auto' (default %(default)s)",
+    Parameter("step", "step", "auto", "gradient step eps in (0, 0.5), or 'auto': each scale's first step moves a "
+              "velocity by at most --max-step voxels (default %(default)s)",
               lo=0, hi=0.5, lo_open=True, hi_open=True, group=_OPT),
     Parameter("max_step", "real", 0.5, "with --step auto: largest velocity change of a scale's first step, in voxels "
               "(default %(default)s)", unit="voxels", lo=0, lo_open=True, group=_OPT),

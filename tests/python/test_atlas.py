@@ -2,6 +2,7 @@
 
 Small on purpose (2-D 32 x 32 cohort of 6, 3 template iterations, 2 worker processes): the values are
 checked against the cohort's known ground truth and against runs without failures or interrupts."""
+import hashlib
 import json
 import os
 import threading
@@ -124,6 +125,8 @@ def test_outputs_and_summary(reference):
     last = s["iterations"][-1]
     assert set(last["energies"]) == set(s["names"]) and all(e > 0 for e in last["energies"].values())
     assert last["wall_s"] > 0 and last["registration_s_per_subject"] > 0
+    assert s["provenance"]["pyca"]["version"] == ca.__version__ and s["provenance"]["command"]
+    assert len(s["provenance"]["peak_memory"]["workers"]) == 2
     assert os.path.getsize(os.path.join(out, "report.png")) > 10000
     assert not [f for f in os.listdir(out) if ".tmp" in f]
 
@@ -252,6 +255,17 @@ def test_cli_register_batch_on_an_existing_scheduler(cluster, tmp_path, capsys):
         s = json.load(fh)
     assert set(s["results"]) == {"s0", "s1"} and set(s["failed"]) == {"bad"}
     assert s["results"]["s0"]["mismatch_reduction"] > 0.5
+    # how it was made (issue 40): the inputs' checksums, each worker's peak memory, the command
+    prov = s["provenance"]
+    assert prov["pyca"]["version"] == ca.__version__
+    assert prov["inputs"]["template"]["sha256"] == hashlib.sha256(tmpl.read_bytes()).hexdigest()
+    assert prov["inputs"]["subjects/s0"]["sha256"] == hashlib.sha256(open(paths[0], "rb").read()).hexdigest()
+    assert len(prov["peak_memory"]["workers"]) == 2
+    assert all(w["cpu_rss_bytes"] > 0 for w in prov["peak_memory"]["workers"].values())
+    with open(tmp_path / "b" / "s0" / "summary.json") as fh:
+        sub = json.load(fh)["provenance"]
+    assert sub["inputs"]["fixed"]["sha256"] == prov["inputs"]["template"]["sha256"]
+    assert sub["inputs"]["moving"]["path"] == os.path.abspath(paths[0])
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):

@@ -164,12 +164,12 @@ def test_overwrite_replaces_the_previous_run_without_stale_files(tmp_path):
 
 
 def test_fixed_step_that_lowers_nothing_is_refused(tmp_path):
-    # With the defaults' kernel (gamma^-lpow = 4e13) a step of 1e-4 overshoots in every halving: one line,
+    # With a match term weighted 2 / sigma^2 = 2e12 a step of 0.1 overshoots in every halving: one line,
     # a non-zero exit and no output folder, not an identity map reported as a registration.
     out = tmp_path / "out"
     line = _assert_one_line_error(run("lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "5", "--step",
-                                      "0.0001", "--no-progress", "--out", str(out)), 2, "step='auto'")
-    assert "none of 5 tries" in line and "gamma^-lpow = 3.9e+13" in line, line
+                                      "0.1", "--sigma", "1e-6", "--no-progress", "--out", str(out)), 2, "step='auto'")
+    assert "none of 5 tries" in line and "2 / sigma^2 = 2e+12" in line, line
     assert not out.exists()
 
 

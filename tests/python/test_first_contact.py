@@ -155,3 +155,113 @@ def test_dashboard_says_how_to_get_it():
     assert "pip install bokeh" in distributed.NO_DASHBOARD
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(r.startswith("bokeh") for r in extras["dashboard"])
+
+
+# ------------------------------------------------------------------------------------------------
+# summary.json says how the result was made
+def test_lddmm_summary_records_version_command_inputs_device_and_memory(tmp_path):
+    import hashlib
+    import json
+
+    import nibabel as nib
+    import numpy as np
+
+    import pyca
+    from pyca.apps import data
+
+    fixed, moving = data.builtin_arrays(size=(16, 16, 8))
+    files = {}
+    for name, arr in (("f", fixed), ("m", moving)):
+        files[name] = tmp_path / f"{name}.nii.gz"
+        nib.save(nib.Nifti1Image(np.asarray(arr, np.float32), np.diag([2.0, 2.0, 2.0, 1.0])), files[name])
+    p = _run("lddmm", "--fixed", str(files["f"]), "--moving", str(files["m"]), "--scales", "2,1", "--iterations",
+             "2,2", "--out", str(tmp_path / "o"), "--device", "cpu", "-q")
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    prov = s["provenance"]
+    assert prov["pyca"]["version"] == pyca.__version__
+    assert "lddmm --fixed" in prov["command"] and str(files["m"]) in prov["command"]
+    for role, name in (("fixed", "f"), ("moving", "m")):
+        rec = prov["inputs"][role]
+        assert rec["path"] == str(files[name])
+        assert rec["sha256"] == hashlib.sha256(files[name].read_bytes()).hexdigest()
+        assert rec["bytes"] == files[name].stat().st_size
+    assert prov["device"].startswith("cpu") and prov["device"] == s["device"]
+    assert prov["peak_memory"]["cpu_rss_bytes"] > 10 << 20
+    assert prov["peak_memory"]["gpu_bytes"] == 0  # a CPU run holds no device memory
+    assert s["params"]["sigma"] > 0  # the effective parameters, as before
+
+
+def test_checksum_is_streamed_and_matches_hashlib(tmp_path):
+    import hashlib
+
+    from pyca import _provenance
+
+    f = tmp_path / "big.bin"
+    data = bytes(range(256)) * 9000  # > 2 blocks of 1 MiB
+    f.write_bytes(data)
+    assert _provenance.sha256(f) == hashlib.sha256(data).hexdigest()
+    assert _provenance.describe_input(tmp_path / "missing.nii") == {"path": str(tmp_path / "missing.nii")}
+
+
+# ------------------------------------------------------------------------------------------------
+# Numbers shown to users
+def test_demo_jacobian_of_a_mild_deformation_is_around_one():
+    """The demo's deformation moves the ball's edge by a voxel or two: its Jacobian determinant must
+    bracket 1 (it showed [0.49, 0.80]: JacDetH per world unit on a 1 x 1 x 1.5 grid, 1/1.5 for the
+    identity)."""
+    p = _run("demo", "--size", "24", "--device", "cpu")
+    assert p.returncode == 0, p.stderr
+    lo, hi = map(float, re.search(r"det range\s+[0-9.]+ ms\s+= \[([-0-9.]+), ([-0-9.]+)\]", p.stdout).groups())
+    assert 0.5 < lo < 1.0 < hi < 2.0, (lo, hi)
+
+
+def _driver_loadable():
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+def test_info_without_a_driver_says_so():
+    import pyca
+
+    if pyca.cuda_available() or not pyca.core.built_with_cuda() or _driver_loadable():
+        pytest.skip("needs a CUDA build on a machine with no NVIDIA driver")
+    p = _run("info")
+    assert p.returncode == 0
+    assert "no NVIDIA driver" in p.stdout, p.stdout
+    assert "driver version is insufficient" not in p.stdout  # what the runtime says when there is none
+
+
+def test_progress_shows_the_step_in_voxels_and_energies_per_voxel(tmp_path):
+    p = _run("lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations", "4,4", "--time-steps", "2",
+             "--device", "cpu", "--no-report", "--out", str(tmp_path / "o"))
+    assert p.returncode == 0, p.stderr
+    steps = [float(x) for x in re.findall(r"step=~([0-9.e+-]+) vox", p.stderr)]
+    assert steps and all(1e-3 < s < 5 for s in steps), p.stderr  # not step=3.1e-17
+    assert "E/vox=" in p.stderr
+def test_device_memory_peak_counts_an_allocation():
+    """pyca.device_memory_peak(): the stream-ordered pool's high-water mark, at least an image's bytes
+    after one is allocated; reset_device_memory_peak() starts it again from what is held."""
+    import pyca as ca
+
+    if not hasattr(ca, "device_memory_peak"):
+        pytest.skip("this build predates device_memory_peak")
+    if not ca.cuda_available():
+        assert ca.device_memory_peak() == 0  # no GPU: nothing held, and asking starts nothing
+        pytest.skip(f"the rest needs a GPU: {ca.core.cuda_unavailable_reason()}")
+    im = ca.Image3D(ca.GridInfo(ca.Vec3Di(128, 128, 64)), ca.MEM_DEVICE)
+    ca.synchronize()
+    before = ca.device_memory_peak()
+    assert before >= 128 * 128 * 64 * 4
+    del im
+    ca.synchronize()
+    ca.reset_device_memory_peak()
+    small = ca.Image3D(ca.GridInfo(ca.Vec3Di(16, 16, 16)), ca.MEM_DEVICE)
+    ca.synchronize()
+    assert 16 ** 3 * 4 <= ca.device_memory_peak() <= before - 128 * 128 * 64 * 4 + 16 ** 3 * 4 + (1 << 21)
+    del small

@@ -93,7 +93,9 @@ def reference_energy(fixed, moving, velocities, p):
     for v in velocities:
         h = _compose_hv_inv(h, v, 1.0 / T, sp)
     match = np.sum((_apply_h(I0, h) - I1) ** 2) / p["sigma"] ** 2
-    sym = _fluid_symbol(I0.shape, sp, p["alpha"], p["gamma"], p["lpow"])
+    # L normalised so that K = L^-1 has gain 1 at the zero frequency (docs/lddmm.md, 'The kernel's scale')
+    sym = _fluid_symbol(I0.shape, sp, p["alpha"], p["gamma"], p["lpow"]) / (p["gamma"] ** p["lpow"] if p["gamma"] > 0
+                                                                           else 1.0)
     reg = 0.0
     for v in velocities:
         for c in range(3):
@@ -411,17 +413,17 @@ def test_output_folder_in_missing_parent(tmp_path, capsys):
 
 
 
-def test_fixed_step_refusal_names_the_kernels_gain():
-    # The refusal's gain, gamma^-lpow: a number, "unbounded" without gamma, and no OverflowError of its own
-    # where the power leaves the range of a double.
-    assert "gamma^-lpow = 3.9e+13" in lddmm._step_refused(dict(step=1e-4, gamma=0.02, lpow=8), 1, 1e-5, 8)
-    assert "gamma^-lpow = unbounded" in lddmm._step_refused(dict(step=1e-4, gamma=0.0, lpow=2), 2, 1e-5, 8)
-    assert "beyond the range of a double" in lddmm._step_refused(dict(step=0.1, gamma=1e-10, lpow=64), 1, 1e-3, 3)
+def test_fixed_step_refusal_names_why():
+    # K has gain 1 (gamma > 0): the refusal names the match term's weight 2 / sigma^2; without gamma,
+    # K's unbounded gain. Neither computes a power that could overflow.
+    assert "2 / sigma^2 = 2e+12" in lddmm._step_refused(dict(step=0.1, gamma=0.02, lpow=8, sigma=1e-6), 1, 1e-5, 8)
+    assert "unbounded" in lddmm._step_refused(dict(step=1e-4, gamma=0.0, lpow=2, sigma=0.05), 2, 1e-5, 8)
+    assert "step='auto'" in lddmm._step_refused(dict(step=0.1, gamma=1e-10, lpow=64, sigma=1e-3), 1, 1e-3, 3)
 
 
 def test_fixed_step_that_lowers_nothing_is_refused_before_any_output():
-    # A step of 1e-4 through the defaults' kernel (gain 4e13) overshoots in every halving: an error naming
-    # step='auto', not an identity map reported as a registration.
+    # A step of 0.1 with a match term weighted 2 / sigma^2 = 2e12 overshoots in every halving: an error
+    # naming step='auto', not an identity map reported as a registration.
     with pytest.raises(ValueError, match="none of 6 tries.*step='auto'"):
-        lddmm.register(*data.builtin_pair(size=(24, 24, 16)), scales=(1,), iterations=6, step=1e-4, affine="none",
-                       device="cpu")
+        lddmm.register(*data.builtin_pair(size=(24, 24, 16)), scales=(1,), iterations=6, step=0.1, sigma=1e-6,
+                       affine="none", device="cpu")

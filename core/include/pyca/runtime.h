@@ -17,6 +17,13 @@ std::string cudaUnavailableReason();
 int cudaDeviceCount();
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), driver 13.0, runtime 13.0" or the reason.
 std::string deviceInfo();
+// The most device memory pyca's allocations held at once, in bytes, on the current device since the
+// process started or the last resetDeviceMemoryPeak() (the stream-ordered pool's
+// cudaMemPoolAttrUsedMemHigh). 0 without CUDA, or where no CUDA context was ever created (nothing
+// was allocated there); asking starts no context.
+std::size_t deviceMemoryPeak();
+// Starts deviceMemoryPeak() again from the memory held now.
+void resetDeviceMemoryPeak();
 // Throws CudaError naming `what` when no GPU can be used.
 void requireCuda(const char* what);
 // The GPU pyca works on (PyCA's SetCUDADevice / GetCUDADevice). setDevice(d) makes d current for the
