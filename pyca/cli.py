@@ -32,13 +32,13 @@ _EPILOG_LDDMM = """\
 outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
 (H-fields, voxel coordinates), jacdet.nii.gz (det D phiinv), affine.mat (.txt), warp.nii.gz and
 inverse_warp.nii.gz (the transforms for ANTs/ITK and `pyca apply`, listed in summary.json in
-ants.apply_transforms' order: docs/transforms.md), report.png, summary.json; with the
+ants.apply_transforms' order; see the transforms page below), report.png, summary.json; with the
 built-in data also fixed.nii.gz and moving.nii.gz (.nii with --no-compress). Each file appears only
 when complete; summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad
 command line or input (nothing done), 3 the registration ran but failed (folds, collapsed structures,
 a match worse than the linear stage's, ssd/lncc on images of different contrasts: one line on stderr,
 "quality" in summary.json, outputs written; 0 with --allow-folds), 130 interrupted (Ctrl-C).
-Documentation (outputs, parameters, algorithm): """ + page("lddmm")
+Documentation (outputs, parameters, algorithm): """ + page("lddmm") + "\nTransforms: " + page("transforms")
 
 
 # Bounds of the built-in pair's size, checked while parsing (before any work). The registration

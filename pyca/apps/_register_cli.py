@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from .._docs import page
+
 _EPILOG = """\
 outputs (in --out): deformed.nii.gz (moving deformed onto fixed), phiinv.nii.gz and phi.nii.gz
 (H-fields, voxel coordinates: phiinv maps the fixed grid into the moving image on the fixed grid, phi
@@ -13,7 +15,8 @@ back), phiinv_full.nii.gz (moving voxel of each fixed voxel, linear stage includ
 (det D phiinv), labels.nii.gz (with --moving-labels), affine.txt, report.png, summary.json (with
 --method syn also the inverse consistency of phi and phiinv). Each file appears only when complete;
 summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad command line or
-input (nothing done), 130 interrupted (Ctrl-C). Algorithm, parameters: docs/syn.md."""
+input (nothing done), 130 interrupted (Ctrl-C).
+Documentation (algorithm, parameters): """ + page("syn")
 
 
 def _floats_or_ints(kind):
@@ -42,7 +45,7 @@ def add_parser(sub):
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
     p.add_argument("--method", default="syn", choices=["syn", "lddmm"], help="default %(default)s")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"], help="default %(default)s")
-    g = p.add_argument_group("syn (docs/syn.md)")
+    g = p.add_argument_group("syn")
     g.add_argument("--scales", type=_floats_or_ints(int), default=None,
                    help=f"downsampling factors, coarse to fine, ending with 1 (default {','.join(map(str, S['scales']))};"
                    " with --method lddmm, its own)")

@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 
+from .._docs import page
+
 __all__ = ["add_parser", "cmd_apply", "read_points", "write_points"]
 
 _EPILOG = """\
@@ -28,7 +30,8 @@ the input is in the moving space and comes onto the reference (fixed) grid; --in
 input onto a moving-space reference. Points (--points, a CSV with x, y, z columns, mm, NIfTI's RAS
 or ITK's LPS with --lps) go from the fixed space into the moving space, as
 ants.apply_transforms_to_points takes them (--inverse: the other way). Exit status: 0 done, 1 failed
-while working, 2 bad input (nothing written). Files and conventions: docs/transforms.md."""
+while working, 2 bad input (nothing written).
+Documentation (files and conventions): """ + page("transforms")
 
 
 def add_parser(sub):

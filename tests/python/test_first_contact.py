@@ -117,7 +117,7 @@ def test_documentation_url_in_metadata_and_help():
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
     assert meta["Documentation"] == DOCS_URL
-    for cmd in ("lddmm", "atlas", "register-batch"):
+    for cmd in ("lddmm", "atlas", "register-batch", "register", "apply"):
         p = _run(cmd, "--help")
         assert p.returncode == 0
         assert DOCS_URL in p.stdout, cmd
