@@ -82,6 +82,24 @@ def _flag(fields, key):
     return fields.get(key, "False").strip().lower() in ("true", "1", "yes")
 
 
+def data_file(path, what="load_image", fields=None):
+    """The data file a MetaImage header names (ElementDataFile; None for LOCAL or a list/pattern), a
+    path read from a file: resolved and kept in the header's folder (pyca._files.confined), so a header
+    cannot make pyca read a file elsewhere. MetaImageError otherwise."""
+    from ._files import PathError, confined
+
+    if fields is None:
+        fields, _ = _read_header(path, what)
+    datafile = fields.get("ElementDataFile", "LOCAL").strip()
+    if datafile.upper() == "LOCAL" or datafile.upper().startswith("LIST") or "%" in datafile \
+            or len(datafile.split()) > 1:
+        return None
+    try:
+        return confined(os.path.dirname(os.path.abspath(path)), datafile, what="ElementDataFile")
+    except PathError as e:
+        raise MetaImageError(f"{what} {path!r}: {e}") from None
+
+
 def read(path, what="load_image"):
     """(data, spacing, origin, direction) of a MetaImage file, in the file's frame: data indexed
     [x, y, z] (or [x, y, z, c] with several channels; z = 1 for a 2-D file) in the stored dtype,
@@ -131,7 +149,7 @@ def read(path, what="load_image"):
         raise MetaImageError(f"{what} {path!r}: ElementDataFile = {datafile!r} (a list or pattern of slice files) "
                              "is not supported; convert the image to one file")
     else:
-        src = datafile if os.path.isabs(datafile) else os.path.join(os.path.dirname(os.path.abspath(path)), datafile)
+        src = data_file(path, what, fields)
         offset = 0
         if not os.path.isfile(src):
             raise MetaImageError(f"{what} {path!r}: its data file {datafile!r} does not exist")

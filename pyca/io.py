@@ -242,6 +242,11 @@ def _read_metaimage(path, what):
 def _read_itk(path, what):
     if _metaimage.is_metaimage(path) and not simpleitk_available():
         return _read_metaimage(path, what)
+    if _metaimage.is_metaimage(path):  # its data file stays beside it, whoever reads it
+        try:
+            _metaimage.data_file(path, what)
+        except _metaimage.MetaImageError as e:
+            raise ImageFileError(str(e)) from None
     sitk = _sitk(path, what)
     try:
         img = sitk.ReadImage(path)

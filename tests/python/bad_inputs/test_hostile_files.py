@@ -138,3 +138,20 @@ def test_failed_write_names_the_final_file(tmp_path, monkeypatch):
         pio.save_image(im, str(tmp_path / "out.nii.gz"))
     assert "out.nii.gz" in str(e.value) and ".pyca-tmp" not in str(e.value) and e.value.errno == errno.ENOSPC
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["parent", "absolute"])
+def test_metaimage_data_file_must_stay_beside_its_header(tmp_path, where):
+    im = ca.Image3D((4, 4, 4))
+    im.fill(2.0)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    pio.save_image(im, str(sub / "x.mhd"))
+    raw = [f for f in os.listdir(sub) if not f.endswith(".mhd")][0]
+    os.replace(sub / raw, tmp_path / raw)  # the data now lies outside the header's folder
+    ref = f"../{raw}" if where == "parent" else str(tmp_path / raw)
+    text = (sub / "x.mhd").read_text()
+    lines = [ln if not ln.startswith("ElementDataFile") else f"ElementDataFile = {ref}" for ln in text.splitlines()]
+    (sub / "x.mhd").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"x.mhd.*ElementDataFile .* (leads outside|must be a relative path)"):
+        pio.load_image(str(sub / "x.mhd"))
