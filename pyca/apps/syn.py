@@ -42,7 +42,7 @@ from ..registration.transforms import coarse_grid, jacobian_det
 __all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_parser"]
 
 DEFAULTS = dict(
-    scales=(4, 2, 1), iterations=(80, 50, 25), radius=2, step=0.5, smooth_update=1.5, smooth_field=0.5,
+    scales=(4, 2, 1), iterations=(80, 50, 25), radius=2, step=0.35, smooth_update=1.5, smooth_field=0.5,
     inverse_iterations=20, tol=1e-3, optimiser="adam", adam_eps=1.0, min_iterations=10, normalize="foreground", percentiles=(0.5, 99.5), affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None, device="auto", names=None,
 )
