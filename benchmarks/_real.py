@@ -46,6 +46,9 @@ def hd95(a, b, spacing):
 
     if not a.any() or not b.any():
         return float("nan")
+    box = np.argwhere(a | b)  # the distances within the two sets' bounding box (and a voxel around)
+    lo, hi = np.maximum(box.min(0) - 1, 0), box.max(0) + 2
+    a, b = a[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], b[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
     sa = a & ~ndimage.binary_erosion(a)
     sb = b & ~ndimage.binary_erosion(b)
     da = ndimage.distance_transform_edt(~sb, sampling=spacing)[sa]

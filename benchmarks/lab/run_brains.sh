@@ -4,7 +4,8 @@
 # FireANTs SyN and greedy (torch), the prepared pair and the files as shipped through the CLI, both
 # directions. Needs, carried in the tree: .data/ (ch2bet.nii.gz and nilearn's three
 # mni_icbm152_*_09a files: benchmarks/_brains.py) and .whl/ (fireants, nibabel: scripts/offline-deps.sh).
-# Logs and JSON in $OUT (default /tmp/pyca-brains).
+# Logs and JSON in $OUT (default /tmp/pyca-brains). PYCA_BRAINS_MOVING=colin (or mni) runs one direction,
+# PYCA_BRAINS_SKIP_TESTS=1 skips the tests, PYCA_BRAINS_RAW=no|only, PYCA_BRAINS_METHODS, PYCA_BRAINS_PEERS.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -23,10 +24,11 @@ if ! PYCA_WITH_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -q 
 fi
 echo "build: $(( $(date +%s) - t0 )) s"
 export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH}
-(cd "$(mktemp -d)" && timeout 200 python3 -m pytest "$root/tests/python/test_syn.py" -c "$root/pyproject.toml" \
+[ -n "${PYCA_BRAINS_SKIP_TESTS:-}" ] || (cd "$(mktemp -d)" && timeout 200 python3 -m pytest "$root/tests/python/test_syn.py" -c "$root/pyproject.toml" \
   --rootdir "$root" -q -p no:cacheprovider >"$OUT/pytest.log" 2>&1)
-grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
-tail -1 "$OUT/pytest.log"
+grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" 2>/dev/null | head -20
+tail -1 "$OUT/pytest.log" 2>/dev/null
 timeout ${PYCA_BRAINS_TIMEOUT:-420} python3 benchmarks/bench_brain.py --pairs real --resolution ${PYCA_BRAINS_MM:-1} \
-  --device gpu --peers fireants,fireants-greedy --methods ${PYCA_BRAINS_METHODS:-syn,lddmm} --raw yes \
+  --device gpu --peers ${PYCA_BRAINS_PEERS:-fireants,fireants-greedy} --methods ${PYCA_BRAINS_METHODS:-syn,lddmm} \
+  --raw ${PYCA_BRAINS_RAW:-yes} --moving ${PYCA_BRAINS_MOVING:-colin,mni} \
   --json "$OUT/real.json" 2>&1 | tee "$OUT/real.txt"
