@@ -581,3 +581,12 @@ def PyCACommit():
 def PyCABranch():
     """Where this build comes from: 'pyca' (PyCA returned its git branch)."""
     return "pyca"
+
+
+# PyCA.Common's NumPy file helpers and extension dispatch (PyCA's PyCAIO)
+from ._common_io import (  # noqa: E402
+    LoadField, LoadFieldNPZ, LoadImage, LoadImageDCM, LoadImageNPY, LoadImageNPZ, SaveField, SaveFieldNPZ, SaveImage,
+    SaveImageNPY, SaveImageNPZ)
+
+__all__ += ["SaveImageNPY", "LoadImageNPY", "SaveImageNPZ", "LoadImageNPZ", "SaveFieldNPZ", "LoadFieldNPZ",
+            "LoadImageDCM", "SaveImage", "LoadImage", "SaveField", "LoadField"]

@@ -145,3 +145,40 @@ def test_pyca_io_reads_and_writes_metaimage_without_simpleitk(tmp_path, monkeypa
     s = sitk.ReadImage(out)
     assert s.GetOrigin() == (10.0, -20.0, 30.0)  # back in the file's LPS frame: as written
     np.testing.assert_array_equal(sitk.GetArrayFromImage(s).T, a)
+
+
+# ------------------------------------------------------------------------------------------------
+# PyCA's .npz / .npy files (PyCAIO) and the extension dispatch
+def test_npz_files_in_pycas_layout(tmp_path):
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (6, 5, 4)).astype(np.float32)
+    f = rng.uniform(-1, 1, (6, 5, 4, 3)).astype(np.float32)
+    # as PyCA wrote them: data [x, y, z] (fields [x, y, z, 3]), origin, spacing
+    np.savez_compressed(str(tmp_path / "i.npz"), data=a, origin=[1.0, 2.0, 3.0], spacing=[0.5, 1.5, 2.0])
+    np.savez(str(tmp_path / "f.npz"), data=f, origin=[-1.0, 0.0, 4.0], spacing=[1.0, 1.0, 3.0])
+    im = common.LoadImage(str(tmp_path / "i.npz"))
+    fl = common.LoadField(str(tmp_path / "f.npz"))
+    assert im.origin().tolist() == [1.0, 2.0, 3.0] and im.spacing().tolist() == [0.5, 1.5, 2.0]
+    assert fl.origin().tolist() == [-1.0, 0.0, 4.0] and fl.spacing().tolist() == [1.0, 1.0, 3.0]
+    np.testing.assert_array_equal(im.numpy(), a)
+    np.testing.assert_array_equal(fl.numpy(), f)
+    common.SaveImage(im, str(tmp_path / "j.npz"))
+    common.SaveField(fl, str(tmp_path / "g.npz"), useCompression=False)
+    with np.load(str(tmp_path / "j.npz")) as z:
+        assert sorted(z.files) == ["data", "origin", "spacing"]
+        np.testing.assert_array_equal(z["data"], a)
+        np.testing.assert_array_equal(z["spacing"], [0.5, 1.5, 2.0])
+    with np.load(str(tmp_path / "g.npz")) as z:
+        np.testing.assert_array_equal(z["data"], f)
+    common.SaveImage(im, str(tmp_path / "k.npy"))
+    np.testing.assert_array_equal(np.load(str(tmp_path / "k.npy")), a)
+    assert common.LoadImage(str(tmp_path / "k.npy")).grid() == ca.GridInfo(ca.Vec3Di(6, 5, 4))
+    common.SaveImage(im, str(tmp_path / "m.mhd"))  # anything else: SaveITKImage
+    assert common.LoadImage(str(tmp_path / "m.mhd")).grid() == im.grid()
+    with pytest.raises(ValueError, match="npy field format"):
+        common.SaveField(fl, str(tmp_path / "x.npy"))
+    with pytest.raises(NotImplementedError, match="DICOM"):
+        common.LoadImage(str(tmp_path / "x.dcm"))
+    np.savez(str(tmp_path / "bad.npz"), data=a, origin=[1.0, 2.0], spacing=[1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="origin must be 3 finite numbers"):
+        common.LoadImageNPZ(str(tmp_path / "bad.npz"))

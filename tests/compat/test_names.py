@@ -53,7 +53,8 @@ COMMON = ["ImFromNPArr", "FieldFromNPArr", "AsNPCopy", "IsImage3D", "IsField3D",
           "ExtractSliceVF", "ExtractSliceArrVF", "ComposeDef", "SaveSliceStack", "Distribute", "Mkdir_p",
           "TukeyWindow", "TukeyWindow1D", "AddWhiteNoise", "GaussianBlur", "DrawEllipse", "GetNumberOfCUDADevices",
           "CheckCUDAError", "DebugHere", "GetOuterFrame", "PyCAVersion", "PyCAVersionMajor", "PyCAVersionMinor",
-          "PyCACommit", "PyCABranch"]
+          "PyCACommit", "PyCABranch", "SaveImageNPY", "LoadImageNPY", "SaveImageNPZ", "LoadImageNPZ", "SaveFieldNPZ",
+          "LoadFieldNPZ", "SaveImage", "LoadImage", "SaveField", "LoadField"]
 
 DISPLAY = ["DispImage", "GridPlot", "JacDetPlot", "JacDetCMap", "Quiver", "EnergyPlot", "SaveSlice", "SaveThreePaneArr",
            "DefSeriesIter", "ExtractSliceFunc", "GenDefFrames", "SampleCMap"]
