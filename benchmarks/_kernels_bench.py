@@ -37,19 +37,20 @@ def apply_h(out: ca.Image3D, im: ca.Image3D, h: ca.Field3D):
 
 @ca.kernel(check_sizes=False, parity_skip="the weights image needs its own size (benchmark kernel)")
 def gauss_pass(out: ca.Image3D, im: ca.Image3D, w: ca.Image3D, r: int, axis: int):
-    """One pass of a separable filter along `axis`: out = sum_d w[d + r] im[. + d along axis]
-    (the border value beyond the border)."""
+    """One pass of a symmetric separable filter along `axis`, as pyca's GaussianFilter computes it:
+    out = w[0] im + sum_{d=1..r} w[d] (im[. - d] + im[. + d]) along axis, w the half kernel (the
+    border value beyond the border)."""
     i, j, k = ca.index()
-    s = 0.0
+    s = w[0, 0, 0] * im[i, j, k]
     if axis == 0:
-        for d in range(-r, r + 1):
-            s += w[d + r, 0, 0] * im[i + d, j, k]
+        for d in range(1, r + 1):
+            s += w[d, 0, 0] * (im[i - d, j, k] + im[i + d, j, k])
     elif axis == 1:
-        for d in range(-r, r + 1):
-            s += w[d + r, 0, 0] * im[i, j + d, k]
+        for d in range(1, r + 1):
+            s += w[d, 0, 0] * (im[i, j - d, k] + im[i, j + d, k])
     else:
-        for d in range(-r, r + 1):
-            s += w[d + r, 0, 0] * im[i, j, k + d]
+        for d in range(1, r + 1):
+            s += w[d, 0, 0] * (im[i, j, k - d] + im[i, j, k + d])
     out[i, j, k] = s
 
 
@@ -61,10 +62,12 @@ def gauss3(out, im, tmp, w, r):
 
 
 def gauss_weights(sigma):
+    """(half kernel w[0..r], r): w[0] the centre weight, w[d] that of the samples at -d and +d, the
+    full kernel summing to 1, radius 4 sigma (math::gaussianHalfKernel's weights)."""
     r = int(4 * sigma + 0.5)
     d = np.arange(-r, r + 1, dtype=np.float64)
     w = np.exp(-d * d / (2 * sigma * sigma))
-    return (w / w.sum()).astype(np.float32), r
+    return (w / w.sum())[r:].astype(np.float32), r
 
 
 _numba_cpu = None
@@ -107,10 +110,9 @@ def numba_cpu():
             for k in prange(nz):
                 for j in range(ny):
                     for i in range(nx):
-                        s = np.float32(0)
-                        for d in range(-r, r + 1):
-                            kk = min(max(k + d, 0), nz - 1)
-                            s += w[d + r] * a[i, j, kk]
+                        s = w[0] * a[i, j, k]
+                        for d in range(1, r + 1):
+                            s += w[d] * (a[i, j, max(k - d, 0)] + a[i, j, min(k + d, nz - 1)])
                         out[i, j, k] = s
 
         _numba_cpu = {"apply_h": nb_apply_h, "gauss_z": nb_gauss_z}
@@ -158,10 +160,9 @@ def numba_gpu():
             nx, ny, nz = a.shape
             if i >= nx or j >= ny or k >= nz:
                 return
-            s = 0.0
-            for d in range(-r, r + 1):
-                kk = min(max(k + d, 0), nz - 1)
-                s += w[d + r] * a[i, j, kk]
+            s = w[0] * a[i, j, k]
+            for d in range(1, r + 1):
+                s += w[d] * (a[i, j, max(k - d, 0)] + a[i, j, min(k + d, nz - 1)])
             out[i, j, k] = s
 
         def launcher(kern):
@@ -214,10 +215,9 @@ def warp_kernels():
         def w_gauss_z(out: wp.array3d(dtype=float), a: wp.array3d(dtype=float), w: wp.array(dtype=float), r: int):
             k, j, i = wp.tid()
             nz = a.shape[0]
-            s = float(0.0)
-            for d in range(-r, r + 1):
-                kk = wp.min(wp.max(k + d, 0), nz - 1)
-                s += w[d + r] * a[kk, j, i]
+            s = w[0] * a[k, j, i]
+            for d in range(1, r + 1):
+                s += w[d] * (a[wp.max(k - d, 0), j, i] + a[wp.min(k + d, nz - 1), j, i])
             out[k, j, i] = s
 
         def c_view(x):  # Fortran [x, y, z(, c)] -> C [(c,) z, y, x], the same bytes

@@ -105,6 +105,73 @@ PYCA_HD void wrf(const pyca::FieldView& a, int i, int j, int k, int c, float v, 
 #endif
 }
 
+#if !defined(__CUDACC__)
+// The strip bodies of the CPU (pyca/kernels/strip.py): up to PYCA_K_W voxels of a row at a time, each
+// statement that varies along x a loop over the strip's lanes.
+#define PYCA_K_W 256
+#if defined(__clang__)
+#define PYCA_K_LANES _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define PYCA_K_LANES _Pragma("GCC ivdep")
+#endif
+// Rows of clamped values for reads im[i + u, j', k'] whose strip crosses the grid's x border: one per
+// read of the source, filled once per strip and row with PYCA_K_PAD values beyond each end, so that the
+// taps of a stencil along x (u = -r .. r) share one copy.
+#define PYCA_K_PAD 32
+struct RowCache {
+  const float* row = nullptr;
+  long long i0 = 0;
+  float v[PYCA_K_W + 2 * PYCA_K_PAD];
+};
+// v[t] = row[clamp(x0 + t)] for t < m (row of nx values).
+inline void clampedCopy(float* v, const float* row, long long nx, long long x0, long long m) {
+  const long long a = x0 < 0 ? (-x0 < m ? -x0 : m) : 0;  // [0, a) before the row, [a, b) in it, [b, m) after
+  const long long e = nx - x0, b = e < a ? a : (e > m ? m : e);
+  for (long long t = 0; t < a; ++t) v[t] = row[0];
+  if (b > a) __builtin_memcpy(v + a, row + x0 + a, sizeof(float) * static_cast<unsigned long>(b - a));
+  for (long long t = b; t < m; ++t) v[t] = row[nx - 1];
+}
+// The n values a[x0 + l, j, k] (l < n), clamped to the grid as rd: a pointer into the image when they
+// lie in the row, else into c (the strip starts at i0).
+inline const float* rowOf(const float* base, const pyca::Vec3Di& s, long long x0, int j, int k, int n, long long i0,
+                          RowCache& c) {
+  const float* row = base + (static_cast<long long>(clampi(k, s.z)) * s.y + clampi(j, s.y)) * static_cast<long long>(s.x);
+  if (x0 >= 0 && x0 + n <= s.x) return row + x0;
+  const long long u = x0 - i0;
+  if (u >= -PYCA_K_PAD && u <= PYCA_K_PAD) {
+    if (c.row != row || c.i0 != i0) {
+      clampedCopy(c.v, row, s.x, i0 - PYCA_K_PAD, n + 2 * PYCA_K_PAD);
+      c.row = row;
+      c.i0 = i0;
+    }
+    return c.v + PYCA_K_PAD + u;
+  }
+  c.row = nullptr;
+  clampedCopy(c.v, row, s.x, x0, n);
+  return c.v;
+}
+template <class Idx>
+inline const float* rdrow(const pyca::ImageView& a, int x0, int j, int k, int n, int i0, RowCache& c) {
+  return rowOf(a.data, a.size, x0, j, k, n, i0, c);
+}
+template <class Idx>
+inline const float* rdfrow(const pyca::FieldView& a, int x0, int j, int k, int comp, int n, int i0, RowCache& c) {
+  return rowOf(plane(a, comp), a.size, x0, j, k, n, i0, c);
+}
+// The row a[i0 .. i0 + n - 1, j, k] to store into when it lies inside the grid, else nullptr (the
+// strip then stores voxel by voxel with wr's checks).
+template <class Idx>
+inline float* wrrow(const pyca::ImageView& a, int i0, int j, int k, int n) {
+  if (!(inside(a, i0, j, k) & (static_cast<long long>(i0) + n <= a.size.x))) return nullptr;
+  return a.data + lin<long long>(a, i0, j, k);
+}
+template <class Idx>
+inline float* wrfrow(const pyca::FieldView& a, int i0, int j, int k, int c, int n) {
+  if (!(inside(a, i0, j, k) & (c >= 0) & (c <= 2) & (static_cast<long long>(i0) + n <= a.size.x))) return nullptr;
+  return const_cast<float*>(plane(a, c)) + lin<long long>(a, i0, j, k);
+}
+#endif
+
 // Python's // and % (the result of % has the divisor's sign); integer division by zero gives 0
 // (and the CPU call raises ZeroDivisionError).
 PYCA_HD int floordiv(int a, int b, Err* e, int line) {

@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import cuda as _cuda
 from ..dispatch import DispatchedOp
 from . import host as _host
+from .strip import NotUniform, StripTranslator, strip_body
 from .translate import ARRAY_TYPES, Context, FuncTranslator, KernelSyntaxError, function_node
 
 __all__ = ["Kernel", "kernel", "CompiledSource", "assemble", "runtime_header"]
@@ -180,6 +181,14 @@ class Kernel(DispatchedOp):
         body = FuncTranslator(fn, node, lines, filename, ctx, kind="kernel", param_types=self._kinds,
                               cname=f"{self._cname}_body").translate()
         names = list(self._kinds)
+        strip = None
+        if "PYCA_K_SCALAR_LOOP" in body:  # a loop in the body: run it per strip of a row when it can be
+            try:
+                strip = strip_body(lambda force: StripTranslator(
+                    fn, node, lines, filename, ctx, kind="kernel", param_types=self._kinds,
+                    cname=f"{self._cname}_strip", force_v=force), f"{self._cname}_strip", self._kinds, names)
+            except (NotUniform, KernelSyntaxError):
+                strip = None
         dom = f"p_{self._domain}"
         dparams = ", ".join(f"{_PARAM_C[self._kinds[n]][0]} p_{n}" for n in names)
         call = ", ".join(f"p_{n}" for n in names)
@@ -200,7 +209,7 @@ class Kernel(DispatchedOp):
         most = " ".join(f"if (p_{n}.nVox() > most) most = p_{n}.nVox();" for n in arrays)
         # The voxel loop, once per index type. Iterations are independent (a kernel that reads a voxel
         # another iteration writes races, as on the GPU), which ivdep / assume_safety tell the compiler.
-        host = (f"template <class Idx>\nstatic void {self._cname}_rows({', '.join(refs)}, pyca_k::Err* err) {{\n"
+        host = ((strip or "") + f"template <class Idx>\nstatic void {self._cname}_rows({', '.join(refs)}, pyca_k::Err* err) {{\n"
                 f"  const int nx = {dom}.size.x, ny = {dom}.size.y;\n"
                 f"  const long long rows = (long long)ny * {dom}.size.z;\n"
                 f"#pragma omp parallel for schedule(static) num_threads(pyca::detail::threadsFor(std::size_t(rows) * nx))\n"
@@ -208,7 +217,10 @@ class Kernel(DispatchedOp):
                 f"    const int j = int(r % ny), k = int(r / ny);\n"
                 f"    pyca_k::Err row{{0}};\n"
                 f"#if defined(__clang__)\n#pragma clang loop vectorize(assume_safety)\n#else\n#pragma GCC ivdep\n#endif\n"
-                f"    for (int i = 0; i < nx; ++i) {self._cname}_body<Idx>(i, j, k, {call}, &row);\n"
+                + (f"    for (int i = 0; i < nx; ++i) {self._cname}_body<Idx>(i, j, k, {call}, &row);\n" if strip is None
+                   else f"    for (int i0 = 0; i0 < nx; i0 += PYCA_K_W)\n"
+                        f"      {self._cname}_strip<Idx>(i0, nx - i0 < PYCA_K_W ? nx - i0 : PYCA_K_W, j, k, {call}, &row);\n")
+                + 
                 f"    pyca_k::merge(err, row);\n"
                 f"  }}\n}}\n"
                 f'extern "C" int {self._cname}_cpu({", ".join(hparams + ["int* pyca_line"])}) {{\n{unpack}'

@@ -193,6 +193,65 @@ def test_cpu_run_time_errors_are_exceptions(mode, exc, text):
     assert "field_ops" in str(e.value) and "line" in str(e.value)
 
 
+# Kernels whose loops are uniform along x run as strips of a row on the CPU (pyca/kernels/strip.py):
+# rows longer than a strip (PYCA_K_W = 256), reads beyond both x borders (also beyond the strip's
+# padding), along y and z, of fields, affine and varying locals, helpers, a while loop.
+@ca.kernel(check_sizes=False, parity_skip="sizes of its own (strip test kernel)")
+def stripped(out: ca.Image3D, f: ca.Field3D, im: ca.Image3D, r: int, axis: int, s: float):
+    i, j, k = ca.index()
+    acc = 0.0
+    if axis == 0:
+        for d in range(-r, r + 1):
+            acc += (r + 1 - abs(d)) * im[i + d, j, k]
+    else:
+        for d in range(-r, r + 1):
+            acc += im[i, j + d, k - d] * s
+    ii = i + 1
+    xf = i + 0.5
+    a, b = im[ii + 40, j, k], im[i - 45, j, k]
+    t = 0
+    while t < 2:
+        acc += f[i - t, j, k, t] + smooth(a, b, s) - xf * 0.001
+        t += 1
+    q = int(acc * 10.0) // 3 if acc > 0 else -1
+    out[i, j, k] = acc + q + a - b
+
+
+@ca.kernel(check_sizes=False, parity_skip="sizes of its own (strip test kernel)")
+def stripped_errors(out: ca.Image3D, im: ca.Image3D, shift: int, div: int):
+    i, j, k = ca.index()
+    acc = 0.0
+    for d in range(2):
+        acc += im[i + d, j, k]
+    out[i + shift, j, k] = acc + i // div
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_strip_kernels_match_python(axis):
+    shape = (300, 4, 3)
+    a, f = rand(31, shape), rand(32, shape + (3,))
+    out = ca.Image3D(ca.GridInfo(shape))
+    stripped(out, ca.Field3D.from_array(np.asfortranarray(f), ca.GridInfo(shape)), image(a), 3, axis, 0.7)
+    assert "pyca_k_stripped_strip" in stripped.source  # the strip body is the one run on the CPU
+    ref = python_reference(stripped, [f.astype(np.float64), a.astype(np.float64)], [3, axis, 0.7], shape)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=2e-5, atol=2e-4)
+
+
+def test_strip_kernels_report_errors():
+    shape = (300, 2, 2)
+    a = rand(33, shape)
+    out = ca.Image3D(ca.GridInfo(shape))
+    stripped_errors(out, image(a), 0, 1)
+    ref = a + np.concatenate([a[1:], a[-1:]]) + np.arange(300)[:, None, None]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
+    out2 = ca.Image3D(ca.GridInfo(shape))
+    with pytest.raises(IndexError, match="wrote outside the grid"):
+        stripped_errors(out2, image(a), 1, 1)
+    np.testing.assert_array_equal(out2.numpy()[1:], out.numpy()[:-1])  # the writes inside the grid are done
+    with pytest.raises(ZeroDivisionError, match="line"):
+        stripped_errors(out2, image(a), 0, 0)
+
+
 # ------------------------------------------------------------------------------------------------
 # Refusals: at the first compilation, one line naming the function, the line and the construct.
 def _k_try(out: ca.Image3D):
@@ -461,7 +520,7 @@ def _nvrtc_available() -> bool:
 @pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
 def test_cuda_half_compiles_with_nvrtc():
     """The CUDA half of every generated source compiles (NVRTC needs no GPU; PTX here)."""
-    for k in (everything, saxpy, field_ops):
+    for k in (everything, saxpy, field_ops, stripped, stripped_errors):
         k.compile(cpu=False, gpu=True)
     from pyca.kernels import patterns
 
