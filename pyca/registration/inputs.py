@@ -118,6 +118,10 @@ class LabelImage:
         """The values (an integer array, x, y, z)."""
         return self._values
 
+    def __array__(self, dtype=None, copy=None):
+        """np.asarray(labels): the integer values, as np.asarray(image) gives an Image3D's voxels."""
+        return self._values if dtype is None else self._values.astype(dtype)
+
     def memType(self):  # noqa: N802 - pyca's spelling, so a LabelImage passes where images are listed
         return ca.MEM_HOST
 
