@@ -52,21 +52,26 @@ class CompiledSource:
         self.name = name
         self.cpu_entries = dict(cpu_entries)  # C name -> (argtypes, restype)
         self._lib = None
+        self._lib64 = None
         self._module = None
         self.cpu_cache_hit = None
         self._lock = threading.Lock()
 
-    def cpu(self, entry: str):
-        if self._lib is None:
+    def cpu(self, entry: str, wide: bool = False):
+        """The CPU entry; wide: the build with 64-bit voxel indices (PYCA_K_IDX64), for arrays of 2^31
+        voxels or more (a source that knows the macro builds it; compiled at its first use)."""
+        attr = "_lib64" if wide else "_lib"
+        if getattr(self, attr) is None:
             with self._lock:
-                if self._lib is None:
-                    lib, how = _host.compile_shared(self.source, self.name)
+                if getattr(self, attr) is None:
+                    src = ("#define PYCA_K_IDX64\n" + self.source) if wide else self.source
+                    lib, how = _host.compile_shared(src, self.name)
                     for n, (argtypes, restype) in self.cpu_entries.items():
                         fn = getattr(lib, n)
                         fn.argtypes, fn.restype = argtypes, restype
                     self.cpu_cache_hit = how
-                    self._lib = lib
-        return getattr(self._lib, entry)
+                    setattr(self, attr, lib)
+        return getattr(getattr(self, attr), entry)
 
     @property
     def module(self) -> _cuda.SourceModule:
@@ -108,6 +113,9 @@ _ERRORS = {1: (IndexError, "wrote outside the grid of an output (line {line}): w
            2: (ZeroDivisionError, "integer division or modulo by zero (line {line})"),
            3: (ValueError, "range() step is 0 (line {line})"),
            4: (ValueError, "int() of NaN or of a float beyond the 32-bit int range (line {line}); it gave 0")}
+
+
+_WIDE = 1 << 31  # arrays of this many voxels or more run the build with 64-bit indices
 
 
 def raise_cpu_error(name: str, filename: str, code: int, line: int):
@@ -225,8 +233,9 @@ class Kernel(DispatchedOp):
                 f"  }}\n}}\n"
                 f'extern "C" int {self._cname}_cpu({", ".join(hparams + ["int* pyca_line"])}) {{\n{unpack}'
                 f"  pyca_k::Err err{{0}};\n  unsigned long long most = 0;\n  {most}\n"
-                f"  if (most < (1ull << 31))\n    {self._cname}_rows<int>({call}, &err);\n"
-                f"  else\n    {self._cname}_rows<long long>({call}, &err);\n"
+                f"#if !defined(PYCA_K_IDX64)\n  if (most >= (1ull << 31)) return 5;\n"
+                f"  {self._cname}_rows<int>({call}, &err);\n#else\n"
+                f"  {self._cname}_rows<long long>({call}, &err);\n#endif\n"
                 f"  *pyca_line = err.v & 0xffffff;\n  return err.v >> 24;\n}}\n")
         src = assemble(f"kernel {fn.__qualname__} ({self._where})", ctx.helpers + [body], device, host)
         return CompiledSource(src, self._cname, {f"{self._cname}_cpu": (self._cpu_types + [ctypes.POINTER(ctypes.c_int)],
@@ -250,6 +259,8 @@ class Kernel(DispatchedOp):
         c = self._translate()
         entry = c.cpu(f"{self._cname}_cpu")
         packed = [p(a) if p is not None else a for p, a in zip(self._packers, args)]
+        if any(p is not None and v.size[0] * v.size[1] * v.size[2] >= _WIDE for p, v in zip(self._packers, packed)):
+            entry = c.cpu(f"{self._cname}_cpu", wide=True)
         line = ctypes.c_int(0)
         code = entry(*packed, ctypes.byref(line))
         if code:

@@ -5,6 +5,7 @@ Also: refusals of unsupported constructs, the dispatcher's checks and messages, 
 disk cache across processes, ca.map/reduce/scan against NumPy, ca.on_device."""
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import subprocess
@@ -224,6 +225,21 @@ def stripped_errors(out: ca.Image3D, im: ca.Image3D, shift: int, div: int):
     for d in range(2):
         acc += im[i + d, j, k]
     out[i + shift, j, k] = acc + i // div
+
+
+def test_the_64_bit_index_build_gives_the_same_result():
+    """Arrays of 2^31 voxels or more run a build with 64-bit indices (too big to allocate in a test:
+    its entry is called directly on small arrays, against the 32-bit build)."""
+    from pyca.kernels import host
+
+    shape = (300, 3, 2)
+    a = rand(34, shape)
+    out, out64 = (ca.Image3D(ca.GridInfo(shape)) for _ in range(2))
+    stripped_errors(out, image(a), 0, 1)
+    entry = stripped_errors._translate().cpu("pyca_k_stripped_errors_cpu", wide=True)
+    line = ctypes.c_int(0)
+    assert entry(host.image_view(out64), host.image_view(image(a)), 0, 1, ctypes.byref(line)) == 0
+    np.testing.assert_array_equal(out64.numpy(), out.numpy())
 
 
 @pytest.mark.parametrize("axis", [0, 1])
