@@ -45,7 +45,7 @@ METRICS = ("ssd", "lncc", "mi")
 # sigma and alpha used when none is given (intensities normalised to [0, 1]); chosen by the
 # measurements of docs/lddmm.md ("Defaults for T1 brain MRI"; sigma: "The kernel's scale", for K
 # of gain 1 at the zero frequency).
-DEFAULT_SIGMA = {"ssd": 0.005, "lncc": 0.03, "mi": 0.03}
+DEFAULT_SIGMA = {"ssd": 0.007, "lncc": 0.03, "mi": 0.03}
 DEFAULT_ALPHA = {"ssd": 1.0, "lncc": 2.0, "mi": 2.0}
 MI_BINS = 32  # bins per image of the MI metric (docs/lddmm.md)
 
