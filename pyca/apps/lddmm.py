@@ -34,16 +34,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import core as ca
-from .. import io as pio
 from . import affine
 from ._device import wait
 from ._lddmm_outputs import make_report, write_outputs
 from ..registration import intensities, optimisers, parameters
 from ..registration import quality as _quality
-from ..registration.inputs import LabelImage, on_grid
+from ..registration.inputs import (LabelImage, as_image, binary, check_inputs, check_overlap, linear_kind,
+                                   on_fixed, placed_inputs)
 from ..registration.metrics import SSD, make_metric, metric_class
 from ..registration.parameters import INTERP_BLUR, NORMALIZE
-from ..registration.transforms import coarse_grid, jacobian_det, same_grid
+from ..registration.transforms import coarse_grid, jacobian_det
 from ._lddmm_solver import _Level
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
@@ -58,8 +58,6 @@ _normalised, _histogram_matched = intensities.normalised, intensities.histogram_
 _gain_corrected, _fixed_blur_sigma = intensities.gain_corrected, intensities.fixed_blur_sigma
 
 _AFFINE_SCALES, _AFFINE_ITERATIONS = (4, 2), (60, 30)
-
-_MIN_SIZE = 4  # smallest extent of a registered axis (z may be 1: a 2-D image)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -88,140 +86,12 @@ def resolve_device(device):
     return ca.MEM_HOST, f"cpu ({os.cpu_count()} cores; {ca.cpu_vector_info()})"
 
 
-def _as_image(x, name):
-    if isinstance(x, ca.Image3D):
-        return x
-    if isinstance(x, ca.Field3D):
-        raise TypeError(f"lddmm: {name} must be an image (Image3D), got a Field3D")
-    if isinstance(x, (str, os.PathLike)):
-        return pio.load_image(x)
-    if isinstance(x, np.ndarray):
-        if x.ndim not in (2, 3):
-            raise ValueError(f"lddmm: {name} must be a 2-D or 3-D array, got shape {x.shape}")
-        return ca.Image3D.from_array(np.asfortranarray(x, dtype=np.float32))
-    raise TypeError(f"lddmm: {name} must be an Image3D, a NumPy array or a file path, not {type(x).__name__}")
-
-
-def _label(role, names):
-    """'the moving image (m.nii.gz)' for messages: the file when one was given."""
-    what = {"fixed": "the fixed image", "moving": "the moving image", "fixed_mask": "the fixed mask",
-            "moving_mask": "the moving mask", "moving_labels": "the moving labels"}[role]
-    return f"{what} ({names[role]})" if names.get(role) else what
-
-
-def _check_finite(im, role, names):
-    lo, hi = ca.MinMax(im)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        raise ValueError(f"lddmm: {_label(role, names)} holds NaN or infinite values")
-    return lo, hi
-
-
-def placed_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, moving_labels=None):
-    """{'fixed_mask', 'moving_mask': Image3D or None, 'moving_labels': LabelImage or None}: each mask and
-    label map on its image's grid, placed by its own affine (pyca.registration.inputs: a mask stored in
-    another orientation, origin or resolution is resampled where it lies in the world, never matched by
-    size); labels keep their integer values."""
-    names = names or {}
-    out = {}
-    for role, im, g in (("fixed_mask", fixed_mask, fixed.grid()), ("moving_mask", moving_mask, moving.grid())):
-        if im is not None:
-            _check_finite(im, role, names)
-        out[role] = on_grid(im, g, nearest=True) if im is not None else None
-    out["moving_labels"] = None
-    if moving_labels is not None:
-        lab = LabelImage.of(moving_labels, f"lddmm: {_label('moving_labels', names)}")
-        out["moving_labels"] = lab.on_grid(moving.grid())
-    return out
-
-
-def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, moving_labels=None):
-    """Checks that the images (and masks, labels) can be registered, before any work; returns a note
-    on how the moving image is brought onto the fixed grid. names: role -> file name, for messages."""
-    names = names or {}
-    gf, gm = fixed.grid(), moving.grid()
-    for role, g in (("fixed", gf), ("moving", gm)):
-        s = tuple(g.size())
-        if (s[2] != 1 and min(s) < _MIN_SIZE) or min(s[:2]) < _MIN_SIZE:
-            raise ValueError(f"lddmm: {_label(role, names)}'s grid {s} is too small to register (each axis needs "
-                             f"at least {_MIN_SIZE} voxels; z = 1 for a 2-D image)")
-    if (gf.size().z == 1) != (gm.size().z == 1):
-        raise ValueError(f"lddmm: cannot register a 2-D image with a 3-D one (fixed {tuple(gf.size())}, moving "
-                         f"{tuple(gm.size())})")
-    for role, im in (("fixed", fixed), ("moving", moving)):
-        lo, hi = _check_finite(im, role, names)
-        if hi <= lo:
-            raise ValueError(f"lddmm: {_label(role, names)} is constant ({lo}): nothing to register")
-    placed = placed_inputs(fixed, moving, names, fixed_mask, moving_mask, moving_labels)
-    for role in ("fixed_mask", "moving_mask"):
-        if placed[role] is not None:
-            lo, hi = _check_finite(placed[role], role, names)
-            if not hi > 0:
-                raise ValueError(f"lddmm: {_label(role, names)} is empty on its image's grid (no voxel > 0)")
-    if same_grid(gf, gm):
-        return "same grid (voxel to voxel)"
-    return f"moving resampled onto the fixed grid in world coordinates (moving grid {gm})"
-
-
-def _check_overlap(H, gm, names):
-    """After the linear stage: some fixed voxels must map inside the moving grid."""
-    s = np.array(tuple(gm.size()), float)
-    inside = 0.0
-    mem = H.memType()
-    c = ca.Image3D(H.grid(), mem)
-    acc = ca.Image3D(H.grid(), mem)
-    ca.SetMem(acc, 1.0)
-    for d in range(3 if gm.size().z > 1 else 2):
-        ca.Copy(c, H, d)
-        lo = ca.Image3D(H.grid(), mem)
-        ca.GTC(lo, c, -0.5)
-        ca.Mul_I(acc, lo)
-        ca.LTC(lo, c, float(s[d]) - 0.5)
-        ca.Mul_I(acc, lo)
-    inside = float(ca.Sum(acc))
-    if inside < 0.01 * H.grid().nVox():
-        raise ValueError(f"lddmm: the fields of view of {_label('fixed', names)} and {_label('moving', names)} do "
-                         f"not overlap after the linear stage ({inside / H.grid().nVox():.1%} of the fixed grid "
-                         "maps inside the moving image)")
-
-
-def _binary(im, mem):
-    if im is None:
-        return None
-    out = im.clone(mem)
-    ca.GTC_I(out, 0.0)
-    return out
-
-
-def _affine_kind(choice, I1, I0):
-    """'auto': affine when the grids or the centres of mass differ (by more than one voxel)."""
-    if choice != "auto":
-        return choice
-    gf, gm = I1.grid(), I0.grid()
-    if not same_grid(gf, gm):
-        return "affine"
-    d = np.linalg.norm(affine.center_of_mass(I1) - affine.center_of_mass(I0))
-    return "affine" if d > max(tuple(gf.spacing())) else "none"
-
-
-def _on_fixed(grid, im, H, labels=False, out=None):
-    """im (the moving image, its mask or labels, on its own grid, of any size) brought onto the fixed
-    grid through the H-field H (fixed voxel -> im's own voxel coordinates), in one interpolation:
-    images trilinear with the border extended (BACKGROUND_STRATEGY_CLAMP, ApplyH's default, as the
-    solver's J0), labels and masks by nearest neighbour with 0 (no label) outside im's box."""
-    out = out if out is not None else ca.Image3D(grid, H.memType())
-    if labels:
-        ca.ApplyH(out, im, H, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
-    else:
-        ca.ApplyH(out, im, H, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_LINEAR)
-    return out
-
-
 def _ssd_before(I1, Mn, grid, mem, ssd=None):
     """Sum of squared differences (the metric `ssd`, an SSD of sigma 1 on the fixed grid; None: a new
     one) of the normalised images before any registration (moving on the fixed grid through world
     coordinates)."""
     ssd = ssd if ssd is not None else SSD(grid, mem, 1.0)
-    return ssd.energy(_on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem)), I1)
+    return ssd.energy(on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem)), I1)
 
 
 @dataclass
@@ -303,7 +173,7 @@ def _contrast(I1, Mn, I0, mask, p, grid, mem, tmp):
     on different contrasts, a rigid mi alignment at 1/4 resolution (into tmp)."""
     if not _multimodal(p):
         probe = affine.register(I1, Mn, "rigid", metric="mi", mask=mask, scales=(4,), iterations=(40,))
-        I0 = _on_fixed(grid, Mn, probe.hfield(mem), out=tmp)
+        I0 = on_fixed(grid, Mn, probe.hfield(mem), out=tmp)
     return _quality.contrast_agreement(I0, I1, mask)
 
 
@@ -362,8 +232,8 @@ def register(fixed, moving, *, progress=False, **params):
     names = p.pop("names", None) or {}
     names = {**{k: os.fspath(p[k]) for k in ("fixed_mask", "moving_mask", "moving_labels")
                 if isinstance(p[k], (str, os.PathLike))}, **names}  # files given by name are named so
-    fixed, moving = _as_image(fixed, "fixed"), _as_image(moving, "moving")
-    extra = {k: (_as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
+    fixed, moving = as_image(fixed, "fixed"), as_image(moving, "moving")
+    extra = {k: (as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
     extra["moving_labels"] = p["moving_labels"]  # a file's labels are read as integers (placed_inputs)
     parameters.check(p)
     scales, iters = parameters.schedule(p["scales"], p["iterations"])
@@ -381,9 +251,9 @@ def register(fixed, moving, *, progress=False, **params):
     # With normalize 'histogram' the moving image's intensities are first matched to the fixed
     # image's, and both images take the fixed image's range.
     I1, Mn = intensities.compared_images(fixed, moving, p, mem, extra["fixed_mask"], extra["moving_mask"])
-    fmask = _binary(extra["fixed_mask"], mem)
-    mmask = _binary(extra["moving_mask"], mem)
-    kind = _affine_kind(p["affine"], I1, Mn)
+    fmask = binary(extra["fixed_mask"], mem)
+    mmask = binary(extra["moving_mask"], mem)
+    kind = linear_kind(p["affine"], I1, Mn)
     # The linear stage matches the normalised images by their squared differences, whatever the
     # LDDMM match: the per-image normalisation has removed each image's linear intensity change, and
     # LNCC's windows of a few voxels ignore flat regions and let it shrink an object (a phantom by
@@ -391,15 +261,15 @@ def register(fixed, moving, *, progress=False, **params):
     aff = affine.register(I1, Mn, kind, metric="mi" if _multimodal(p) else "ssd", mask=fmask, scales=_AFFINE_SCALES,
                           iterations=_AFFINE_ITERATIONS)
     Haff = aff.hfield(mem)
-    _check_overlap(Haff, Mn.grid(), names)
-    I0 = _on_fixed(grid, Mn, Haff)
+    check_overlap(Haff, Mn.grid(), names)
+    I0 = on_fixed(grid, Mn, Haff)
     # At full resolution the solver samples the moving image itself through the affine after each
     # phi_{t,0} (one interpolation, as the outputs do), unless I0 is the moving image voxel for voxel.
     same = tuple(Mn.grid().size()) == tuple(grid.size()) and np.array_equal(aff.voxel_matrix(), np.eye(4))
     source = None if same else (Mn, aff.voxel_matrix())
     mask = fmask
     if mmask is not None:
-        mm = _on_fixed(grid, mmask, Haff, labels=True)
+        mm = on_fixed(grid, mmask, Haff, labels=True)
         if mask is not None:
             ca.Mul_I(mm, mask)
         mask = mm
@@ -467,18 +337,18 @@ def register(fixed, moving, *, progress=False, **params):
     phi = lev.forward_map().clone()
     # Every output on the fixed grid samples the moving image (or its labels) once, in its own voxels.
     full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving voxel: the affine after phiinv
-    _on_fixed(grid, Mn, full, out=tmp)
+    on_fixed(grid, Mn, full, out=tmp)
     final_match_full = judge.energy(tmp, I1)
     del judge
     final_mismatch = ssd.energy(tmp, I1)
     del ssd
     mv = moving.clone(mem) if moving.memType() != mem else moving
-    deformed = _on_fixed(grid, mv, full)
-    moved = _on_fixed(grid, mv, Haff)
+    deformed = on_fixed(grid, mv, full)
+    moved = on_fixed(grid, mv, Haff)
     labels = None
     if extra["moving_labels"] is not None:  # indices into the label table, warped; values looked up (integers)
         idx, table = extra["moving_labels"].indices(mem)
-        labels = LabelImage.from_indices(_on_fixed(grid, idx, full, labels=True), table, "lddmm: labels")
+        labels = LabelImage.from_indices(on_fixed(grid, idx, full, labels=True), table, "lddmm: labels")
     jac = ca.Image3D(grid, mem)
     jacobian_det(jac, phiinv)
     lo, hi = (float(x) for x in ca.MinMax(I1))

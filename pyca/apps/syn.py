@@ -35,8 +35,8 @@ import numpy as np
 from .. import core as ca
 from . import affine, lddmm
 from ._device import wait
+from ..registration import inputs, intensities, parameters
 from ..registration.inputs import LabelImage
-from ..registration import intensities, parameters
 from ..registration.transforms import coarse_grid, jacobian_det
 
 __all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_parser"]
@@ -291,35 +291,35 @@ def register(fixed, moving, *, progress=False, **params):
     p.update(params)
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
-    fixed, moving = lddmm._as_image(fixed, "fixed"), lddmm._as_image(moving, "moving")
-    extra = {k: (lddmm._as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
+    fixed, moving = inputs.as_image(fixed, "fixed"), inputs.as_image(moving, "moving")
+    extra = {k: (inputs.as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
     extra["moving_labels"] = p["moving_labels"]  # read as integers (lddmm.placed_inputs)
     _check(p)
     scales, iters = parameters.schedule(p["scales"], p["iterations"], prog="syn")
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = lddmm.resolve_device(p["device"])
-    note = lddmm.check_inputs(fixed, moving, names=names, **extra)
-    extra = lddmm.placed_inputs(fixed, moving, names, **extra)  # on their images' grids, each by its own affine
+    note = inputs.check_inputs(fixed, moving, names=names, **extra)
+    extra = inputs.placed_inputs(fixed, moving, names, **extra)  # on their images' grids, each by its own affine
     grid = fixed.grid()
     # Both images alike: each scaled by its own range (_range), clamped to [0, 1].
     lp = dict(normalize="none" if p["normalize"] == "none" else "percentiles")
     I1 = intensities.normalised(fixed, mem, lp, rng=_range(fixed, p, extra["fixed_mask"]))
     Mn = intensities.normalised(moving, mem, lp, rng=_range(moving, p, extra["moving_mask"]))
-    fmask = lddmm._binary(extra["fixed_mask"], mem)
-    kind = lddmm._affine_kind(p["affine"], I1, Mn)
+    fmask = inputs.binary(extra["fixed_mask"], mem)
+    kind = inputs.linear_kind(p["affine"], I1, Mn)
     aff = affine.register(I1, Mn, kind, metric="ssd", mask=fmask, scales=lddmm._AFFINE_SCALES,
                           iterations=lddmm._AFFINE_ITERATIONS)
     Haff = aff.hfield(mem)
-    lddmm._check_overlap(Haff, Mn.grid(), names)
-    I0 = lddmm._on_fixed(grid, Mn, Haff)
+    inputs.check_overlap(Haff, Mn.grid(), names)
+    I0 = inputs.on_fixed(grid, Mn, Haff)
     mask = fmask
     if extra["moving_mask"] is not None:
-        mm = lddmm._on_fixed(grid, lddmm._binary(extra["moving_mask"], mem), Haff, labels=True)
+        mm = inputs.on_fixed(grid, inputs.binary(extra["moving_mask"], mem), Haff, labels=True)
         mask = mm if mask is None else (ca.Mul_I(mm, mask) or mm)
     tmp = ca.Image3D(grid, mem)
     ca.Sub(tmp, I0, I1)
     linear_mismatch = ca.Sum2(tmp)
-    before = lddmm._on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem))  # through world coordinates
+    before = inputs.on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem))  # through world coordinates
     ca.Sub_I(before, I1)
     initial_mismatch = ca.Sum2(before)
     del before
@@ -355,15 +355,15 @@ def register(fixed, moving, *, progress=False, **params):
     phi = ca.Field3D(grid, mem)
     ca.ComposeHH(phi, F.H, M.Hinv)
     full = aff.hfield(mem, src=phiinv)
-    ca.Sub_I(lddmm._on_fixed(grid, Mn, full, out=tmp), I1)
+    ca.Sub_I(inputs.on_fixed(grid, Mn, full, out=tmp), I1)
     final_mismatch = ca.Sum2(tmp)
     mv = moving.clone(mem) if moving.memType() != mem else moving
-    deformed = lddmm._on_fixed(grid, mv, full)
-    moved = lddmm._on_fixed(grid, mv, Haff)
+    deformed = inputs.on_fixed(grid, mv, full)
+    moved = inputs.on_fixed(grid, mv, Haff)
     labels = None
     if extra["moving_labels"] is not None:  # indices into the label table, warped; values looked up (integers)
         idx, table = extra["moving_labels"].indices(mem)
-        labels = LabelImage.from_indices(lddmm._on_fixed(grid, idx, full, labels=True), table, "syn: labels")
+        labels = LabelImage.from_indices(inputs.on_fixed(grid, idx, full, labels=True), table, "syn: labels")
     jac = ca.Image3D(grid, mem)
     jacobian_det(jac, phiinv)
     wait(mem)

@@ -9,6 +9,10 @@ affine (never matched by its size), and where label maps keep their integer valu
     idx, table = lab.indices(mem)                          # float32 indices 0..K-1 to warp with ApplyH
     out = inputs.LabelImage.from_indices(warped_idx, table)
 
+A registration's inputs are also checked here before any work (check_inputs, placed_inputs) and
+brought onto the fixed grid through the linear stage (on_fixed, binary, linear_kind, check_overlap),
+for pyca lddmm and pyca register alike.
+
 Every program that takes masks or labels (pyca lddmm, register-batch, atlas; pyca register and apply
 through lddmm's input handling) goes through here, so a mask or label map stored in another
 orientation, origin or resolution than its image is placed where it lies in the world, as the images
@@ -26,10 +30,13 @@ import os
 import numpy as np
 
 from .. import core as ca
-from .transforms import same_grid
+from .. import io as pio
+from .transforms import center_of_mass, same_grid
 
-__all__ = ["on_grid", "LabelImage", "MAX_LABELS"]
+__all__ = ["on_grid", "LabelImage", "MAX_LABELS", "MIN_SIZE", "as_image", "describe", "check_finite",
+           "placed_inputs", "check_inputs", "check_overlap", "binary", "linear_kind", "on_fixed"]
 
+MIN_SIZE = 4  # smallest extent of a registered axis (z may be 1: a 2-D image)
 MAX_LABELS = 1 << 24  # distinct label values: each index must be exact in float32
 
 
@@ -82,8 +89,6 @@ class LabelImage:
     @classmethod
     def load(cls, path, what=None):
         """The label map in a file, its values read as stored (pyca.io.load_labels)."""
-        from .. import io as pio
-
         values, grid = pio.load_labels(path)
         return cls(values, grid, what or f"labels {os.fspath(path)!r}")
 
@@ -149,3 +154,133 @@ class LabelImage:
 
     def __repr__(self):
         return f"LabelImage({self._values.dtype}, {tuple(self._values.shape)}, {np.unique(self._values).size} values)"
+
+
+# ------------------------------------------------------------------------------------------------
+# A registration's inputs: checked before any work, and brought onto the fixed grid (pyca lddmm, pyca register)
+def as_image(x, name):
+    if isinstance(x, ca.Image3D):
+        return x
+    if isinstance(x, ca.Field3D):
+        raise TypeError(f"lddmm: {name} must be an image (Image3D), got a Field3D")
+    if isinstance(x, (str, os.PathLike)):
+        return pio.load_image(x)
+    if isinstance(x, np.ndarray):
+        if x.ndim not in (2, 3):
+            raise ValueError(f"lddmm: {name} must be a 2-D or 3-D array, got shape {x.shape}")
+        return ca.Image3D.from_array(np.asfortranarray(x, dtype=np.float32))
+    raise TypeError(f"lddmm: {name} must be an Image3D, a NumPy array or a file path, not {type(x).__name__}")
+
+
+def describe(role, names):
+    """'the moving image (m.nii.gz)' for messages: the file when one was given."""
+    what = {"fixed": "the fixed image", "moving": "the moving image", "fixed_mask": "the fixed mask",
+            "moving_mask": "the moving mask", "moving_labels": "the moving labels"}[role]
+    return f"{what} ({names[role]})" if names.get(role) else what
+
+
+def check_finite(im, role, names):
+    lo, hi = ca.MinMax(im)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"lddmm: {describe(role, names)} holds NaN or infinite values")
+    return lo, hi
+
+
+def placed_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, moving_labels=None):
+    """{'fixed_mask', 'moving_mask': Image3D or None, 'moving_labels': LabelImage or None}: each mask and
+    label map on its image's grid, placed by its own affine (pyca.registration.inputs: a mask stored in
+    another orientation, origin or resolution is resampled where it lies in the world, never matched by
+    size); labels keep their integer values."""
+    names = names or {}
+    out = {}
+    for role, im, g in (("fixed_mask", fixed_mask, fixed.grid()), ("moving_mask", moving_mask, moving.grid())):
+        if im is not None:
+            check_finite(im, role, names)
+        out[role] = on_grid(im, g, nearest=True) if im is not None else None
+    out["moving_labels"] = None
+    if moving_labels is not None:
+        lab = LabelImage.of(moving_labels, f"lddmm: {describe('moving_labels', names)}")
+        out["moving_labels"] = lab.on_grid(moving.grid())
+    return out
+
+
+def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, moving_labels=None):
+    """Checks that the images (and masks, labels) can be registered, before any work; returns a note
+    on how the moving image is brought onto the fixed grid. names: role -> file name, for messages."""
+    names = names or {}
+    gf, gm = fixed.grid(), moving.grid()
+    for role, g in (("fixed", gf), ("moving", gm)):
+        s = tuple(g.size())
+        if (s[2] != 1 and min(s) < MIN_SIZE) or min(s[:2]) < MIN_SIZE:
+            raise ValueError(f"lddmm: {describe(role, names)}'s grid {s} is too small to register (each axis needs "
+                             f"at least {MIN_SIZE} voxels; z = 1 for a 2-D image)")
+    if (gf.size().z == 1) != (gm.size().z == 1):
+        raise ValueError(f"lddmm: cannot register a 2-D image with a 3-D one (fixed {tuple(gf.size())}, moving "
+                         f"{tuple(gm.size())})")
+    for role, im in (("fixed", fixed), ("moving", moving)):
+        lo, hi = check_finite(im, role, names)
+        if hi <= lo:
+            raise ValueError(f"lddmm: {describe(role, names)} is constant ({lo}): nothing to register")
+    placed = placed_inputs(fixed, moving, names, fixed_mask, moving_mask, moving_labels)
+    for role in ("fixed_mask", "moving_mask"):
+        if placed[role] is not None:
+            lo, hi = check_finite(placed[role], role, names)
+            if not hi > 0:
+                raise ValueError(f"lddmm: {describe(role, names)} is empty on its image's grid (no voxel > 0)")
+    if same_grid(gf, gm):
+        return "same grid (voxel to voxel)"
+    return f"moving resampled onto the fixed grid in world coordinates (moving grid {gm})"
+
+
+def check_overlap(H, gm, names):
+    """After the linear stage: some fixed voxels must map inside the moving grid."""
+    s = np.array(tuple(gm.size()), float)
+    inside = 0.0
+    mem = H.memType()
+    c = ca.Image3D(H.grid(), mem)
+    acc = ca.Image3D(H.grid(), mem)
+    ca.SetMem(acc, 1.0)
+    for d in range(3 if gm.size().z > 1 else 2):
+        ca.Copy(c, H, d)
+        lo = ca.Image3D(H.grid(), mem)
+        ca.GTC(lo, c, -0.5)
+        ca.Mul_I(acc, lo)
+        ca.LTC(lo, c, float(s[d]) - 0.5)
+        ca.Mul_I(acc, lo)
+    inside = float(ca.Sum(acc))
+    if inside < 0.01 * H.grid().nVox():
+        raise ValueError(f"lddmm: the fields of view of {describe('fixed', names)} and {describe('moving', names)} do "
+                         f"not overlap after the linear stage ({inside / H.grid().nVox():.1%} of the fixed grid "
+                         "maps inside the moving image)")
+
+
+def binary(im, mem):
+    if im is None:
+        return None
+    out = im.clone(mem)
+    ca.GTC_I(out, 0.0)
+    return out
+
+
+def linear_kind(choice, I1, I0):
+    """'auto': affine when the grids or the centres of mass differ (by more than one voxel)."""
+    if choice != "auto":
+        return choice
+    gf, gm = I1.grid(), I0.grid()
+    if not same_grid(gf, gm):
+        return "affine"
+    d = np.linalg.norm(center_of_mass(I1) - center_of_mass(I0))
+    return "affine" if d > max(tuple(gf.spacing())) else "none"
+
+
+def on_fixed(grid, im, H, labels=False, out=None):
+    """im (the moving image, its mask or labels, on its own grid, of any size) brought onto the fixed
+    grid through the H-field H (fixed voxel -> im's own voxel coordinates), in one interpolation:
+    images trilinear with the border extended (BACKGROUND_STRATEGY_CLAMP, ApplyH's default, as the
+    solver's J0), labels and masks by nearest neighbour with 0 (no label) outside im's box."""
+    out = out if out is not None else ca.Image3D(grid, H.memType())
+    if labels:
+        ca.ApplyH(out, im, H, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
+    else:
+        ca.ApplyH(out, im, H, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_LINEAR)
+    return out

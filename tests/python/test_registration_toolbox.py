@@ -398,3 +398,29 @@ def test_the_facts_programs_choose_by_are_the_metric_classes():
     assert quality.SINGLE_MODALITY == ("ssd", "lncc")
     with pytest.raises(ValueError, match="metric must be one of"):
         metrics.metric_class("ncc")
+
+
+# ------------------------------------------------------------------------------------------------
+# Inputs: the pair's checks and placement, shared by lddmm and syn
+def test_inputs_binary_linear_kind_and_overlap(rng):
+    from pyca.registration import inputs
+
+    a = rng.random((12, 10, 8)).astype(np.float32) - 0.3
+    im = ca.Image3D.from_array(np.asfortranarray(a))
+    np.testing.assert_array_equal(inputs.binary(im, ca.MEM_HOST).numpy(), (a > 0).astype(np.float32))
+    assert inputs.binary(None, ca.MEM_HOST) is None
+    blob = np.zeros((12, 10, 8), np.float32)
+    blob[3:7, 3:7, 2:5] = 1
+    moved = np.roll(blob, 3, axis=0)
+    A, B = (ca.Image3D.from_array(np.asfortranarray(x)) for x in (blob, moved))
+    assert inputs.linear_kind("auto", A, A) == "none"  # one grid, one centre of mass
+    assert inputs.linear_kind("auto", A, B) == "affine"  # centres 3 voxels apart
+    assert inputs.linear_kind("rigid", A, A) == "rigid"  # a choice is kept
+    other = ca.Image3D.from_array(np.asfortranarray(blob), ca.GridInfo((12, 10, 8), (2.0, 2.0, 2.0)))
+    assert inputs.linear_kind("auto", A, other) == "affine"  # other grids
+    H = ca.Field3D(A.grid(), ca.MEM_HOST)
+    ca.SetToIdentity(H)
+    inputs.check_overlap(H, A.grid(), {})
+    ca.AddC_I(H, 100.0)  # every fixed voxel maps 100 voxels outside the moving grid
+    with pytest.raises(ValueError, match="do not overlap"):
+        inputs.check_overlap(H, A.grid(), {"fixed": "f.nii", "moving": "m.nii"})
