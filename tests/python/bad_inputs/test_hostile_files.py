@@ -155,3 +155,19 @@ def test_metaimage_data_file_must_stay_beside_its_header(tmp_path, where):
     (sub / "x.mhd").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"x.mhd.*ElementDataFile .* (leads outside|must be a relative path)"):
         pio.load_image(str(sub / "x.mhd"))
+
+
+def test_paths_from_untrusted_pieces_stay_inside_their_folder(tmp_path):
+    from pyca._files import PathError, confined, safe_name
+
+    root = tmp_path / "out"
+    (root / "subjects").mkdir(parents=True)
+    os.symlink(tmp_path, root / "subjects" / "link")  # a planted link leading out
+    for name in ("../victim", "subject_00/../../victim", "..", ".", "", "a\0b", str(tmp_path / "abs")):
+        with pytest.raises(PathError):
+            safe_name(name)
+    for parts in (("..", "x"), ("subjects", "..", "..", "x"), (str(tmp_path / "x"),), ("subjects", "link", "x")):
+        with pytest.raises(PathError):
+            confined(str(root), *parts)
+    assert confined(str(root), "subjects", "s01", "deformed.nii") == os.path.realpath(
+        root / "subjects" / "s01" / "deformed.nii")
