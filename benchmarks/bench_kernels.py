@@ -7,7 +7,7 @@ process. Medians, side by side in one process (pyca/peer < 1: the @ca.kernel ver
 
 Kernels (benchmarks/_kernels_bench.py):
   apply_h    trilinear ApplyH with BACKGROUND_STRATEGY_CLAMP (pyca.ApplyH's semantics) - vs ca.ApplyH
-  gauss_pass one 1-D pass of a separable Gaussian along an axis, weights in an image; three passes
+  gauss_pass one 1-D pass of a separable Gaussian along an axis, half-kernel weights in an image; three passes
              make the 3-D Gaussian - vs GaussianFilter.filter (the same three passes, built in)
 Peers: numba.njit(parallel=True) / numba.cuda.jit and warp.kernel (CPU and CUDA devices) with the
 same arithmetic on the same float32 data (x fastest), when installed.
