@@ -71,6 +71,10 @@ def _title(res, short):
     secs = f"{res.timings.get('registration_s', 0):.3g} s"
     if not q["ok"]:
         return f"pyca lddmm on {short}: FAILED ({', '.join(p['code'].replace('_', ' ') for p in q['problems'])}), {secs}"
+    lin, fin = q.get("linear_match_energy"), q.get("final_match_energy")
+    if str(getattr(res, "params", {}).get("metric", "")).lower() == "mi" and lin and fin is not None:
+        # squared differences mean nothing between contrasts: the MI energy's change since the linear stage
+        return f"pyca lddmm on {short}: mi energy -{100 * (1 - fin / lin):.1f}% after the linear stage, {secs}"
     return f"pyca lddmm on {short}: mismatch -{100 * res.mismatch_reduction:.1f}%, {secs}"
 
 

@@ -202,6 +202,9 @@ def test_report_headline_of_a_failed_run_is_not_a_success():
     assert "FAILED (folds, worse than linear)" in t and "mismatch" not in t
     res.quality = {"ok": True, "problems": []}
     assert "mismatch -94.0%" in _lddmm_report._title(res, "cpu")
+    res.quality.update(linear_match_energy=200.0, final_match_energy=150.0)
+    res.params = {"metric": "mi"}  # the squared differences of two contrasts mean nothing
+    assert "mi energy -25.0% after the linear stage" in _lddmm_report._title(res, "cpu")
 
 
 def _panel_pixels(rgb, name, nx, ny):
