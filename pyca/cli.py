@@ -285,13 +285,7 @@ def _judged(res, a):
     (pyca.registration.quality; 0 with --allow-folds, the line still printed)."""
     from .registration import quality
 
-    q = res.quality or {"ok": True}
-    if q["ok"]:
-        return 0
-    accepted = "accepted by --allow-folds" if a.allow_folds else "--allow-folds accepts it"
-    print(f"pyca lddmm: registration failed: {quality.message(q)} (outputs in {a.out}; {accepted})", file=sys.stderr,
-          flush=True)
-    return 0 if a.allow_folds else quality.EXIT_FAILED_REGISTRATION
+    return quality.verdict(res, a.allow_folds, "pyca lddmm", a.out)
 
 
 def cmd_demo(a):

@@ -15,7 +15,8 @@ back), phiinv_full.nii.gz (moving voxel of each fixed voxel, linear stage includ
 (det D phiinv), labels.nii.gz (with --moving-labels), affine.txt, report.png, summary.json (with
 --method syn also the inverse consistency of phi and phiinv). Each file appears only when complete;
 summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad command line or
-input (nothing done), 130 interrupted (Ctrl-C).
+input (nothing done), 3 the registration ran but its map folds or collapses (one line on stderr,
+"quality" in summary.json; 0 with --allow-folds), 130 interrupted (Ctrl-C).
 Documentation (algorithm, parameters): """ + page("syn")
 
 
@@ -73,6 +74,9 @@ def add_parser(sub):
                    "into labels.nii.gz")
     g = p.add_argument_group("output")
     g.add_argument("--no-report", action="store_true", help="skip report.png")
+    g.add_argument("--allow-folds", action="store_true", help="exit 0 even when the result folds or collapses "
+                   "(pyca.registration.quality; the line on stderr still says so); without it such a run exits "
+                   "with 3")
     g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
     g.add_argument("--no-progress", action="store_true", help="(accepted for pyca lddmm's command lines)")
     m = p.add_mutually_exclusive_group()
@@ -133,6 +137,10 @@ def run(a):
         res = mod.register(fixed, moving, names=names, **extra, **params)
     except ValueError as e:
         return _fail(e)
+    from ..registration import quality
+
+    if getattr(res, "quality", None) is None:  # a method that does not assess itself: its Jacobian
+        res.quality = quality.assess(res.params.get("metric", "?"), res.jacobian)
     clear_previous(a.out, output_names())
     try:
         paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, compress=not a.no_compress)
@@ -145,4 +153,4 @@ def run(a):
         say(f"  inverse consistency |phi o phiinv - id|: mean {ic['mean']:.3g}, 99th percentile {ic['p99']:.3g} voxels")
     say(f"  time: registration {res.timings['registration_s']:.2f} s, total {res.timings['total_s']:.2f} s")
     say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}: " + ", ".join(os.path.basename(x) for x in paths))
-    return 0
+    return quality.verdict(res, a.allow_folds, "pyca register", a.out)

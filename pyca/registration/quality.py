@@ -21,7 +21,7 @@ import numpy as np
 from .. import core as ca
 from .metrics import CLASSES
 
-__all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "EXIT_FAILED_REGISTRATION",
+__all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "verdict", "EXIT_FAILED_REGISTRATION",
            "COLLAPSE_DET", "COLLAPSE_FRACTION", "SINGLE_MODALITY"]
 
 # The CLI's exit status for a registration that ran to the end but failed a check (outputs written).
@@ -128,3 +128,21 @@ def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, 
 def message(quality):
     """One line naming every problem (empty when ok)."""
     return "; ".join(p["message"] for p in quality.get("problems", []))
+
+
+def verdict(res, allow_folds, prog, out):
+    """A command's exit status for the registration result `res`: 0, or EXIT_FAILED_REGISTRATION after
+    one line on stderr ("PROG: registration failed: ...") when it failed its checks (0 with allow_folds,
+    the line still printed). A result without `quality` (a method that does not assess itself) is
+    judged by its Jacobian (folds, collapse), and the assessment is stored on it."""
+    import sys
+
+    q = getattr(res, "quality", None)
+    if q is None:
+        q = assess(res.params.get("metric", "?"), res.jacobian)
+        res.quality = q
+    if q["ok"]:
+        return 0
+    accepted = "accepted by --allow-folds" if allow_folds else "--allow-folds accepts it"
+    print(f"{prog}: registration failed: {message(q)} (outputs in {out}; {accepted})", file=sys.stderr, flush=True)
+    return 0 if allow_folds else EXIT_FAILED_REGISTRATION

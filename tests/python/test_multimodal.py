@@ -250,3 +250,20 @@ def test_report_shows_each_image_on_its_own_scale_and_a_checkerboard_for_other_c
     i, j = np.meshgrid(np.arange(nx) // t, np.arange(ny) // t, indexing="ij")
     want = np.where((i + j) % 2 == 0, np.round(255 * fixed), np.round(255 * moving / 1400))
     np.testing.assert_allclose(cb, want, atol=1)
+
+
+def test_verdict_of_a_result_that_does_not_assess_itself(capsys):
+    # pyca register --method syn: the result is judged by its Jacobian (folds, collapse)
+    from types import SimpleNamespace
+
+    jac = np.ones((10, 10, 10))
+    jac[3, 3, 3] = -0.2
+    res = SimpleNamespace(params={"metric": "lncc"}, jacobian=_image(jac), quality=None)
+    assert quality.verdict(res, False, "pyca register", "out") == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pyca register: registration failed: the map folds"), err
+    assert res.quality["problems"][0]["code"] == "folds"
+    assert quality.verdict(res, True, "pyca register", "out") == 0
+    assert "accepted by --allow-folds" in capsys.readouterr().err
+    res = SimpleNamespace(params={}, jacobian=_image(np.ones((10, 10, 10))), quality=None)
+    assert quality.verdict(res, False, "pyca register", "out") == 0 and capsys.readouterr().err == ""
