@@ -39,6 +39,17 @@ def timeit_median(fn, sync=None, repeat=15, warmup=3, min_time=0.0, batch=None):
     return statistics.median(times)
 
 
+def pyca_env(**extra):
+    """The environment for a benchmark's child Python process: it imports the pyca this process
+    imported (a build's folder, not the checkout's sources, which have no compiled module)."""
+    import pyca
+
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(pyca.__file__)),
+                                                    env.get("PYTHONPATH")) if p)
+    return env
+
+
 def optional_import(name):
     try:
         return __import__(name)

@@ -25,7 +25,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _harness import Table, machine_line, optional_import, pyca_sync, timeit_median  # noqa: E402
+from _harness import Table, machine_line, optional_import, pyca_env, pyca_sync, timeit_median  # noqa: E402
 
 import pyca as ca  # noqa: E402
 from _kernels_bench import (SIGMA, apply_h, gauss3, gauss_pass, gauss_weights, numba_cpu, numba_gpu,  # noqa: E402
@@ -190,11 +190,11 @@ def compile_times(table: Table):
     """First call with an empty cache (CPU half: host compiler; CUDA half: NVRTC, PTX without a GPU), then
     the first call of a new process with the cache filled."""
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, PYCA_KERNEL_CACHE_DIR=cache)
-        env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+        env = pyca_env(PYCA_KERNEL_CACHE_DIR=cache)
 
         def run(action):
             r = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT.format(here=HERE, action=action)], env=env,
+                               cwd=cache,
                                capture_output=True, text=True, timeout=300)
             if r.returncode:
                 raise RuntimeError(r.stderr[-2000:])

@@ -22,13 +22,14 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _harness import machine_line  # noqa: E402
+from _harness import machine_line, pyca_env  # noqa: E402
 
 _PROBE = """
 import hashlib, sys
@@ -114,9 +115,10 @@ def main(argv=None):
     else:
         out = {}
         for n in sorted({1, 2, a.threads}):
-            env = {**os.environ, "OMP_NUM_THREADS": str(n), "OMP_DYNAMIC": "false"}
+            env = pyca_env(OMP_NUM_THREADS=str(n), OMP_DYNAMIC="false")
             out[n] = subprocess.run([sys.executable, "-c", _PROBE, ",".join(map(str, size))], env=env,
-                                    capture_output=True, text=True, check=True).stdout.split()
+                                    cwd=tempfile.gettempdir(), capture_output=True, text=True,
+                                    check=True).stdout.split()
         print(f"CPU threads {sorted(out)}: same bits {len({tuple(v) for v in out.values()}) == 1}", flush=True)
     if a.skip_lddmm:
         return
