@@ -39,8 +39,11 @@ from ._device import wait
 
 # vox2world, center_of_mass, affine_hfield and scratch_for are pyca.registration.transforms' (also
 # importable from here, where they lived first).
-__all__ = ["register", "AffineResult", "vox2world", "center_of_mass", "affine_hfield", "scratch_for", "write_itk",
-           "read_itk", "KINDS"]
+__all__ = ["register", "AffineResult", "STAGE_SCALES", "STAGE_ITERATIONS", "vox2world", "center_of_mass",
+           "affine_hfield", "scratch_for", "write_itk", "read_itk", "KINDS"]
+
+# The schedule of the linear stage before a deformable registration (pyca lddmm, pyca register).
+STAGE_SCALES, STAGE_ITERATIONS = (4, 2), (60, 30)
 
 
 

@@ -57,7 +57,6 @@ DEFAULTS = parameters.DEFAULTS
 _normalised, _histogram_matched = intensities.normalised, intensities.histogram_matched
 _gain_corrected, _fixed_blur_sigma = intensities.gain_corrected, intensities.fixed_blur_sigma
 
-_AFFINE_SCALES, _AFFINE_ITERATIONS = (4, 2), (60, 30)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -258,8 +257,8 @@ def register(fixed, moving, *, progress=False, **params):
     # LDDMM match: the per-image normalisation has removed each image's linear intensity change, and
     # LNCC's windows of a few voxels ignore flat regions and let it shrink an object (a phantom by
     # 21%: tests/python/test_registration.py, docs/lddmm.md).
-    aff = affine.register(I1, Mn, kind, metric="mi" if _multimodal(p) else "ssd", mask=fmask, scales=_AFFINE_SCALES,
-                          iterations=_AFFINE_ITERATIONS)
+    aff = affine.register(I1, Mn, kind, metric="mi" if _multimodal(p) else "ssd", mask=fmask,
+                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS)
     Haff = aff.hfield(mem)
     check_overlap(Haff, Mn.grid(), names)
     I0 = on_fixed(grid, Mn, Haff)

@@ -307,8 +307,8 @@ def register(fixed, moving, *, progress=False, **params):
     Mn = intensities.normalised(moving, mem, lp, rng=_range(moving, p, extra["moving_mask"]))
     fmask = inputs.binary(extra["fixed_mask"], mem)
     kind = inputs.linear_kind(p["affine"], I1, Mn)
-    aff = affine.register(I1, Mn, kind, metric="ssd", mask=fmask, scales=lddmm._AFFINE_SCALES,
-                          iterations=lddmm._AFFINE_ITERATIONS)
+    aff = affine.register(I1, Mn, kind, metric="ssd", mask=fmask, scales=affine.STAGE_SCALES,
+                          iterations=affine.STAGE_ITERATIONS)
     Haff = aff.hfield(mem)
     inputs.check_overlap(Haff, Mn.grid(), names)
     I0 = inputs.on_fixed(grid, Mn, Haff)
