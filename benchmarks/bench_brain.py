@@ -13,6 +13,8 @@ intensities changed), all in one process, same inputs, same metrics:
 - for a generated pair, the same for the exact map psi^-1 (data.brain_pair_true_map): the Dice a
   perfect tool reaches through nearest-neighbour labels.
 
+    python benchmarks/bench_brain.py --pairs real --resolution 2 --peers ants       # two different brains
+                                                                                    # (benchmarks/_real.py)
     python benchmarks/bench_brain.py --resolution 2 --pairs 2 --peers ants          # CPU, 2 mm
     python benchmarks/bench_brain.py --resolution 1 --device gpu --peers fireants   # GPU, 1 mm
 
