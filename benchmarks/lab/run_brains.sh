@@ -5,7 +5,8 @@
 # directions. Needs, carried in the tree: .data/ (ch2bet.nii.gz and nilearn's three
 # mni_icbm152_*_09a files: benchmarks/_brains.py) and .whl/ (fireants, nibabel: scripts/offline-deps.sh).
 # Logs and JSON in $OUT (default /tmp/pyca-brains). PYCA_BRAINS_MOVING=colin (or mni) runs one direction,
-# PYCA_BRAINS_SKIP_TESTS=1 skips the tests, PYCA_BRAINS_RAW=no|only, PYCA_BRAINS_METHODS, PYCA_BRAINS_PEERS.
+# PYCA_BRAINS_SKIP_TESTS=1 skips the tests, PYCA_BRAINS_RAW=no|only, PYCA_BRAINS_METHODS, PYCA_BRAINS_PEERS,
+# PYCA_BRAINS_PARAMS (JSON, e.g. '{"syn": {"step": 0.7, "smooth_update": 3, "smooth_field": 1}}').
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -30,5 +31,5 @@ grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" 2>/dev/null | head -20
 tail -1 "$OUT/pytest.log" 2>/dev/null
 timeout ${PYCA_BRAINS_TIMEOUT:-420} python3 benchmarks/bench_brain.py --pairs real --resolution ${PYCA_BRAINS_MM:-1} \
   --device gpu --peers ${PYCA_BRAINS_PEERS:-fireants,fireants-greedy} --methods ${PYCA_BRAINS_METHODS:-syn,lddmm} \
-  --raw ${PYCA_BRAINS_RAW:-yes} --moving ${PYCA_BRAINS_MOVING:-colin,mni} \
+  --raw ${PYCA_BRAINS_RAW:-yes} --moving ${PYCA_BRAINS_MOVING:-colin,mni} --params "${PYCA_BRAINS_PARAMS:-{\}}" \
   --json "$OUT/real.json" 2>&1 | tee "$OUT/real.txt"
