@@ -157,8 +157,7 @@ void miHistogramCpu(std::vector<std::uint64_t>& H, const float* a, const float* 
 #pragma omp parallel num_threads(detail::threadsFor(n))
   {
     std::vector<std::uint64_t> local(nb, 0);
-    // A run of voxels with the same (I, J, mask) -- the background, mostly -- adds its weights once,
-    // times its length.
+    // Adds the weights of `count` voxels equal to (u, v, m): a run of math::MiRuns.
     const auto add = [&](float u, float v, float m, std::uint64_t count) {
       int bI, bJ;
       std::uint64_t q[16];
@@ -168,22 +167,10 @@ void miHistogramCpu(std::vector<std::uint64_t>& H, const float* a, const float* 
         for (int c = 0; c < 4; ++c) row[c] += q[4 * r + c] * count;
       }
     };
-    float pu = 0.f, pv = 0.f, pm = 0.f;
-    std::uint64_t run = 0;
+    math::MiRuns<std::uint64_t> runs;
 #pragma omp for schedule(static)
-    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
-      const float u = a[i], v = b[i], m = w ? w[i] : 1.f;
-      if (run && u == pu && v == pv && m == pm) {  // (a NaN never equals: it starts its own run)
-        ++run;
-        continue;
-      }
-      if (run) add(pu, pv, pm, run);
-      pu = u;
-      pv = v;
-      pm = m;
-      run = 1;
-    }
-    if (run) add(pu, pv, pm, run);
+    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+    runs.finish(add);
 #pragma omp critical(pyca_mi_histogram)
     for (std::size_t k = 0; k < nb; ++k) H[k] += local[k];
   }

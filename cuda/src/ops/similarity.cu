@@ -99,8 +99,8 @@ __global__ void miHistKernel(unsigned long long* __restrict__ H, const float* __
     __syncthreads();
     mine = sh + std::size_t((threadIdx.x / 32) % copies) * std::size_t(nb);
   }
-  // A run of voxels with the same (I, J, mask) -- a thread's background voxels, mostly -- adds its
-  // weights once, times its length: far fewer atomics on the background's crowded bins.
+  // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns (a thread's background
+  // voxels, mostly): far fewer atomics on the background's crowded bins.
   const auto add = [&](float u, float v, float m, unsigned long long n) {
     int bI, bJ;
     std::uint64_t q[16];
@@ -111,22 +111,11 @@ __global__ void miHistKernel(unsigned long long* __restrict__ H, const float* __
         if (q[4 * r + c]) atomicAdd(row + c, (unsigned long long)q[4 * r + c] * n);
     }
   };
-  float pu = 0.f, pv = 0.f, pm = 0.f;
-  unsigned long long run = 0ull;
+  math::MiRuns<unsigned long long> runs;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const float u = a[i], v = b[i], m = w ? w[i] : 1.f;
-    if (run && u == pu && v == pv && m == pm) {  // (a NaN never equals: it starts its own run)
-      ++run;
-      continue;
-    }
-    if (run) add(pu, pv, pm, run);
-    pu = u;
-    pv = v;
-    pm = m;
-    run = 1ull;
-  }
-  if (run) add(pu, pv, pm, run);
+       i += std::size_t(gridDim.x) * blockDim.x)
+    runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+  runs.finish(add);
   if (Shared) {
     __syncthreads();
     for (int k = threadIdx.x; k < nb; k += blockDim.x) {

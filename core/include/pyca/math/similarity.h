@@ -135,6 +135,32 @@ PYCA_HD void miVoxelWeights(float i, float j, float m, const MiBins& b, int* bI,
     for (int c = 0; c < 4; ++c) q[4 * a + c] = std::uint64_t(mm * wI[a] * wJ[c] * kMiScale + 0.5);
 }
 
+// Runs of equal (I, J, mask) triples in a sequence of voxels -- the background, mostly: push() hands
+// each run to add(i, j, m, length) once, when the next different voxel (or finish()) ends it, so a run
+// adds its weights once, times its length. A NaN never equals itself: it starts a run of its own.
+template <class Count>
+struct MiRuns {
+  float i = 0.f, j = 0.f, m = 0.f;
+  Count n = 0;
+  template <class Add>
+  PYCA_HD void push(float vi, float vj, float vm, const Add& add) {
+    if (n && vi == i && vj == j && vm == m) {
+      ++n;
+      return;
+    }
+    finish(add);
+    i = vi;
+    j = vj;
+    m = vm;
+    n = 1;
+  }
+  template <class Add>
+  PYCA_HD void finish(const Add& add) {
+    if (n) add(i, j, m, n);
+    n = 0;
+  }
+};
+
 // dMI/dI at one voxel: gscale (dt/dI) m sum_a beta3'(t_I - a) sum_b beta3(t_J - b) L(a, b), with L the
 // table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N.
 PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* L, float gscale) {
