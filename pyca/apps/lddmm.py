@@ -43,7 +43,7 @@ from ..registration.inputs import (LabelImage, as_image, binary, check_inputs, c
                                    on_fixed, placed_inputs)
 from ..registration.metrics import SSD, make_metric, metric_class
 from ..registration.parameters import INTERP_BLUR, NORMALIZE
-from ..registration.transforms import coarse_grid, jacobian_det
+from ..registration.transforms import jacobian_det, level_images
 from ._lddmm_solver import _Level
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
@@ -296,18 +296,7 @@ def register(fixed, moving, *, progress=False, **params):
     try:
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
-            g = coarse_grid(grid, f)
-            if f == 1:
-                J0, J1, mk = I0, I1, mask
-            else:
-                J0, J1 = ca.Image3D(g, mem), ca.Image3D(g, mem)
-                ca.ResampleAA(J0, I0)
-                ca.ResampleAA(J1, I1)
-                mk = None
-                if mask is not None:
-                    mk = ca.Image3D(g, mem)
-                    ca.ResampleAA(mk, mask)
-                    ca.GTC_I(mk, 0.5)
+            g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
             metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"])
             lev = _Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None)
             if prev is not None:

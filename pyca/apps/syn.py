@@ -37,7 +37,7 @@ from . import affine, lddmm
 from ._device import wait
 from ..registration import inputs, intensities, parameters
 from ..registration.inputs import LabelImage
-from ..registration.transforms import coarse_grid, jacobian_det
+from ..registration.transforms import jacobian_det, level_images
 
 __all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_parser"]
 
@@ -328,18 +328,7 @@ def register(fixed, moving, *, progress=False, **params):
     F = M = None
     for f, n_it in zip(scales, iters):
         t0 = time.perf_counter()
-        g = coarse_grid(grid, f)
-        if f == 1:
-            J0, J1, mk = I0, I1, mask
-        else:
-            J0, J1 = ca.Image3D(g, mem), ca.Image3D(g, mem)
-            ca.ResampleAA(J0, I0)
-            ca.ResampleAA(J1, I1)
-            mk = None
-            if mask is not None:
-                mk = ca.Image3D(g, mem)
-                ca.ResampleAA(mk, mask)
-                ca.GTC_I(mk, 0.5)
+        g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
         if F is None:
             F, M = _Side(g, mem, J1), _Side(g, mem, J0)
         else:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import core as ca
 
-__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "voxel_volume", "same_grid", "same_field_of_view",
+__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "level_images", "voxel_volume", "same_grid", "same_field_of_view",
            "vox2world", "affine_hfield", "scratch_for", "center_of_mass", "rotation", "centred_affine", "flow_forward",
            "jacobian_det"]
 
@@ -46,6 +46,26 @@ def coarse_grid(g, f):
 def pyramid(g, scales):
     """[coarse_grid(g, f) for f in scales]: the grids of a coarse-to-fine schedule."""
     return [coarse_grid(g, int(f)) for f in scales]
+
+
+def level_images(grid, f, images, mask=None):
+    """One level of a coarse-to-fine schedule: its grid coarse_grid(grid, f) and, on it, each image
+    downsampled with antialiasing (ca.ResampleAA) and the 0/1 `mask` resampled and thresholded at 0.5;
+    at f = 1 the inputs themselves. Returns (grid, list of images, mask or None)."""
+    if f == 1:
+        return grid, list(images), mask
+    g = coarse_grid(grid, f)
+    mem = images[0].memType()
+    out = []
+    for im in images:
+        out.append(ca.Image3D(g, mem))
+        ca.ResampleAA(out[-1], im)
+    mk = None
+    if mask is not None:
+        mk = ca.Image3D(g, mem)
+        ca.ResampleAA(mk, mask)
+        ca.GTC_I(mk, 0.5)
+    return g, out, mk
 
 
 def voxel_volume(g):
