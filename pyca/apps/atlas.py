@@ -132,10 +132,7 @@ def _names(sources):
 
 
 def _check_params(params):
-    unknown = set(params) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"atlas: unknown parameter(s) {sorted(unknown)}; registration parameters: {sorted(DEFAULTS)}")
-    p = dict(DEFAULTS, **params)
+    p = parameters.merged(DEFAULTS, params, "atlas")
     parameters.check(p, "atlas")
     scales, its = parameters.schedule(p["scales"], p["iterations"], "atlas")
     p["scales"], p["iterations"] = tuple(scales), tuple(its)

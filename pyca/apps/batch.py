@@ -44,10 +44,8 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
     which removes only the previous run's outputs; the template, the subjects' count against
     `n_workers`, and the free space are checked before the cluster starts."""
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
-    unknown = set(params) - set(lddmm.DEFAULTS) | {k for k in ("moving_mask", "moving_labels", "names") if k in params}
-    if unknown:
-        raise TypeError(f"register-batch: unknown parameter(s) {sorted(unknown)}; known: {sorted(lddmm.DEFAULTS)}")
-    p = dict(lddmm.DEFAULTS, **params)
+    p = parameters.merged(lddmm.DEFAULTS, params, "register-batch",
+                          refused=("moving_mask", "moving_labels", "names"))
     parameters.check(p, "register-batch")
     parameters.schedule(p["scales"], p["iterations"], "register-batch")
     template = os.path.abspath(os.fspath(template))

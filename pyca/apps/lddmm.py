@@ -222,11 +222,7 @@ def register(fixed, moving, *, progress=False, **params):
     moving_labels (integer label image on the moving grid, warped by
     nearest neighbour), device ('auto' | 'cpu' | 'gpu').
     """
-    unknown = set(params) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"lddmm.register: unknown parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    p = dict(DEFAULTS)
-    p.update(params)
+    p = parameters.merged(DEFAULTS, params, "lddmm.register")
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
     names = {**{k: os.fspath(p[k]) for k in ("fixed_mask", "moving_mask", "moving_labels")

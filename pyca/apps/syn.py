@@ -284,11 +284,7 @@ class SyNResult(lddmm.LDDMMResult):
 def register(fixed, moving, *, progress=False, **params):
     """Registers `moving` onto `fixed`: the linear stage of pyca lddmm, then greedy SyN; returns a
     SyNResult (the fields of lddmm.LDDMMResult, velocity empty). Parameters: DEFAULTS (docs/syn.md)."""
-    unknown = set(params) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"syn.register: unknown parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    p = dict(DEFAULTS)
-    p.update(params)
+    p = parameters.merged(DEFAULTS, params, "syn.register")
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
     fixed, moving = inputs.as_image(fixed, "fixed"), inputs.as_image(moving, "moving")

@@ -23,8 +23,8 @@ import numpy as np
 from .metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS
 from .transforms import LINEAR_KINDS
 
-__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "get", "check", "check_value", "schedule",
-           "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
+__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "get", "merged", "check", "check_value",
+           "schedule", "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
 
 NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (docs/lddmm.md, 'Intensities')
 # The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
@@ -188,6 +188,16 @@ def schedule(scales, iterations, prog="lddmm"):
     if any(int(i) != i or i < 0 for i in its):
         raise ValueError(f"{prog}: iteration counts must be integers >= 0, got {its}")
     return scales, [int(i) for i in its]
+
+
+def merged(defaults, params, prog, refused=()):
+    """dict(defaults) updated by params, or TypeError in one line naming `prog` and every key that is not
+    a parameter of `defaults` (or is in `refused`, parameters this program cannot take)."""
+    unknown = (set(params) - set(defaults)) | (set(params) & set(refused))
+    if unknown:
+        known = sorted(set(defaults) - set(refused))
+        raise TypeError(f"{prog}: unknown parameter(s) {sorted(unknown)}; known: {known}")
+    return {**defaults, **params}
 
 
 def check(p, prog="lddmm"):
