@@ -11,20 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 OUT=${OUT:-/tmp/pyca-brains}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-nvidia-smi -L || { echo "no NVIDIA GPU visible"; exit 2; }
-. scripts/offline-deps.sh || exit 2
-t0=$(date +%s)
-target=/tmp/pyca-gpu
-if ! PYCA_WITH_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir=build/gpu \
-    --target "$target" . >"$OUT/build.log" 2>&1; then
-  tail -40 "$OUT/build.log"
-  echo "SUMMARY: build failed"
-  exit 1
-fi
-echo "build: $(( $(date +%s) - t0 )) s"
-export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/lab/_gpu_build.sh
 [ -n "${PYCA_BRAINS_SKIP_TESTS:-}" ] || (cd "$(mktemp -d)" && timeout 200 python3 -m pytest "$root/tests/python/test_syn.py" -c "$root/pyproject.toml" \
   --rootdir "$root" -q -p no:cacheprovider >"$OUT/pytest.log" 2>&1)
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" 2>/dev/null | head -20

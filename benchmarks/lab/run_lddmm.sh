@@ -10,20 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 OUT=${OUT:-/tmp/pyca-lddmm}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-nvidia-smi -L || { echo "no NVIDIA GPU visible"; exit 2; }
-. scripts/offline-deps.sh || exit 2
-t0=$(date +%s)
-target=/tmp/pyca-gpu
-if ! PYCA_WITH_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir=build/gpu \
-    --target "$target" . >"$OUT/build.log" 2>&1; then
-  tail -40 "$OUT/build.log"
-  echo "SUMMARY: build failed"
-  exit 1
-fi
-echo "build: $(( $(date +%s) - t0 )) s"
-export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/lab/_gpu_build.sh
 sel=${PYCA_LDDMM_TESTS:-"tests/python/test_lddmm_ops.py tests/python/test_lddmm.py tests/python/test_dispatch.py
   tests/python/test_ops_deformation.py tests/python/test_parity.py"}
 (cd "$(mktemp -d)" && timeout 240 python3 -m pytest $(for f in $sel; do echo "$root/$f"; done) \
