@@ -24,6 +24,7 @@ from .._files import confined, safe_name
 from ..distributed import cached_image
 from ..registration import transform_files
 from ..registration.inputs import on_grid
+from ..registration.transforms import jacobian_det
 
 # Input problems that exclude a subject (anything else is a bug and is reported as such too).
 _INPUT_ERRORS = (ValueError, TypeError, OSError, ca.CudaError, MemoryError)
@@ -100,12 +101,12 @@ def register(src, template_path, name, out_dir, params, iteration, ext=".nii"):
 
     t0 = time.perf_counter()
     try:
-        fixed = cached_image(template_path)
-        res = lddmm.register(fixed, load(src), **params)
+        fixed, moving = cached_image(template_path), load(src)
+        res = lddmm.register(fixed, moving, **params)
     except _INPUT_ERRORS as e:
         return _failure(name, e)
     t1 = time.perf_counter()
-    deformed, jac = _host(res.deformed), _host(res.jacobian)
+    deformed, jac = _host(res.deformed), _host(_map_jacobian(res.full_map, moving.grid()))
     num = ca.Image3D(deformed.grid(), ca.MEM_HOST)
     np.multiply(np.asarray(deformed), np.asarray(jac), out=np.asarray(num))
     os.makedirs(os.path.dirname(subject_file(out_dir, name, "deformed", ext)), exist_ok=True)
@@ -114,7 +115,7 @@ def register(src, template_path, name, out_dir, params, iteration, ext=".nii"):
     # an H-field (voxel coordinates), so NIfTI intent POINTSET. Beside it the same map as ANTs/ITK files.
     pio.save_field(res.full_map, subject_file(out_dir, name, "phiinv", ext), description="pyca H phiinv",
                    intent="pointset")
-    pio.save_image(jac, subject_file(out_dir, name, "jacdet", ext), description="pyca atlas: det D phiinv")
+    pio.save_image(jac, subject_file(out_dir, name, "jacdet", ext), description="pyca atlas: det D phiinv (world)")
     folder = os.path.dirname(subject_file(out_dir, name, "deformed", ext))
     listing = transform_files.write_registration(res.affine.matrix if res.affine is not None else None,
                                                  res.phiinv, res.phi, folder, ext)
@@ -125,6 +126,20 @@ def register(src, template_path, name, out_dir, params, iteration, ext=".nii"):
            "jacobian_min": jlo, "jacobian_max": jhi, "registration_s": t1 - t0,
            "task_s": time.perf_counter() - t0, "device": res.device.split(" (")[0], "worker": _worker_name()}
     return {"name": name, "ok": True, "num": num, "den": jac, "record": rec}
+
+
+def _map_jacobian(full_map, moving_grid):
+    """det D of the map a subject's phiinv describes (template voxel -> subject voxel, the linear stage
+    included) in world units: the volume ratio, its sign that of the map in the world (a subject stored
+    in another orientation is no fold). det D full_map (voxels) x det(subject vox2world) / det(template's)."""
+    from .affine import vox2world
+
+    out = ca.Image3D(full_map.grid(), full_map.memType())
+    jacobian_det(out, full_map)
+    ratio = np.linalg.det(vox2world(moving_grid)[:3, :3]) / np.linalg.det(vox2world(full_map.grid())[:3, :3])
+    if ratio != 1.0:
+        ca.MulC_I(out, float(ratio))
+    return out
 
 
 def _write_listing(listing, path):

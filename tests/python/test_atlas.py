@@ -97,6 +97,50 @@ def test_template_update_is_the_jacobian_weighted_mean(reference):
     assert tuple(phi.grid().size()) == (32, 32, 1)
 
 
+def _fd_jacobian_det(h, vox2world_fixed, vox2world_moving):
+    """det of the world derivative of an H-field h (x, y, z, 3: fixed voxel -> moving voxel) by NumPy's
+    central differences (one-sided at the border): det D h (voxels) x the ratio of the voxel volumes
+    (signed: an orientation flip between the grids is no fold)."""
+    g = np.stack([np.stack(np.gradient(h[..., i].astype(np.float64), axis=(0, 1, 2)), -1) for i in range(3)], -2)
+    lin = lambda m: np.linalg.det(np.asarray(m, dtype=np.float64)[:3, :3])  # noqa: E731
+    return np.linalg.det(g) * lin(vox2world_moving) / lin(vox2world_fixed)
+
+
+def test_subject_jacdet_is_that_of_its_phiinv(tmp_path):
+    """A subject's jacdet is det D of the map its phiinv describes (template -> subject, the linear stage
+    included; the volume ratio in world units), not of the LDDMM stage alone: checked against NumPy's
+    finite-difference determinant of the written phiinv, on a subject 1.2 times larger in every axis
+    (det A about 1.7) and stored LAS."""
+    import nibabel as nib
+    from pyca.apps import _atlas_tasks
+
+    n = 20
+    x, y, z = np.mgrid[:n, :n, :n].astype(np.float32)
+    blob = np.exp(-(((x - 9.5) / 4) ** 2 + ((y - 9.5) / 5) ** 2 + ((z - 9.5) / 3.5) ** 2))
+    blob += 0.5 * np.exp(-(((x - 6) / 2) ** 2 + ((y - 12) / 2) ** 2 + ((z - 8) / 2) ** 2))
+    ta = np.eye(4)
+    ta[:3, 3] = -9.5
+    sa = np.diag([-1.2, 1.2, 1.2, 1.0])
+    sa[:3, 3] = [11.4, -11.4, -11.4]
+    nib.save(nib.Nifti1Image(blob.astype(np.float32), ta), str(tmp_path / "t.nii"))
+    nib.save(nib.Nifti1Image(blob.astype(np.float32), sa), str(tmp_path / "s.nii"))
+    p = dict(atlas.DEFAULTS, scales=(2, 1), iterations=(5, 5), device="cpu", affine="affine")
+    r = _atlas_tasks.register(str(tmp_path / "s.nii"), str(tmp_path / "t.nii"), "s", str(tmp_path), p, 1)
+    assert r["ok"], r
+    folder = tmp_path / "subjects" / "s"
+    h = np.asarray(pio.load_field(str(folder / "phiinv.nii")))
+    jac = np.asarray(pio.load_image(str(folder / "jacdet.nii"))).astype(np.float64)
+    want = _fd_jacobian_det(h, ta, sa)
+    assert 1.5 < np.median(want) < 2.0  # the linear stage found the scale
+    inner = (slice(1, -1),) * 3  # the border's one-sided differences may differ from JacDetH's
+    np.testing.assert_allclose(jac[inner], want[inner], rtol=2e-3, atol=1e-4)
+    # the template update weighs each subject by the same determinant
+    np.testing.assert_allclose(np.asarray(r["den"]), jac, rtol=1e-6)
+    rec = r["record"]
+    assert rec["jacobian_min"] == pytest.approx(jac.min(), rel=1e-6)
+    assert rec["jacobian_max"] == pytest.approx(jac.max(), rel=1e-6)
+
+
 def test_subject_maps_reproduce_their_deformed_images(reference):
     """A subject's phiinv (template voxel -> subject voxel, the linear stage included) and its ANTs/ITK
     files (subjects/NAME/transforms.json) give its deformed image back (issue 38)."""
