@@ -29,7 +29,7 @@ import threading
 import zlib
 
 __all__ = ["TMP_PREFIX", "atomic_path", "atomic_open", "write_parallel", "GzipWriter", "zlib_compress",
-           "check_out_dir", "clear_previous", "PathError", "confined", "safe_name", "fingerprint", "claim_out_dir",
+           "write_json", "check_out_dir", "clear_previous", "PathError", "confined", "safe_name", "fingerprint", "claim_out_dir",
            "LOCK_NAME"]
 
 TMP_PREFIX = ".pyca-tmp-"
@@ -113,6 +113,12 @@ def atomic_open(path, mode="w", **kwargs):
     """open() whose file appears under `path` only once it is complete and closed."""
     with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
         yield fh
+
+
+def write_json(obj, path):
+    """obj as indented JSON (floats for NumPy numbers), complete or absent under its final name."""
+    with atomic_open(path) as fh:
+        json.dump(obj, fh, indent=2, default=float)
 
 
 def write_parallel(jobs, workers=None):

@@ -20,14 +20,14 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
-from .._files import confined, safe_name
+from .._files import confined, safe_name, write_json
 from ..distributed import cached_image
 from ..registration import transform_files
 from ..registration.inputs import on_grid
 from ..registration.transforms import jacobian_det
 
 # Input problems that exclude a subject (anything else is a bug and is reported as such too).
-_INPUT_ERRORS = (ValueError, TypeError, OSError, ca.CudaError, MemoryError)
+INPUT_ERRORS = (ValueError, TypeError, OSError, ca.CudaError, MemoryError)
 
 
 def load(src):
@@ -38,7 +38,7 @@ def load(src):
 
 
 def _failure(name, e):
-    kind = "" if isinstance(e, _INPUT_ERRORS) else f"{type(e).__name__}: "
+    kind = "" if isinstance(e, INPUT_ERRORS) else f"{type(e).__name__}: "
     return {"name": name, "ok": False, "error": f"{kind}{e}".strip()}
 
 
@@ -83,7 +83,7 @@ def initial(src, name, grid, out_dir, ext=".nii"):
             raise ValueError(f"a {'2' if im.grid().size().z == 1 else '3'}-D image in a "
                              f"{'2' if grid.size().z == 1 else '3'}-D cohort")
         d = _on_grid(im, grid)
-    except _INPUT_ERRORS as e:
+    except INPUT_ERRORS as e:
         return _failure(name, e)
     path = subject_file(out_dir, name, "deformed", ext)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -103,7 +103,7 @@ def register(src, template_path, name, out_dir, params, iteration, ext=".nii"):
     try:
         fixed, moving = cached_image(template_path), load(src)
         res = lddmm.register(fixed, moving, **params)
-    except _INPUT_ERRORS as e:
+    except INPUT_ERRORS as e:
         return _failure(name, e)
     t1 = time.perf_counter()
     deformed, jac = _host(res.deformed), _host(_map_jacobian(res.full_map, moving.grid()))
@@ -119,7 +119,7 @@ def register(src, template_path, name, out_dir, params, iteration, ext=".nii"):
     folder = os.path.dirname(subject_file(out_dir, name, "deformed", ext))
     listing = transform_files.write_registration(res.affine.matrix if res.affine is not None else None,
                                                  res.phiinv, res.phi, folder, ext)
-    _write_listing(listing, os.path.join(folder, "transforms.json"))
+    write_json({"transforms": listing}, os.path.join(folder, "transforms.json"))
     jlo, jhi = (float(v) for v in ca.MinMax(jac))
     rec = {"name": name, "ok": True, "iteration": iteration, "energy": float(res.final_energy),
            "initial_mismatch": res.initial_mismatch, "final_mismatch": res.final_mismatch,
@@ -142,13 +142,6 @@ def _map_jacobian(full_map, moving_grid):
     return out
 
 
-def _write_listing(listing, path):
-    import json
-
-    from .._files import atomic_open
-
-    with atomic_open(path) as fh:
-        json.dump({"transforms": listing}, fh, indent=2)
 
 
 def _worker_name():
@@ -223,7 +216,7 @@ def register_one(template_path, src, name, out_dir, params, report):
         paths = lddmm.write_outputs(res, fixed, moving, folder, report=report,
                                     inputs={"fixed": template_path, "moving": src if isinstance(src, str) else None},
                                     command=["(a task of pyca register-batch: its command is in ../summary.json)"])
-    except _INPUT_ERRORS as e:
+    except INPUT_ERRORS as e:
         return _failure(name, e)
     return {"name": name, "ok": True, "energy": float(res.final_energy), "initial_mismatch": res.initial_mismatch,
             "final_mismatch": res.final_mismatch, "mismatch_reduction": res.mismatch_reduction,

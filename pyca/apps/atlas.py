@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
-from .._files import atomic_open, claim_out_dir, fingerprint, safe_name
+from .._files import claim_out_dir, fingerprint, safe_name, write_json
 from .._progress import progress_bar
 from .. import distributed as pdist
 from .._provenance import record_cluster
@@ -43,7 +43,7 @@ from . import _atlas_tasks as tasks
 from ..registration import parameters
 from . import lddmm
 
-__all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "add_parser"]
+__all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "subject_names", "add_parser"]
 
 # Registration defaults for each atlas iteration: lddmm's, with fewer iterations per scale (each
 # template iteration starts the registrations again; docs/atlas.md).
@@ -114,7 +114,9 @@ def resolve_inputs(images):
     return out
 
 
-def _names(sources):
+def subject_names(sources):
+    """The subjects' names: each file's name without its image extension (subject_NNN for an Image3D),
+    made unique by _1, _2, ... in order."""
     names, seen = [], {}
     for i, s in enumerate(sources):
         if isinstance(s, ca.Image3D):
@@ -137,11 +139,6 @@ def _check_params(params):
     scales, its = parameters.schedule(p["scales"], p["iterations"], "atlas")
     p["scales"], p["iterations"] = tuple(scales), tuple(its)
     return p
-
-
-def _write_json(obj, path):
-    with atomic_open(path) as fh:  # complete or absent under its final name
-        json.dump(obj, fh, indent=2, default=float)
 
 
 def _jsonable(p):
@@ -179,9 +176,9 @@ def _check_state(st, path):
     if not all(isinstance(s, str) and os.path.isabs(s) for s in src):
         raise bad("'sources' must be absolute file paths")
     names = st.get("names")
-    if names != _names(src):
+    if names != subject_names(src):
         raise bad(f"'names' {str(names)[:80]} is not the list of subject names its sources give "
-                  f"({str(_names(src))[:80]})")
+                  f"({str(subject_names(src))[:80]})")
     for n in names:
         safe_name(n, "atlas: subject name")
     for key, lo in (("completed_iteration", 0), ("target_iterations", 0)):
@@ -247,7 +244,7 @@ def _start(images, out, saved, params, opts, say):
         pio.save_image(gt, truth, description="pyca phantom (cohort ground truth)")
         say(f"pyca atlas: built-in cohort of {len(sources)} subjects "
             f"({'x'.join(map(str, opts['cohort_size']))}, seed {opts['seed']}) written to {folder}")
-    names = _names(sources)
+    names = subject_names(sources)
     prints = {}
     for n, s in zip(names, sources):
         if not isinstance(s, ca.Image3D):
@@ -434,7 +431,7 @@ class _Run:
                 self.st["grid"] = {"size": list(g.size()), "spacing": list(g.spacing()), "origin": list(g.origin()),
                                    "from": self.names[i]}
                 return g
-            except tasks._INPUT_ERRORS as e:
+            except tasks.INPUT_ERRORS as e:
                 self._exclude(0, self.names[i], str(e))
         raise AtlasError("atlas: no subject could be read")
 
@@ -516,7 +513,7 @@ class _Run:
         st["provenance"] = record_cluster(self.c, inputs={f"subjects/{n}": src for n, src in
                                                           zip(st["names"], st["sources"]) if src is not None},
                                           device=self.p["device"])
-        _write_json(_public(st), os.path.join(self.out, "summary.json"))
+        write_json(_public(st), os.path.join(self.out, "summary.json"))
         self.say(f"pyca atlas: iteration {k}: spread {entry['spread']:.5g}"
                  + (f", distance to ground truth {entry['truth_distance']:.5g}" if "truth_distance" in entry else "")
                  + f", {wall:.1f} s ({entry['outside_registration_s']:.1f} s outside registration)")

@@ -23,14 +23,14 @@ import numpy as np
 from .. import core as ca
 from .. import distributed as pdist
 from .. import io as pio
-from .._files import claim_out_dir, clear_previous
+from .._files import claim_out_dir, clear_previous, write_json
 from ._lddmm_outputs import output_names
 from .._progress import progress_bar
 from .._provenance import record_cluster
 from . import _atlas_tasks as tasks
 from ..registration import parameters
 from . import lddmm
-from .atlas import AtlasError, _names, _write_json, resolve_inputs
+from .atlas import AtlasError, resolve_inputs, subject_names
 
 __all__ = ["register_batch", "add_parser"]
 
@@ -59,7 +59,7 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
     sources = resolve_inputs(subjects) if not isinstance(subjects, (str, os.PathLike)) or \
         not os.path.isfile(subjects) else [subjects]
     sources = [os.path.abspath(s) for s in sources]
-    names = _names(sources)
+    names = subject_names(sources)
     out = os.path.abspath(os.fspath(out))
     if n_workers is not None and scheduler is None and client is None:
         pdist.check_workers(n_workers, len(sources))
@@ -128,7 +128,7 @@ def _run(template, sources, names, out, p, client, scheduler, n_workers, max_fai
     summary = {"template": template, "subjects": dict(zip(names, sources)), "results": records, "failed": failed,
                "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()},
                "scheduler": info["scheduler"], "workers": info["workers"], "wall_s": time.perf_counter() - t0, "provenance": prov}
-    _write_json(summary, os.path.join(out, "summary.json"))
+    write_json(summary, os.path.join(out, "summary.json"))
     if len(failed) > max_failed_fraction * len(sources):
         raise AtlasError(f"register-batch: {len(failed)} of {len(sources)} subjects failed (more than "
                          f"{max_failed_fraction:g}); see {out}/summary.json")
