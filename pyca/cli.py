@@ -164,14 +164,16 @@ def _fail(cmd, e, code=2):
     return code
 
 
-def _input_errors():
+def input_errors():
+    """The exceptions a command reports as a bad input (one line, exit 2)."""
     from . import core
     from .io import ImageFileError
 
     return (ValueError, TypeError, OverflowError, OSError, ImageFileError, core.CudaError)
 
 
-def _importable(name):
+def importable(name):
+    """Whether module `name` can be imported (without importing it)."""
     import importlib.util
 
     try:
@@ -206,7 +208,7 @@ def cmd_lddmm(a):
     params = parameters.from_args(a)
     extra = parameters.files_of(a)
     # Everything that can be wrong with the inputs is found here, before any work.
-    if not _importable("nibabel"):
+    if not importable("nibabel"):
         return _fail("lddmm", "nibabel, which writes the outputs, cannot be imported: pip install nibabel")
     claim = contextlib.ExitStack()  # --out, locked for this run (pyca/_files.py, claim_out_dir)
     try:
@@ -232,7 +234,7 @@ def cmd_lddmm(a):
         # every output is a float per voxel of the fixed grid (fields: 3), written beside its final name
         claim.enter_context(claim_out_dir(a.out, a.overwrite, outputs=output_names(), inputs=inputs,
                                           need_bytes=16 * 4 * int(fixed.grid().nVox())))
-    except _input_errors() as e:
+    except input_errors() as e:
         claim.close()
         return _fail("lddmm", e)
     with claim:
@@ -297,7 +299,7 @@ def cmd_demo(a):
 
     try:
         mem, device = lddmm.resolve_device(a.device)
-    except _input_errors() as e:
+    except input_errors() as e:
         return _fail("demo", e)
     say = _say(a)
     n = a.size

@@ -113,7 +113,7 @@ def run(a):
         params.update(radius=a.radius, step=a.step, smooth_update=a.smooth_update, smooth_field=a.smooth_field,
                       inverse_iterations=a.inverse_iterations, tol=a.tol)
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
-    if not cli._importable("nibabel"):
+    if not cli.importable("nibabel"):
         return _fail("nibabel, which writes the outputs, cannot be imported: pip install nibabel")
     try:
         check_out_dir(a.out, a.overwrite)
@@ -129,7 +129,7 @@ def run(a):
         names = {"fixed": a.fixed, "moving": a.moving, **extra}
         extra = {k: ca.io.load_image(v) for k, v in extra.items()}
         note = lddmm.check_inputs(fixed, moving, names=names, **extra)
-    except cli._input_errors() as e:
+    except cli.input_errors() as e:
         return _fail(e)
     say(f"pyca register ({a.method}): fixed {a.fixed}, moving {a.moving}")
     say(f"  device: {device}; {note}")
