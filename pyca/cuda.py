@@ -118,7 +118,8 @@ def _strip_comments(src: str) -> str:
     return _COMMENTS.sub(lambda m: " " if m.group(0).startswith("/*") else "", src)
 
 
-def _split_top(s: str, sep: str = ",") -> list[str]:
+def split_top(s: str, sep: str = ",") -> list[str]:
+    """s split at each `sep` outside brackets (a C parameter list; pyca.dispatch reads signatures with it)."""
     out, depth, cur = [], 0, ""
     for ch in s:
         if ch in "<([{":
@@ -153,7 +154,7 @@ def type_code(ctype: str) -> str | None:
 def _parse_param_list(params: str, where: str) -> list[tuple[str, str]]:
     """[(C++ type, name), ...] of a parameter list (without the parentheses)."""
     out = []
-    items = _split_top(params)
+    items = split_top(params)
     if len(items) == 1 and items[0].strip() in ("", "void"):
         return out
     for k, p in enumerate(items):

@@ -100,7 +100,7 @@ def _parse_signature(sig: str) -> list[tuple[str, str]]:
     if s.startswith("(") and s.endswith(")"):
         s = s[1:-1]
     out = []
-    for part in _cuda._split_top(s):
+    for part in _cuda.split_top(s):
         part = part.split("=")[0].strip()
         if not part:
             continue
