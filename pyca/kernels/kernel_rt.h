@@ -49,22 +49,37 @@ PYCA_HD int clampi(int v, int n) {
   return a < n - 1 ? a : n - 1;
 }
 
-// The linear index of (i, j, k) in a grid, in Idx arithmetic: the CPU loops use int when every array
-// of the call has fewer than 2^31 voxels (so that the compiler can vectorise the reads as gathers),
-// 64 bits otherwise; the CUDA kernels use 64 bits.
+// The linear index of (i, j, k) in a grid, in Idx arithmetic: int when every array of the call has
+// fewer than 2^31 voxels (on the CPU the compiler can then vectorise the reads as gathers; on the GPU
+// it takes a fraction of the instructions), long long otherwise.
+// On the GPU a sum of three products, so that the terms that do not change in a loop (j and k in a
+// stencil along x, ...) are added once outside it.
 template <class Idx, class View>
 PYCA_HD Idx lin(const View& a, int i, int j, int k) {
+#if defined(__CUDA_ARCH__)
+  return Idx(k) * (Idx(a.size.y) * Idx(a.size.x)) + Idx(j) * Idx(a.size.x) + Idx(i);
+#else
   return (Idx(k) * Idx(a.size.y) + Idx(j)) * Idx(a.size.x) + Idx(i);
+#endif
+}
+// A load; RO: through the read-only data cache on the GPU (__ldg), for arrays the kernel never
+// stores into, read before any store of the thread (the translator decides).
+template <bool RO>
+PYCA_HD float load(const float* p) {
+#if defined(__CUDA_ARCH__)
+  if (RO) return __ldg(p);
+#endif
+  return *p;
 }
 // im[i, j, k]: indices clamped to the grid (the border voxel's value outside it).
-template <class Idx>
+template <class Idx, bool RO = false>
 PYCA_HD float rd(const pyca::ImageView& a, int i, int j, int k) {
-  return a.data[lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
+  return load<RO>(a.data + lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z)));
 }
 PYCA_HD const float* plane(const pyca::FieldView& a, int c) { return c <= 0 ? a.x : (c == 1 ? a.y : a.z); }
-template <class Idx>
+template <class Idx, bool RO = false>
 PYCA_HD float rdf(const pyca::FieldView& a, int i, int j, int k, int c) {
-  return plane(a, c)[lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z))];
+  return load<RO>(plane(a, c) + lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z)));
 }
 // Whether (i, j, k) lies in a grid: & rather than && (no branches, so that loops vectorise).
 template <class View>
@@ -102,6 +117,29 @@ PYCA_HD void wrf(const pyca::FieldView& a, int i, int j, int k, int c, float v, 
   if (ok) p[lin<Idx>(a, i, j, k)] = v;
   (void)e;
   (void)line;
+#endif
+}
+
+// out[i, j, k] = v at the voxel (i, j, k) of ca.index() of the grid the kernel visits (always inside
+// it): on the GPU a plain store, on the CPU wr's (the same code as any other store there).
+template <class Idx>
+PYCA_HD void wrown(const pyca::ImageView& a, int i, int j, int k, float v, Err* e, int line) {
+#if defined(__CUDA_ARCH__)
+  a.data[lin<Idx>(a, i, j, k)] = v;
+  (void)e;
+  (void)line;
+#else
+  wr<Idx>(a, i, j, k, v, e, line);
+#endif
+}
+template <class Idx>
+PYCA_HD void wrfown(const pyca::FieldView& a, int i, int j, int k, int c, float v, Err* e, int line) {
+#if defined(__CUDA_ARCH__)
+  if ((c >= 0) & (c <= 2)) const_cast<float*>(plane(a, c))[lin<Idx>(a, i, j, k)] = v;
+  (void)e;
+  (void)line;
+#else
+  wrf<Idx>(a, i, j, k, c, v, e, line);
 #endif
 }
 

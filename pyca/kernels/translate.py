@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import inspect
 import linecache
 import math
@@ -253,6 +254,10 @@ class Context:
         return self.names[key]
 
 
+def _array_of(node) -> str | None:
+    return node.value.id if isinstance(node.value, ast.Name) else None
+
+
 class _Unknown(Exception):
     """Type inference: a local whose type is not known yet."""
 
@@ -263,8 +268,9 @@ class FuncTranslator:
     scalar types (or None: from annotations) for helpers."""
 
     def __init__(self, fn, node, lines, filename, ctx: Context, *, kind: str, param_types, cname: str,
-                 ret_type: str | None = None, what: str = "pyca kernel"):
+                 ret_type: str | None = None, what: str = "pyca kernel", domain: str | None = None):
         self.fn, self.node, self.lines, self.filename = fn, node, lines, filename
+        self.domain = domain  # the array whose grid a kernel visits: its own voxel is always inside
         self.ctx, self.kind, self.cname, self.what = ctx, kind, cname, what
         self.ret_type = ret_type
         self.args = [a.arg for a in node.args.args]
@@ -294,6 +300,15 @@ class FuncTranslator:
                 self.ret_type = self._ann_type(node.returns)
         self.locals: dict[str, str] = {}
         self.local_names = self._assigned_names()
+        # Device code generation: arrays never stored into (their reads before any store of this voxel's
+        # thread go through the read-only data cache, __ldg) and names assigned once (i, j, k of
+        # ca.index(): a store at exactly (i, j, k) of the domain array needs no bounds check).
+        self.stored = {_array_of(n) for n in ast.walk(node) if isinstance(n, ast.Subscript)
+                       and isinstance(n.ctx, ast.Store)} - {None}
+        self.n_stores = collections.Counter(n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                                            and isinstance(n.ctx, ast.Store))
+        self.own = None  # (v_i, v_j, v_k) once i, j, k = ca.index() is seen with each name assigned once
+        self.after_store = False  # some store may precede the code being emitted (in this voxel's thread)
         self.cur = node
         self.infer = False
         self.returns: list[str] = []
@@ -378,6 +393,7 @@ class FuncTranslator:
             if not _always_returns(body):
                 self.fail_node(self.node, "a helper that can end without returning a value")
         self.returns = []
+        self.after_store = False
         code = self.block(body, 1)
         decl = "".join(f"  {self.locals[n]} v_{n} = 0;\n" for n in sorted(self.locals))
         if self.kind == "kernel":
@@ -399,10 +415,15 @@ class FuncTranslator:
         self.cur = s
         _line[0] = self._line(s)
         ind = "  " * depth
+        stores = any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) for n in ast.walk(s))
+        if stores and isinstance(s, (ast.For, ast.While)):
+            self.after_store = True  # a later iteration's reads follow an earlier one's stores
         try:
             return self._stmt(s, depth, ind)
         except _Unknown:
             return ""
+        finally:
+            self.after_store |= stores
 
     def _set_local(self, name: str, t: str, node):
         if name in self.params:
@@ -494,9 +515,10 @@ class FuncTranslator:
             if self.infer:
                 return ""
             ln = self._line(s)
-            if self.params[arr] == "Image3D":
-                return f"{ind}pyca_k::wr<Idx>(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
-            return f"{ind}pyca_k::wrf<Idx>(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
+            fn = "wr" if self.params[arr] == "Image3D" else "wrf"
+            if arr == self.domain and self.own is not None and tuple(idx[:3]) == self.own:
+                fn += "own"  # this voxel of the grid visited: inside it
+            return f"{ind}pyca_k::{fn}<Idx>(p_{arr}, {', '.join(idx)}, {cast(e, FLOAT)}, pyca_err, {ln});\n"
         if isinstance(tgt, ast.Tuple):
             names = []
             for el in tgt.elts:
@@ -508,6 +530,8 @@ class FuncTranslator:
                     self.fail("ca.index() outside a @ca.kernel function")
                 if len(names) != 3 or value.args or value.keywords:
                     self.fail("ca.index() unpacked into other than three names (i, j, k = ca.index())")
+                if all(self.n_stores[n] == 1 for n in names) and len(set(names)) == 3:
+                    self.own = tuple(f"v_{n}" for n in names)
                 return "".join(self._assign_name(n, Expr(f"pyca_{c}", INT), s, ind) for n, c in zip(names, "ijk"))
             if isinstance(value, ast.Attribute) and value.attr == "shape":
                 arr = self.array_name(value.value)
@@ -665,9 +689,10 @@ class FuncTranslator:
                     self.fail("shape indexed by other than a constant 0, 1 or 2")
                 return Expr(f"p_{arr}.size.{'xyz'[k.value]}", INT)
             arr, idx = self.subscript_parts(node)
+            ro = ", true" if arr not in self.stored and not self.after_store else ""
             if self.params[arr] == "Image3D":
-                return Expr(f"pyca_k::rd<Idx>(p_{arr}, {', '.join(idx)})", FLOAT)
-            return Expr(f"pyca_k::rdf<Idx>(p_{arr}, {', '.join(idx)})", FLOAT)
+                return Expr(f"pyca_k::rd<Idx{ro}>(p_{arr}, {', '.join(idx)})", FLOAT)
+            return Expr(f"pyca_k::rdf<Idx{ro}>(p_{arr}, {', '.join(idx)})", FLOAT)
         if isinstance(node, ast.Attribute):
             v = self.static(node)
             if v is not _MISSING and isinstance(v, numbers.Number):

@@ -187,7 +187,7 @@ class Kernel(DispatchedOp):
         self._where = f"{Path(filename).name}:{node.lineno}"
         ctx = Context()
         body = FuncTranslator(fn, node, lines, filename, ctx, kind="kernel", param_types=self._kinds,
-                              cname=f"{self._cname}_body").translate()
+                              cname=f"{self._cname}_body", domain=self._domain).translate()
         names = list(self._kinds)
         strip = None
         if "PYCA_K_SCALAR_LOOP" in body:  # a loop in the body: run it per strip of a row when it can be
@@ -200,11 +200,17 @@ class Kernel(DispatchedOp):
         dom = f"p_{self._domain}"
         dparams = ", ".join(f"{_PARAM_C[self._kinds[n]][0]} p_{n}" for n in names)
         call = ", ".join(f"p_{n}" for n in names)
-        device = (f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n'
-                  f"  PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {{\n"
-                  f"    {self._cname}_body<unsigned long long>(i, j, k, {call}, nullptr);\n  }}\n}}\n")
-        hparams, unpack, refs = [], "", []
+        # 32-bit voxel indices when every array has fewer than 2^31 voxels (a uniform branch): 64-bit
+        # index arithmetic took most of the instructions of the body (docs/design/kernels.md).
         arrays = [n for n in names if self._kinds[n] in ARRAY_TYPES]
+        narrow = " && ".join(f"p_{n}.nVox() < (1ull << 31)" for n in arrays)
+        device = (f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n'
+                  f"  if ({narrow}) {{\n"
+                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<int>(i, j, k, {call}, nullptr);\n"
+                  f"  }} else {{\n"
+                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<long long>(i, j, k, {call}, nullptr);\n"
+                  f"  }}\n}}\n")
+        hparams, unpack, refs = [], "", []
         for n in names:
             ct = _PARAM_C[self._kinds[n]][0]
             if self._kinds[n] in ARRAY_TYPES:

@@ -362,7 +362,45 @@ def test_kernels_are_registered_for_parity():
         assert all(c.skip_reason == "needs a CUDA GPU" for c in cases)
 
 
-@pytest.mark.parametrize("case", parity_params(names=[f"{__name__}.{n}" for n in ("saxpy", "everything", "field_ops")]))
+@ca.kernel
+def stores_then_reads(out: ca.Image3D, a: ca.Image3D, b: ca.Image3D):
+    """Reads before and after stores: a read-only (before any store: the read-only cache on the GPU),
+    b read and stored, out read back after its store."""
+    i, j, k = ca.index()
+    out[i, j, k] = a[i, j, k] + a[i + 1, j, k]
+    b[i, j, k] = out[i, j, k] * 2.0 + b[i, j, k]
+    out[i, j, k] = out[i, j, k] + a[i, j - 1, k]
+
+
+@ca.kernel(register=False)
+def shifted(out: ca.Image3D, a: ca.Image3D):
+    i, j, k = ca.index()
+    i = i + 1
+    out[i, j, k] = a[i, j, k]
+
+
+def test_device_code_choices():
+    """The CUDA half loads through the read-only cache only arrays never stored into, before the
+    first store; stores at this voxel (i, j, k of ca.index(), never reassigned) of the visited grid
+    skip the bounds check; 32-bit indices unless an array has 2^31 voxels or more."""
+    src = stores_then_reads.source
+    assert "rd<Idx, true>(p_a, v_i, v_j, v_k)" in src and "rd<Idx, true>(p_a, (v_i + 1), v_j, v_k)" in src
+    assert "rd<Idx>(p_a, v_i, (v_j - 1), v_k)" in src
+    assert "true>(p_b" not in src and "true>(p_out" not in src
+    assert src.count("wrown<Idx>(p_out, v_i, v_j, v_k") == 2 and "pyca_k::wr<Idx>(p_b, v_i, v_j, v_k" in src
+    assert "_body<int>(i, j, k" in src and "_body<long long>(i, j, k" in src
+    assert "wrown<Idx>(p_out" not in shifted.source and "pyca_k::wr<Idx>(p_out" in shifted.source
+    a, b, out = image(rand(31)), image(rand(32)), image(rand(33))
+    a0, b0 = a.numpy().copy(), b.numpy().copy()
+    stores_then_reads(out, a, b)
+    nx, ny = a0.shape[:2]
+    o1 = a0 + a0[np.minimum(np.arange(nx) + 1, nx - 1)]
+    np.testing.assert_allclose(b.numpy(), o1 * 2 + b0, rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), o1 + a0[:, np.maximum(np.arange(ny) - 1, 0)], rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", parity_params(names=[f"{__name__}.{n}" for n in ("saxpy", "everything", "field_ops",
+                                                                                  "stores_then_reads")]))
 def test_kernel_parity(case):
     case.run()
 
@@ -536,7 +574,7 @@ def _nvrtc_available() -> bool:
 @pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
 def test_cuda_half_compiles_with_nvrtc():
     """The CUDA half of every generated source compiles (NVRTC needs no GPU; PTX here)."""
-    for k in (everything, saxpy, field_ops, stripped, stripped_errors):
+    for k in (everything, saxpy, field_ops, stripped, stripped_errors, stores_then_reads):
         k.compile(cpu=False, gpu=True)
     from pyca.kernels import patterns
 
