@@ -3,7 +3,7 @@ pyca's built-in operations and against the same kernels written in Numba and War
 ca.scan against NumPy (CPU) and CuPy (GPU); first-call compile time and a cached call in a new
 process. Medians, side by side in one process (pyca/peer < 1: the @ca.kernel version is faster).
 
-    python benchmarks/bench_kernels.py [--gpu] [--sizes 128,256]
+    python benchmarks/bench_kernels.py [--gpu | --gpu-only [--lab]] [--sizes 128,256]
 
 Kernels (benchmarks/_kernels_bench.py):
   apply_h    trilinear ApplyH with BACKGROUND_STRATEGY_CLAMP (pyca.ApplyH's semantics) - vs ca.ApplyH
@@ -30,6 +30,7 @@ from _harness import Table, machine_line, optional_import, pyca_env, pyca_sync, 
 import pyca as ca  # noqa: E402
 from _kernels_bench import (SIGMA, apply_h, gauss3, gauss_pass, gauss_weights, numba_cpu, numba_gpu,  # noqa: E402
                             warp_kernels)
+from _kernels_gpu import lab_rows, startup_rows  # noqa: E402
 
 
 def data(n, rng):
@@ -109,7 +110,7 @@ def peers_gauss(table, size, t_1, a, w, r, device="cpu"):
         table.add("Gaussian pass along z: @ca.kernel", size, t_1, f"warp ({device})", timeit_median(fn, repeat=7))
 
 
-def run_gpu(table: Table, n: int):
+def run_gpu(table: Table, n: int, lab: bool = False):
     rng = np.random.default_rng(0)
     g, a, h = data(n, rng)
     size = f"{n}^3"
@@ -132,8 +133,13 @@ def run_gpu(table: Table, n: int):
     err = float(np.abs(out.numpy() - out2.numpy()).max())
     t_k3 = timeit_median(lambda: gauss3(out, im, tmp, wim, r), sync=pyca_sync, repeat=21)
     t_b = timeit_median(lambda: filt.filter(out2, im, tmp), sync=pyca_sync, repeat=21)
-    table.add(f"3-D Gaussian sigma={SIGMA} r={r}: @ca.kernel (GPU)", size, t_k3, "GaussianFilter.filter", t_b,
-              f"max |diff| {err:.1e}")
+    table.add(f"3-D Gaussian sigma={SIGMA} r={r} (3 passes): @ca.kernel (GPU)", size, t_k3, "GaussianFilter.filter",
+              t_b, f"max |diff| {err:.1e}")
+    if lab:
+        try:
+            lab_rows(table, n, out, im, hf, tmp, wim, r, t_k, t_k3)
+        except Exception as e:  # noqa: BLE001 - the lab is optional
+            table.skip("lab", size, "-", f"failed: {type(e).__name__}: {e}")
     t_1 = timeit_median(lambda: gauss_pass(out, im, wim, r, 2), sync=pyca_sync, repeat=21)
     nbg = numba_gpu()
     if nbg is not None:
@@ -191,7 +197,7 @@ print(f"{{t1 - t0:.4f}} {{t3 - t2:.4f}}")
 """
 
 
-def compile_times(table: Table):
+def compile_times(table: Table, cpu: bool = True):
     """First call with an empty cache (CPU half: host compiler; CUDA half: NVRTC, PTX without a GPU), then
     the first call of a new process with the cache filled."""
     with tempfile.TemporaryDirectory() as cache:
@@ -205,12 +211,14 @@ def compile_times(table: Table):
                 raise RuntimeError(r.stderr[-2000:])
             return [float(x) for x in r.stdout.split()]
 
-        _, t = run("apply_h(out, im, h)")
-        table.add("first call, CPU half (translate + g++ -O3)", "16^3", t, "target", 2.0)
+        if cpu:
+            _, t = run("apply_h(out, im, h)")
+            table.add("first call, CPU half (translate + g++ -O3)", "16^3", t, "target", 2.0)
         _, t = run("apply_h.compile(cpu=False, gpu=True)")
         table.add("first compile, CUDA half (translate + NVRTC)", "-", t, "target", 2.0)
-        imp, t = run("apply_h(out, im, h)")
-        table.add("cached call in a new process (CPU)", "16^3", t, "target", 0.050, f"import pyca {imp:.2f} s apart")
+        if cpu:
+            imp, t = run("apply_h(out, im, h)")
+            table.add("cached call in a new process (CPU)", "16^3", t, "target", 0.050, f"import pyca {imp:.2f} s apart")
         if ca.cuda_available():
             act = "im, out, h = im.to(ca.MEM_DEVICE), out.to(ca.MEM_DEVICE), h.to(ca.MEM_DEVICE); apply_h(out, im, h); ca.synchronize()"
             run(act)
@@ -234,15 +242,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", action="store_true", help="also run the GPU comparisons (needs a GPU)")
     ap.add_argument("--sizes", default="128,256")
+    ap.add_argument("--gpu-only", action="store_true", help="only the GPU rows (no CPU rows)")
+    ap.add_argument("--lab", action="store_true", help="with the GPU rows: the code-generation lab (variants of the "
+                    "generated kernels, launch shapes) and the phases of a cached call in a new process")
     ap.add_argument("--no-compile", action="store_true", help="skip the compile-time rows")
     args = ap.parse_args()
+    gpu = (args.gpu or args.gpu_only) and ca.cuda_available()
     t = Table("pyca.kernels: @ca.kernel, ca.reduce, ca.scan")
     if not args.no_compile:
-        compile_times(t)
+        compile_times(t, cpu=not args.gpu_only)
+        if gpu and args.lab:
+            startup_rows(t)
     for n in (int(s) for s in args.sizes.split(",")):
-        run_cpu(t, n)
-        if args.gpu and ca.cuda_available():
-            run_gpu(t, n)
+        if not args.gpu_only:
+            run_cpu(t, n)
+        if gpu:
+            run_gpu(t, n, lab=args.lab)
     print(machine_line(), f"OMP threads: {os.environ.get('OMP_NUM_THREADS', 'default')}")
     t.print()
 

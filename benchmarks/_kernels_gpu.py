@@ -1,0 +1,163 @@
+"""GPU parts of benchmarks/bench_kernels.py: where the time of a cached first call in a new process goes
+(pyca and CuPy's RawKernel, each in fresh processes), and the code-generation lab (the same generated
+kernel with one choice undone, and launch shapes), so that one short GPU run answers which choice
+matters."""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from _harness import pyca_env, pyca_sync, timeit_median
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# A new process: the phases of the first call of a cached @ca.kernel on the GPU, each timed alone.
+PYCA_CHILD = r"""
+import sys, time
+T = [time.perf_counter()]
+import numpy as np
+T.append(time.perf_counter())
+import pyca as ca
+T.append(time.perf_counter())
+sys.path.insert(0, {here!r})
+g = ca.GridInfo((16, 16, 16))
+im, out, h = ca.Image3D(g), ca.Image3D(g), ca.Field3D(g)
+ca.SetToIdentity(h)
+T.append(time.perf_counter())
+d = ca.Image3D(ca.GridInfo((1, 1, 1)), ca.MEM_DEVICE)  # creates the CUDA context
+ca.synchronize()
+T.append(time.perf_counter())
+from _kernels_bench import apply_h
+T.append(time.perf_counter())
+c = apply_h._translate()  # Python AST -> C++
+T.append(time.perf_counter())
+c.module.image  # cache lookup (header digest, sha256 of the source, read)
+T.append(time.perf_counter())
+apply_h.gpu.handle  # load the module into the context
+T.append(time.perf_counter())
+im, out, h = im.to(ca.MEM_DEVICE), out.to(ca.MEM_DEVICE), h.to(ca.MEM_DEVICE)
+T.append(time.perf_counter())
+apply_h(out, im, h)
+ca.synchronize()
+T.append(time.perf_counter())
+print(" ".join(f"{{b - a:.5f}}" for a, b in zip(T, T[1:])), c.module.cache_hit)
+"""
+PYCA_PHASES = ["import numpy", "import pyca", "host data", "CUDA context", "import the kernel's module",
+               "translate", "cache lookup", "module load", "copies to the device", "launch + sync"]
+
+# The same in CuPy: a RawKernel (its own disk cache) doing SAXPY.
+CUPY_CHILD = r"""
+import time
+T = [time.perf_counter()]
+import numpy as np
+T.append(time.perf_counter())
+import cupy as cp
+T.append(time.perf_counter())
+x = cp.empty(1)  # creates the CUDA context
+cp.cuda.Device().synchronize()
+T.append(time.perf_counter())
+k = cp.RawKernel(r'''extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i]; }}''', "saxpy")
+k.compile()  # cache lookup and module load
+T.append(time.perf_counter())
+n = 4096
+y, x = cp.asarray(np.ones(n, np.float32)), cp.asarray(np.ones(n, np.float32))
+T.append(time.perf_counter())
+k(((n + 255) // 256,), (256,), (y, x, np.float32(2), np.int32(n)))
+cp.cuda.Device().synchronize()
+T.append(time.perf_counter())
+print(" ".join(f"{{b - a:.5f}}" for a, b in zip(T, T[1:])))
+"""
+CUPY_PHASES = ["import numpy", "import cupy", "CUDA context", "RawKernel compile (cache) + load", "copies to the device",
+               "launch + sync"]
+
+
+def _children(script, env, cwd, runs=4):
+    """Phase times (s) of `runs` new processes after a first one that fills the caches: the median per phase."""
+    out = []
+    for r in range(runs + 1):
+        p = subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+        if p.returncode:
+            raise RuntimeError(p.stderr[-1500:])
+        if r:
+            out.append([float(v) for v in p.stdout.split() if v[0].isdigit()])
+    return [statistics.median(col) for col in zip(*out)]
+
+
+def startup_rows(table):
+    """Cached first call in a new process on the GPU, phase by phase, beside CuPy's RawKernel."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = pyca_env(PYCA_KERNEL_CACHE_DIR=cache, CUPY_CACHE_DIR=os.path.join(cache, "cupy"))
+        try:
+            ph = _children(PYCA_CHILD.format(here=HERE), env, cache)
+        except Exception as e:  # noqa: BLE001
+            table.skip("cached call in a new process (GPU), phases", "16^3", "-", f"failed: {e}")
+            return
+        for name, t in zip(PYCA_PHASES, ph):
+            table.add(f"new process, pyca: {name}", "16^3", t, "-", None)
+        first = sum(ph[4:])  # from the CUDA context to the result
+        table.add("new process, pyca: CUDA context .. result (the kernel's share)", "16^3", first, "target", 0.050,
+                  f"without the context: {1e3 * sum(ph[5:]):.1f} ms")
+        try:
+            cq = _children(CUPY_CHILD, env, cache)
+        except Exception as e:  # noqa: BLE001
+            table.skip("new process, cupy RawKernel", "-", "-", f"cupy failed: {str(e)[-200:]}")
+            return
+        for name, t in zip(CUPY_PHASES, cq):
+            table.add(f"new process, cupy: {name}", "4096", t, "-", None)
+        table.add("new process: CUDA context .. result", "-", first, "cupy RawKernel (cached), same span",
+                  sum(cq[2:]), f"without the context: pyca {1e3 * sum(ph[5:]):.1f} ms, cupy {1e3 * sum(cq[3:]):.1f} ms")
+
+
+# ------------------------------------------------------------------------------------------------
+# Code-generation lab: the shipped source with one choice undone, compiled and launched directly.
+VARIANTS = {
+    "64-bit indices, plain loads, checked stores": [("_body<int>(", "_body<long long>("), (", true>(", ">("),
+                                                    ("wrown<", "wr<"), ("wrfown<", "wrf<")],
+    "plain loads (no __ldg)": [(", true>(", ">(")],
+    "32-bit path only (no 64-bit branch)": [("_body<long long>(", "_body<int>(")],
+}
+
+
+def _variant(kernel, edits):
+    from pyca import cuda
+
+    src = kernel.source
+    for a, b in edits:
+        src = src.replace(a, b)
+    return cuda.SourceModule(src, name=f"lab_{kernel.name}.cu").get_function(f"pyca_k_{kernel.name}_gpu")
+
+
+def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss):
+    """Each variant beside the shipped kernel (ratio: variant / shipped; > 1: the shipped choice is faster)."""
+    from _kernels_bench import apply_h, gauss_pass
+
+    size = f"{n}^3"
+    for name, edits in VARIANTS.items():
+        fa, fg = _variant(apply_h, edits), _variant(gauss_pass, edits)
+        ta = timeit_median(lambda: fa(out, im, hf), sync=pyca_sync, repeat=21)
+        table.add(f"lab ApplyH: {name}", size, ta, "shipped @ca.kernel", t_apply)
+
+        def g3():
+            fg(out, im, wim, r, 0)
+            fg(tmp, out, wim, r, 1)
+            fg(out, tmp, wim, r, 2)
+
+        tg = timeit_median(g3, sync=pyca_sync, repeat=21)
+        table.add(f"lab 3-D Gaussian: {name}", size, tg, "shipped @ca.kernel", t_gauss)
+    ta = timeit_median(lambda: apply_h(out, im, hf, block=(32, 8, 1)), sync=pyca_sync, repeat=21)
+    table.add("lab ApplyH: block=(32, 8, 1)", size, ta, "default block (32, 4, 2)", t_apply)
+    shapes = {"(32, 8, 1) each pass": [(32, 8, 1)] * 3,
+              "x (128, 2, 1), y (32, 8, 1), z (32, 1, 8)": [(128, 2, 1), (32, 8, 1), (32, 1, 8)],
+              "x (32, 4, 2), y (32, 16, 1), z (32, 1, 16)": [(32, 4, 2), (32, 16, 1), (32, 1, 16)]}
+    for name, (b0, b1, b2) in shapes.items():
+        def g3b():
+            gauss_pass(out, im, wim, r, 0, block=b0)
+            gauss_pass(tmp, out, wim, r, 1, block=b1)
+            gauss_pass(out, tmp, wim, r, 2, block=b2)
+
+        tg = timeit_median(g3b, sync=pyca_sync, repeat=21)
+        table.add(f"lab 3-D Gaussian: block {name}", size, tg, "default block (32, 4, 2)", t_gauss)
