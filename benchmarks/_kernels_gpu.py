@@ -75,7 +75,7 @@ CUPY_PHASES = ["import numpy", "import cupy", "CUDA context", "RawKernel compile
                "launch + sync"]
 
 
-def _children(script, env, cwd, runs=4):
+def _children(script, env, cwd, runs=3):
     """Phase times (s) of `runs` new processes after a first one that fills the caches: the median per phase."""
     out = []
     for r in range(runs + 1):
@@ -131,11 +131,24 @@ def _variant(kernel, edits):
     return cuda.SourceModule(src, name=f"lab_{kernel.name}.cu").get_function(f"pyca_k_{kernel.name}_gpu")
 
 
-def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss):
+def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
     """Each variant beside the shipped kernel (ratio: variant / shipped; > 1: the shipped choice is faster)."""
-    from _kernels_bench import apply_h, gauss_pass
+    from _kernels_bench import apply_h, gauss_pass, gauss_pass_fixed
 
     size = f"{n}^3"
+    for axis in range(3):
+        tp = timeit_median(lambda: gauss_pass(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
+        table.add(f"lab Gaussian pass along {'xyz'[axis]}: @ca.kernel", size, tp, "GaussianFilter.filter / 3",
+                  t_builtin / 3)
+    gr = gauss_pass_fixed(r)
+
+    def g3r():
+        gr(out, im, wim, 0)
+        gr(tmp, out, wim, 1)
+        gr(out, tmp, wim, 2)
+
+    tg = timeit_median(g3r, sync=pyca_sync, repeat=21)
+    table.add("lab 3-D Gaussian: radius a closure constant (loop unrolled)", size, tg, "GaussianFilter.filter", t_builtin)
     for name, edits in VARIANTS.items():
         fa, fg = _variant(apply_h, edits), _variant(gauss_pass, edits)
         ta = timeit_median(lambda: fa(out, im, hf), sync=pyca_sync, repeat=21)

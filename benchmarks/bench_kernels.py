@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -137,7 +138,7 @@ def run_gpu(table: Table, n: int, lab: bool = False):
               t_b, f"max |diff| {err:.1e}")
     if lab:
         try:
-            lab_rows(table, n, out, im, hf, tmp, wim, r, t_k, t_k3)
+            lab_rows(table, n, out, im, hf, tmp, wim, r, t_k, t_k3, t_b)
         except Exception as e:  # noqa: BLE001 - the lab is optional
             table.skip("lab", size, "-", f"failed: {type(e).__name__}: {e}")
     t_1 = timeit_median(lambda: gauss_pass(out, im, wim, r, 2), sync=pyca_sync, repeat=21)
@@ -249,6 +250,13 @@ def main():
     args = ap.parse_args()
     gpu = (args.gpu or args.gpu_only) and ca.cuda_available()
     t = Table("pyca.kernels: @ca.kernel, ca.reduce, ca.scan")
+
+    def stopped(*_):  # killed by a time limit (timeout sends SIGTERM): the rows measured so far
+        print(machine_line(), "(stopped by SIGTERM: the rows measured so far)")
+        t.print()
+        sys.exit(1)
+
+    signal.signal(signal.SIGTERM, stopped)
     if not args.no_compile:
         compile_times(t, cpu=not args.gpu_only)
         if gpu and args.lab:
