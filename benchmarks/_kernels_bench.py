@@ -148,6 +148,8 @@ def numba_gpu():
     """Launchers of the same kernels with numba.cuda.jit (one thread a voxel, x fastest)."""
     global _numba_gpu
     if _numba_gpu is None:
+        if not hasattr(np, "row_stack"):  # NumPy 2.5 removed this alias of vstack; numba-cuda builds before it
+            np.row_stack = np.vstack      # still register it, and fail at the first cuda.jit compile without it
         try:
             from numba import cuda
             if not cuda.is_available():

@@ -146,10 +146,10 @@ def run_gpu(table: Table, n: int, lab: bool = False):
     if nbg is not None:
         from numba import cuda
 
-        da, dh, do, dw = cuda.to_device(a), cuda.to_device(h), cuda.device_array_like(a), cuda.to_device(w)
-        fa = nbg["apply_h_launcher"](do, da, dh)
-        fg = nbg["gauss_z_launcher"](do, da, dw, r)
         try:  # a peer that cannot compile here (e.g. numba-cuda against a newer NumPy) is a row, not the end
+            da, dh, do, dw = cuda.to_device(a), cuda.to_device(h), cuda.device_array_like(a), cuda.to_device(w)
+            fa = nbg["apply_h_launcher"](do, da, dh)
+            fg = nbg["gauss_z_launcher"](do, da, dw, r)
             t_fa = timeit_median(fa, sync=cuda.synchronize, repeat=21)
             t_fg = timeit_median(fg, sync=cuda.synchronize, repeat=21)
         except Exception as e:  # noqa: BLE001
