@@ -226,6 +226,77 @@ def test_ctrl_c_during_the_registration(tmp_path):
     assert not out.exists() or os.listdir(out) == []  # no output under a final name
 
 
+def _declared_console_script(folder):
+    """The `pyca` console script of pyproject.toml's [project.scripts] entry: the installed one when it
+    calls that entry (a pip install of this checkout, as in CI), else the lines pip writes for that entry,
+    in `folder` (an installed script older than the checkout's entry)."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as fh:
+        module, func = re.search(r'^\[project\.scripts\]\s*\npyca = "([\w.]+):(\w+)"', fh.read(), re.M).groups()
+    installed = _console_script()
+    with open(installed, encoding="utf-8", errors="replace") as fh:
+        if f"from {module} import {func}" in fh.read():
+            return installed
+    path = os.path.join(folder, "pyca")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\n"
+                 f"if __name__ == '__main__':\n    sys.exit({func}())\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def _signals_caught(pid):
+    """The process's caught-signal set (Linux /proc), empty when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            mask = int(next(ln for ln in fh if ln.startswith("SigCgt:")).split()[1], 16)
+    except (OSError, StopIteration, ValueError):
+        return set()
+    return {s for s in (signal.SIGINT, signal.SIGTERM) if mask >> (s - 1) & 1}
+
+
+def _core_loaded(pid):
+    """Whether pyca's compiled core is mapped into the process yet (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as fh:
+            return any("libpyca" in ln or "pyca/_core." in ln for ln in fh)
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc to watch the command start")
+def test_ctrl_c_and_sigterm_while_pyca_loads_are_one_line(tmp_path):
+    """A signal in the first second of a command, while `import pyca` runs (before pyca.cli.main): one
+    line and exit 130 (SIGTERM: 143), never Python's traceback. The console script's entry sets its
+    handlers before it imports pyca; the signals go at several delays after that, the first ones before
+    pyca's compiled core is even loaded (the later ones may reach pyca.cli.main instead: the same line)."""
+    script = _declared_console_script(tmp_path)
+    args = ["lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "100000", "--step", "0.0001",
+            "--metric", "lncc", "--lpow", "2", "--alpha", "2", "--time-steps", "2", "--tol", "0", "--no-progress"]
+    early = 0
+    for i, (sig, delay) in enumerate([(signal.SIGINT, 0.0), (signal.SIGINT, 0.1), (signal.SIGINT, 0.3),
+                                      (signal.SIGINT, 0.8), (signal.SIGTERM, 0.0), (signal.SIGTERM, 0.2)]):
+        out = tmp_path / f"out{i}"
+        p = subprocess.Popen([script, *args, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=_env(), preexec_fn=_sigint_default)
+        t0 = time.perf_counter()
+        # SIGTERM caught while pyca's core is not loaded: the entry runs, the import has not finished.
+        while not (signal.SIGTERM in _signals_caught(p.pid) and not _core_loaded(p.pid)):
+            assert p.poll() is None and time.perf_counter() - t0 < 60, \
+                "the console script never set its signal handlers before loading pyca"
+            time.sleep(0.002)
+        time.sleep(delay)
+        early += not _core_loaded(p.pid)
+        os.kill(p.pid, sig)
+        _, err = p.communicate(timeout=60)
+        word = "interrupted" if sig == signal.SIGINT else r"terminated \(SIGTERM\)"
+        lines = _lines(err)  # (pyca.cli names the command once its arguments are parsed)
+        assert p.returncode == (130 if sig == signal.SIGINT else 143) and len(lines) == 1 \
+            and re.fullmatch(f"pyca( lddmm)?: {word}", lines[0]), (sig, delay, p.returncode, err)
+        assert not out.exists() or os.listdir(out) == []
+    assert early >= 2  # at least the two signals sent at once arrived before the core was loaded
+
+
 SLOW_SAVE = textwrap.dedent('''
     # Loaded by the test's subprocess through PYTHONPATH: pyca.io's .nii.gz writer finishes the file,
     # cuts it in half, says so in a marker file and waits (Ctrl-C arrives here), then writes it whole.

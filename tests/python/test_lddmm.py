@@ -392,7 +392,7 @@ def test_cli_info_and_demo(capsys):
 
 
 def test_console_script_entry_point():
-    # pyproject.toml declares pyca = "pyca.cli:main"; main() returns the exit status.
+    # pyproject.toml's pyca = "_pyca_console:main" loads pyca, then returns cli.main()'s exit status.
     assert callable(cli.main)
     assert cli.main([]) == 0
 
