@@ -89,6 +89,26 @@ def function_node(fn):
     return hit
 
 
+def _block(lines, first):
+    """The lines of the definition whose first line (a decorator or the def) is lines[first - 1]: up to
+    the first code line after the def line indented no deeper than it. Not inspect.getblock: its
+    tokenizer costs ~7 ms at its first use in a process. A cut inside a string or brackets leaves text
+    that does not parse, and the caller then parses the whole file."""
+    head = lines[first - 1]
+    ind = len(head) - len(head.lstrip())
+    out, in_body = [head], head.lstrip().startswith(("def ", "async def "))
+    for ln in lines[first:]:
+        code = ln.strip()
+        if code and not code.startswith("#"):
+            cur = len(ln) - len(ln.lstrip())
+            if in_body and cur <= ind:
+                break
+            if cur == ind and code.startswith(("def ", "async def ")):
+                in_body = True
+        out.append(ln)
+    return out
+
+
 def _function_node(fn):
     code = fn.__code__
     filename = code.co_filename
@@ -101,7 +121,7 @@ def _function_node(fn):
             import textwrap
 
             try:
-                block = inspect.getblock(lines[first - 1:])
+                block = _block(lines, first)
                 mod = ast.parse(textwrap.dedent("".join(block)))
                 node = mod.body[0] if mod.body else None
                 if isinstance(node, ast.FunctionDef) and node.name == name:
@@ -309,6 +329,7 @@ class FuncTranslator:
                                             and isinstance(n.ctx, ast.Store))
         self.own = None  # (v_i, v_j, v_k) once i, j, k = ca.index() is seen with each name assigned once
         self.after_store = False  # some store may precede the code being emitted (in this voxel's thread)
+        self._stores: dict[int, bool] = {}  # id(statement) -> whether it stores into an array
         self.cur = node
         self.infer = False
         self.returns: list[str] = []
@@ -415,7 +436,10 @@ class FuncTranslator:
         self.cur = s
         _line[0] = self._line(s)
         ind = "  " * depth
-        stores = any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) for n in ast.walk(s))
+        stores = self._stores.get(id(s))
+        if stores is None:
+            stores = self._stores[id(s)] = any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+                                               for n in ast.walk(s))
         if stores and isinstance(s, (ast.For, ast.While)):
             self.after_store = True  # a later iteration's reads follow an earlier one's stores
         try:

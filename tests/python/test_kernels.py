@@ -594,3 +594,55 @@ def test_example_runs(kernel_cache):
     assert r.returncode == 0, r.stderr
     errors = [float(x) for x in __import__("re").findall(r"error\D*?([0-9.]+e[-+][0-9]+)", r.stdout)]
     assert len(errors) >= 5 and max(errors) < 1e-5, r.stdout
+
+
+SOURCE_BLOCKS = '''
+def deco(**kw):
+    return lambda f: f
+
+
+@deco(
+    a=1,
+)
+def first(x):
+    s = """
+x"""
+    return s
+
+
+def second(
+    x,
+):
+    return x
+def third(x): return x  # noqa
+
+
+class Holder:
+    @staticmethod
+    def fourth(x):
+        if x:
+            return 1
+
+        # a comment at the margin
+        return 2
+'''
+
+
+def test_function_source_blocks(tmp_path):
+    """function_node finds each definition's own block (decorators, multi-line strings and signatures,
+    a def right after another, a method): the same node as parsing the whole file."""
+    import ast
+    import importlib.util
+
+    from pyca.kernels.translate import function_node
+
+    path = tmp_path / "blocks_mod.py"
+    path.write_text(SOURCE_BLOCKS)
+    spec = importlib.util.spec_from_file_location("blocks_mod", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tree = ast.parse(SOURCE_BLOCKS)
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    for fn in (mod.first, mod.second, mod.third, mod.Holder.fourth):
+        node, _, _ = function_node(fn)
+        assert ast.dump(node) == ast.dump(defs[fn.__name__]) and node.lineno == defs[fn.__name__].lineno
