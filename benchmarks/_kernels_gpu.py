@@ -102,7 +102,7 @@ def startup_rows(table):
         table.add("new process, pyca: CUDA context .. result", "16^3", first, "target", 0.050,
                   f"without the context: {1e3 * sum(ph[4:]):.1f} ms")
         try:
-            cq = _children(CUPY_CHILD, env, cache)
+            cq = _children(CUPY_CHILD.format(), env, cache)
         except Exception as e:  # noqa: BLE001
             table.skip("new process, cupy RawKernel", "-", "-", f"cupy failed: {str(e)[-200:]}")
             return
