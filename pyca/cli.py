@@ -149,12 +149,14 @@ def _parser():
                     "%(default)s)")
     common(dp, False)
     common(sub.add_parser("info", help="version, CUDA availability and the GPU pyca uses"), False)
-    from .apps import apply, atlas, batch, syn  # their parsers and bodies live in the app modules
+    from .apps import apply, atlas, batch, regress, shoot, syn  # their parsers and bodies live in the app modules
 
     atlas.add_parser(sub)
     batch.add_parser(sub)
     apply.add_parser(sub)
     syn.add_parser(sub)
+    shoot.add_parser(sub)
+    regress.add_parser(sub)
     return ap
 
 

@@ -265,3 +265,35 @@ def test_vector_momentum_matching_runs_ported_and_unchanged(staged, mem):
     if mem == "MEM_DEVICE":  # the GPU gives the CPU's energies
         h = run(MATCH_DRIVER.format(mem="MEM_HOST"), staged["import"])
         np.testing.assert_allclose(en, h["energy"], rtol=1e-3)
+
+
+SHOOT_DRIVER = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, {bench!r})
+import numpy as np, pyca as ca
+import bench_shoot as b
+mem = ca.{mem}
+i0, i1 = b.pair(32)
+I0 = ca.Image3D.from_array(np.asfortranarray(i0)).clone(mem)
+I1 = ca.Image3D.from_array(np.asfortranarray(i1)).clone(mem)
+_, client = b.client_run(ca, I0, I1, mem, 10, 2e-5, 0.5, ".")
+_, ours, _ = b.shoot_run(ca, I0, I1, mem, 10, 2e-5, 10, 0.5)
+print(json.dumps(dict(client=client, pyca=ours)))
+"""
+
+
+@pytest.mark.skipif(not os.path.isfile(MATCHING), reason="quicksilver's CAvmMatching.py is not fetched")
+@pytest.mark.parametrize("mem", MEMS)
+def test_pyca_shoot_gives_the_vector_momentum_clients_energy(staged, mem):
+    """pyca's geodesic shooting (pyca.registration.geodesic, `pyca shoot`) and the client's matching
+    (CAvmMatching: RK4, 5 steps, quicksilver's alpha, beta, gamma) on the same 32^3 pair with the same
+    fixed step: the same energies, the final one within 1% (pyca: 10 time steps, its own integrator
+    and adjoint; docs/shoot.md)."""
+    pytest.importorskip("yaml", reason="the vector-momentum Configs import YAML (pyyaml)")
+    bench = os.path.join(REPO, "benchmarks")
+    r = run(SHOOT_DRIVER.format(bench=bench, mem=mem), staged["import"])
+    c, p = np.asarray(r["client"]), np.asarray(r["pyca"])
+    assert c[0] == pytest.approx(p[0], rel=1e-5)  # m0 = 0: the same image energy
+    assert c[-1] < 0.1 * c[0]  # both descend
+    assert p[-1] == pytest.approx(c[-1], rel=0.01), (c, p)

@@ -1,0 +1,189 @@
+"""Geodesic shooting (`pyca shoot`) side by side with `pyca lddmm` and with the vector-momentum client
+(quicksilver's CAvmMatching on pyca through the PyCA package), in one process on one device.
+
+- time per iteration: pyca shoot (fixed step, T steps) and pyca lddmm (one scale, its T, fixed
+  iterations), and the client's matching (RK4, 5 steps, nInv 5: quicksilver's settings);
+- the energy after the same iterations with the same fixed step: pyca shoot against the client;
+- --big N: a shooting registration on an N^3 synthetic pair (keep='maps'), its peak GPU memory
+  (pyca.device_memory_peak()).
+
+    python benchmarks/bench_shoot.py [--gpu] [--size 128] [--iterations 10] [--client DIR]
+                                     [--client-iterations 3] [--big 512 --big-iterations 2]
+
+--client: a folder holding the ported client (vm/Configs, vm/Libraries, vm/CAvmMatching.py: what
+tests/compat/test_public_clients.py's stage() writes; scripts/fetch-pyca-clients.sh fetches it).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+import types
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def pair(n, nz=None):
+    """Two smooth blobs of different shapes on an n^3 grid (float32, values in [0, 1])."""
+    from scipy import ndimage
+
+    nz = nz or n
+    x, y, z = np.meshgrid(np.arange(n), np.arange(n), np.arange(nz), indexing="ij")
+    c, cz = n / 2, nz / 2
+
+    def blob(r):
+        a = (((x - c) / r[0]) ** 2 + ((y - c) / r[1]) ** 2 + ((z - cz) / r[2]) ** 2 <= 1).astype(np.float32)
+        return ndimage.gaussian_filter(a, max(1.0, n / 48)).astype(np.float32)
+
+    return blob((0.2 * n, 0.3 * n, 0.25 * nz)), blob((0.27 * n, 0.23 * n, 0.25 * nz))
+
+
+def big_pair(n):
+    """pair()'s blobs without SciPy's filter (a large grid in seconds): ellipsoids with a linear edge."""
+    x = (np.arange(n, dtype=np.float32) - n / 2).reshape(-1, 1, 1)
+    y, z = x.reshape(1, -1, 1), x.reshape(1, 1, -1)
+    out = []
+    for r in ((0.2, 0.3, 0.25), (0.27, 0.23, 0.25)):
+        q = (x / (r[0] * n)) ** 2 + (y / (r[1] * n)) ** 2 + (z / (r[2] * n)) ** 2
+        out.append(np.clip((1.0 - q) * 8.0, 0.0, 1.0).astype(np.float32))
+    return out
+
+
+def sync(mem):
+    import pyca as ca
+
+    if int(mem) == int(ca.MEM_DEVICE):
+        ca.synchronize()
+
+
+def shoot_run(ca, I0, I1, mem, its, step, T, sigma, keep="auto"):
+    from pyca.apps import shoot
+    from pyca.registration.geodesic import Geodesic, GeodesicFit
+
+    grid = I0.grid()
+    p = dict(shoot.DEFAULTS, time_steps=T)
+    geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, p), keep=keep)
+    fit = GeodesicFit(geo, I0, [(T, I1)], sigma)
+    energies = []
+    m, _ = fit.forward()  # warm-up (plans, first allocations)
+    fit.gradients()
+    sync(mem)
+    ca.SetMem(fit.m0, 0.0)
+    t0 = time.perf_counter()
+    for _ in range(its):
+        m, _ = fit.forward()
+        energies.append(m + fit.reg_energy())
+        fit.gradients()
+        fit.update(step)
+    sync(mem)
+    dt = (time.perf_counter() - t0) / its
+    m, _ = fit.forward()
+    energies.append(m + fit.reg_energy())
+    return dt, energies, geo.keep
+
+
+def lddmm_run(ca, I0, I1, mem, its):
+    from pyca.apps import lddmm
+
+    kw = dict(device=mem, scales=[1], iterations=its, affine="none", tol=0.0, normalize="none", bias_sigma=0.0,
+              fixed_blur=0.0, step=0.1)
+    lddmm.register(I1, I0, **dict(kw, iterations=2))  # warm-up
+    r = lddmm.register(I1, I0, **kw)
+    sc = r.timings["scales"][0]
+    return sc["seconds"] / max(1, sc["iterations"]), r.params["time_steps"]
+
+
+def client_run(ca, I0, I1, mem, its, step, sigma, client_dir):
+    if "mpi4py" not in sys.modules:
+        try:
+            import mpi4py  # noqa: F401
+        except ImportError:  # Configs/Compute.py imports it for an MPI mode matching does not use
+            sys.modules["mpi4py"] = types.SimpleNamespace(MPI=types.SimpleNamespace(SUM="sum", MAX="max",
+                                                                                    COMM_WORLD=None))
+    try:
+        import yaml  # noqa: F401
+    except ImportError:  # Configs/Config.py imports it to read configs, which this run does not
+        sys.modules["yaml"] = types.ModuleType("yaml")
+    sys.path.insert(0, os.path.join(client_dir, "vm"))
+    import CAvmMatching as M
+
+    grid = I0.grid()
+    ca.ThreadMemoryManager.init(grid, mem, 1)
+    nT = 5
+    t = [k * 1.0 / nT for k in range(nT + 1)]
+    cpi = list(range(1, len(t)))
+    cps = [(ca.Field3D(grid, mem), ca.Field3D(grid, mem)) for _ in cpi]
+    with contextlib.redirect_stdout(io.StringIO()):
+        p = M.MatchingVariables(I0, I1, sigma, t, cpi, cps, 0.01, 0.01, 0.001, its, step, None, nT,
+                                integMethod="RK4", optMethod="FIXEDGD", nInv=5, plotEvery=-1, plotSlice=None,
+                                quiverEvery=1, outputPrefix=None)
+        sync(mem)
+        t0 = time.perf_counter()
+        M.RunMatching(p)
+        sync(mem)
+        dt = (time.perf_counter() - t0) / its
+        g = M.MatchingGradient(p)  # the energy after the last step (the client reports it before each)
+    ca.ThreadMemoryManager.destroy()
+    return dt, [float(a + b) for a, b in p.Energy] + [float(g[1] + g[2])]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--time-steps", type=int, default=10)
+    ap.add_argument("--step", type=float, default=2e-5)
+    ap.add_argument("--sigma", type=float, default=0.5)
+    ap.add_argument("--client", default=None)
+    ap.add_argument("--client-iterations", type=int, default=3)
+    ap.add_argument("--big", type=int, default=0)
+    ap.add_argument("--big-iterations", type=int, default=2)
+    ap.add_argument("--big-time-steps", type=int, default=8)
+    ap.add_argument("--skip-lddmm", action="store_true")
+    a = ap.parse_args()
+    import pyca as ca
+
+    mem = ca.MEM_DEVICE if a.gpu else ca.MEM_HOST
+    dev = ca.device_info() if a.gpu else f"cpu ({os.cpu_count()} cores)"
+    print(f"# bench_shoot: {dev}; size {a.size}^3, {a.iterations} iterations, T {a.time_steps}, step {a.step:g}, "
+          f"sigma {a.sigma:g}")
+    if a.size:
+        i0, i1 = pair(a.size)
+        I0 = ca.Image3D.from_array(np.asfortranarray(i0)).clone(mem)
+        I1 = ca.Image3D.from_array(np.asfortranarray(i1)).clone(mem)
+        t_shoot, e_shoot, keep = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma)
+        print(f"pyca shoot: {t_shoot * 1e3:.1f} ms/iteration (T {a.time_steps}, keep {keep}); energy "
+              f"{e_shoot[0]:.6g} -> {e_shoot[-1]:.6g}")
+        if not a.skip_lddmm:
+            t_l, T_l = lddmm_run(ca, I0, I1, mem, a.iterations)
+            print(f"pyca lddmm: {t_l * 1e3:.1f} ms/iteration (T {T_l}); shoot / lddmm = {t_shoot / t_l:.2f}; "
+                  f"per time step {t_shoot / a.time_steps * 1e3:.2f} vs {t_l / T_l * 1e3:.2f} ms")
+        if a.client:
+            t_c, e_c = client_run(ca, I0, I1, mem, a.client_iterations, a.step, a.sigma, a.client)
+            n = a.client_iterations
+            t_s2, e_s2, _ = shoot_run(ca, I0, I1, mem, n, a.step, a.time_steps, a.sigma)
+            print(f"client (CAvmMatching, RK4 5 steps): {t_c * 1e3:.1f} ms/iteration; client / pyca shoot = "
+                  f"{t_c / t_s2:.1f}x")
+            print(f"energies after {n} iterations of step {a.step:g}: client {e_c[-1]:.6g}, pyca {e_s2[-1]:.6g} "
+                  f"(relative difference {(e_s2[-1] - e_c[-1]) / e_c[-1]:+.4f}); client {[round(x, 6) for x in e_c]} "
+                  f"pyca {[round(x, 6) for x in e_s2]}")
+    if a.big:
+        I0 = I1 = None
+        if a.gpu:
+            ca.reset_device_memory_peak()
+        I0, I1 = (ca.Image3D.from_array(np.asfortranarray(x)).clone(mem) for x in big_pair(a.big))
+        t_b, e_b, keep = shoot_run(ca, I0, I1, mem, a.big_iterations, a.step, a.big_time_steps, a.sigma, keep="maps")
+        peak = ca.device_memory_peak() if a.gpu else 0
+        print(f"big {a.big}^3: {t_b:.2f} s/iteration (T {a.big_time_steps}, keep {keep}), energy {e_b[0]:.6g} -> "
+              f"{e_b[-1]:.6g}; peak GPU memory {peak / 2**30:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""Geodesic shooting registration by vector momentum (`pyca shoot`): the moving image deformed along
+the geodesic of an initial momentum m0, m0 found by gradient descent (Singh, Hinkle, Joshi and Fletcher's
+vector-momentum LDDMM, as the vector-momentum clients' matching computes it, at pyca's speed).
+
+    from pyca.apps import shoot
+    res = shoot.register(fixed, moving, device="auto")       # Image3D, arrays or file paths
+    res.m0, res.phiinv, res.deformed, res.jacobian, res.energies, res.final_energy
+
+Only m0 parametrises the deformation (LDDMM's time-varying velocity needs T fields); the energy,
+per voxel as the clients report it, is
+
+    E(m0) = ( 1/2 <m0, K m0> + || I0 o phi_{1,0} - I1 ||^2 / (2 sigma^2) ) / N
+
+with K = (-alpha Laplacian - beta grad div + gamma)^-lpow (PyCA's FluidKernelFFT, unnormalised, the
+clients' operator), I0 the moving image, I1 the fixed one, both on the fixed grid. The geodesic and
+its adjoint are pyca.registration.geodesic's; the step rule pyca.registration.optimisers.descend's.
+docs/shoot.md says what is written and what each parameter does.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import core as ca
+from .. import io as pio
+from .._files import atomic_open
+from ..registration import intensities, optimisers
+from ..registration import parameters as _parameters
+from ..registration.geodesic import KEEP, Geodesic, GeodesicFit, epdiff_kernel
+from ..registration.inputs import as_image, on_grid
+from ..registration.transforms import jacobian_det
+from ._device import wait
+
+__all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "write_outputs", "add_parser",
+           "add_model_arguments", "model_params", "OUTPUTS"]
+
+# The vector-momentum clients' operator and matching parameters (quicksilver's LDDMM settings: alpha
+# 0.01, beta 0.01, gamma 0.001, lpow 1); sigma for intensities normalised to [0, 1]; 10 time steps
+# give the clients' final energy (RK4, 5 steps) within 1% (docs/shoot.md).
+DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
+                iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
+                percentiles=(0.5, 99.5))
+OUTPUTS = ("m0", "phiinv", "deformed", "jacdet")
+_HELP = {
+    "alpha": "weight of -Laplacian in L (larger: smoother velocities)",
+    "beta": "weight of -grad div in L",
+    "gamma": "weight of the identity in L (K's gain at the zero frequency is gamma^-lpow)",
+    "lpow": "power of L",
+    "sigma": "noise level of the image match (intensities normalised to [0, 1]): smaller, a closer match",
+    "time_steps": "time steps T of the geodesic",
+    "iterations": "gradient-descent iterations at most",
+    "step": "'auto' (the first step changes the initial velocity by at most --max-step voxels) or a fixed step "
+            "on m0, as the clients' stepSize",
+    "max_step": "with --step auto: the largest change of the initial velocity of the first step, voxels",
+    "tol": "stop when the last 5 iterations gained less than 5 x this of the gain so far",
+    "normalize": "'percentiles': each image's 0.5-99.5 percentile range to [0, 1]; 'none': as they are",
+    "keep": "'all': keep m_t and v_t of every step (fastest); 'maps': only the maps (least memory); 'auto': "
+            "'all' while its fields take at most 6 GiB",
+}
+
+
+@dataclass
+class ShootResult:
+    """What register() returns (arrays in the memory type the registration ran in)."""
+
+    m0: object  # Field3D: the initial momentum (world units)
+    phiinv: object  # Field3D: phi_{1,0}, an H-field (voxels): deformed = moving o phiinv
+    deformed: object  # Image3D: the moving image (its own intensities) on the fixed grid, deformed
+    jacobian: object  # Image3D: det D phiinv
+    energies: list  # one dict per iteration (optimisers.descend's records)
+    initial_mismatch: float  # sum of squared differences of the compared (normalised) images before
+    final_mismatch: float  # ... and after
+    timings: dict
+    device: str
+    params: dict
+    report: dict = field(default_factory=dict)  # descend's report
+    momentum_energies: list = None  # <m_t, K m_t> at each time step (constant along the geodesic)
+
+    @property
+    def final_energy(self):
+        acc = [e for e in self.energies if e["accepted"]]
+        return acc[-1]["energy"] if acc else self.report.get("energy_start", float("nan"))
+
+    def summary(self):
+        jmin, jmax = ca.MinMax(self.jacobian)
+        p = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()}
+        g = self.deformed.grid()
+        return {"device": self.device, "grid": {"size": list(g.size()), "spacing": list(g.spacing()),
+                                                "origin": list(g.origin())},
+                "params": p, "energy": "(1/2 <m0, K m0> + ||I0 o phiinv - I1||^2 / (2 sigma^2)) / N",
+                "initial_mismatch": self.initial_mismatch, "final_mismatch": self.final_mismatch,
+                "final_energy": self.final_energy, "jacobian_min": float(jmin), "jacobian_max": float(jmax),
+                "momentum_energies": self.momentum_energies, "stop": self.report.get("stop"),
+                "iterations": self.report.get("iterations"), "timings": self.timings, "energies": self.energies}
+
+
+def check(p, prog="shoot"):
+    """Refuses a bad parameter of p (a full dict) in one line naming it."""
+    def real(k, lo, strict=True):
+        v = p[k]
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
+        if not ok or (v <= lo if strict else v < lo):
+            raise ValueError(f"{prog}: {k} must be a number {'>' if strict else '>='} {lo:g}, got {v!r}")
+
+    for k in ("alpha", "gamma", "sigma", "max_step"):
+        real(k, 0.0)
+    for k in ("beta", "tol"):
+        real(k, 0.0, strict=False)
+    for k, lo, hi in (("lpow", 1, 16), ("time_steps", 1, 1000), ("iterations", 0, 100_000)):
+        v = p[k]
+        if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lo <= v <= hi):
+            raise ValueError(f"{prog}: {k} must be an integer in [{lo}, {hi}], got {v!r}")
+    if p["step"] != "auto":
+        real("step", 0.0)
+    if p["normalize"] not in ("percentiles", "none"):
+        raise ValueError(f"{prog}: normalize must be 'percentiles' or 'none', not {p['normalize']!r}")
+    if p["keep"] not in KEEP:
+        raise ValueError(f"{prog}: keep must be one of {', '.join(KEEP)}, not {p['keep']!r}")
+    return p
+
+
+def kernel_of(grid, p):
+    """K on grid from the parameters alpha, beta, gamma, lpow."""
+    return epdiff_kernel(grid, p["alpha"], p["beta"], p["gamma"], p["lpow"])
+
+
+def _prepared(im, mem, p):
+    return intensities.normalised(im, mem, p)
+
+
+def register(fixed, moving, *, progress=False, m0=None, **params):
+    """Registers `moving` onto `fixed` (Image3D, arrays or file paths; the moving image is placed on
+    the fixed grid by its affine) by geodesic shooting. m0: an initial momentum to start from (a Field3D
+    on the fixed grid). Returns a ShootResult."""
+    from .lddmm import resolve_device
+    from .._progress import progress_bar
+
+    p = check(_parameters.merged(DEFAULTS, params, "shoot"))
+    t_start = time.perf_counter()
+    mem, device = resolve_device(p["device"])
+    I1h = as_image(fixed, "fixed")
+    I0h = on_grid(as_image(moving, "moving"), I1h.grid())
+    grid = I1h.grid()
+    I1, I0 = _prepared(I1h, mem, p), _prepared(I0h, mem, p)
+    diff = ca.Image3D(grid, mem)
+    ca.Sub(diff, I0, I1)
+    ssd0 = float(ca.Sum2(diff))
+    K = kernel_of(grid, p)
+    geo = Geodesic(grid, mem, p["time_steps"], K, keep=p["keep"])
+    fit = GeodesicFit(geo, I0, [(geo.T, I1)], p["sigma"], m0=m0)
+    wait(mem)
+    t0 = time.perf_counter()
+    records = []
+    pbar = progress_bar(p["iterations"], "shoot", disable=not progress)
+    try:
+        rep = optimisers.descend(fit, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"],
+                                 records=records, label="shoot", pbar=pbar)
+    finally:
+        pbar.close()
+    fit.forward()  # the accepted m0's geodesic (the last forward may have been a rejected step's)
+    wait(mem)
+    t1 = time.perf_counter()
+    phiinv = geo.hs[-1].clone(mem)
+    deformed_n = ca.Image3D(grid, mem)
+    ca.ApplyH(deformed_n, I0, phiinv)
+    ca.Sub(diff, deformed_n, I1)
+    ssd1 = float(ca.Sum2(diff))
+    deformed = ca.Image3D(grid, mem)
+    ca.ApplyH(deformed, I0h.clone(mem) if int(I0h.memType()) != int(mem) else I0h, phiinv)
+    jac = ca.Image3D(grid, mem)
+    jacobian_det(jac, phiinv)
+    mom = geo.energies()
+    wait(mem)
+    n_it = max(1, rep["iterations"])
+    timings = {"registration_s": t1 - t0, "per_iteration_s": (t1 - t0) / n_it, "total_s": time.perf_counter() - t_start}
+    return ShootResult(m0=fit.m0, phiinv=phiinv, deformed=deformed, jacobian=jac, energies=records,
+                       initial_mismatch=ssd0, final_mismatch=ssd1, timings=timings, device=device, params=p,
+                       report=rep, momentum_energies=mom)
+
+
+def write_outputs(res, out_dir, compress=True, names=None, extra=()):
+    """m0 (vector), phiinv (H-field: 'pointset'), deformed, jacdet and summary.json (written last) in
+    out_dir; extra: (name, Image3D) pairs written beside them. Returns the paths written."""
+    os.makedirs(out_dir, exist_ok=True)
+    ext = ".nii.gz" if compress else ".nii"
+    t0 = time.perf_counter()
+    paths = []
+    items = [(n, getattr(res, a)) for n, a in (("m0", "m0"), ("phiinv", "phiinv"), ("deformed", "deformed"),
+                                                ("jacdet", "jacobian")) if getattr(res, a, None) is not None]
+    for name, obj in list(items) + list(extra):
+        path = os.path.join(out_dir, name + ext)
+        if isinstance(obj, ca.Field3D):
+            pio.save_field(obj, path, description=f"pyca {name}", intent="pointset" if name == "phiinv" else "vector")
+        else:
+            pio.save_image(obj, path, description=f"pyca {name}")
+        paths.append(path)
+    res.timings["write_s"] = time.perf_counter() - t0
+    summary = res.summary()
+    summary["files"] = [os.path.basename(x) for x in paths] + ["summary.json"]
+    if names:
+        summary["inputs"] = names
+    paths.append(os.path.join(out_dir, "summary.json"))
+    with atomic_open(paths[-1]) as fh:
+        json.dump(summary, fh, indent=2, default=float)
+    return paths
+
+
+# ------------------------------------------------------------------------------------------------
+# The command line
+def _number(text):
+    return text if text == "auto" else float(text)
+
+
+def add_model_arguments(p, defaults):
+    """The geodesic's and the descent's options (shared by `pyca shoot` and `pyca regress`)."""
+    p.add_argument("--device", default=defaults["device"], choices=["auto", "cpu", "gpu"],
+                   help="where to run (default %(default)s)")
+    g = p.add_argument_group("geodesic: L = (-alpha Laplacian - beta grad div + gamma)^lpow, K = L^-1")
+    for k, typ in (("alpha", float), ("beta", float), ("gamma", float), ("lpow", int), ("time_steps", int)):
+        g.add_argument("--" + k.replace("_", "-"), type=typ, default=defaults[k],
+                       help=f"{_HELP[k]} (default %(default)s)")
+    g.add_argument("--keep", choices=list(KEEP), default=defaults["keep"], help=f"{_HELP['keep']} (default %(default)s)")
+    g = p.add_argument_group("optimisation")
+    for k, typ in (("sigma", float), ("iterations", int), ("step", _number), ("max_step", float), ("tol", float)):
+        g.add_argument("--" + k.replace("_", "-"), type=typ, default=defaults[k],
+                       help=f"{_HELP[k]} (default %(default)s)")
+    g.add_argument("--normalize", choices=["percentiles", "none"], default=defaults["normalize"],
+                   help=f"{_HELP['normalize']} (default %(default)s)")
+    p.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
+    p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
+
+
+def model_params(a, defaults):
+    return {k: getattr(a, k) for k in defaults if hasattr(a, k)}
+
+
+def add_parser(sub):
+    from ..cli import add_verbosity
+
+    p = sub.add_parser("shoot", help="register two images by geodesic shooting (vector-momentum LDDMM)",
+                       description="Register --moving onto --fixed along the geodesic of an initial momentum m0 "
+                       "(EPDiff), m0 found by gradient descent; writes m0, phiinv, deformed, jacdet and summary.json "
+                       "(docs/shoot.md).")
+    p.add_argument("--fixed", required=True, help="fixed (target) image")
+    p.add_argument("--moving", required=True, help="moving image (placed on the fixed grid by its affine)")
+    p.add_argument("--out", default="pyca-shoot-out", help="output folder (default %(default)s)")
+    add_model_arguments(p, DEFAULTS)
+    add_verbosity(p, False)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(a):
+    from .._files import claim_out_dir
+    from ..io import ImageFileError
+
+    quiet = getattr(a, "quiet", False)
+    say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
+    params = model_params(a, DEFAULTS)
+    try:
+        check(_parameters.merged(DEFAULTS, params, "shoot"))
+        fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
+    except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:
+        print(f"pyca shoot: error: {e}", file=sys.stderr)
+        return 2
+    names = {"fixed": a.fixed, "moving": a.moving}
+    outputs = [n + e for n in OUTPUTS for e in (".nii", ".nii.gz")]
+    with claim_out_dir(a.out, a.overwrite, outputs=outputs, inputs=[a.fixed, a.moving]):
+        res = register(fixed, moving, progress=not quiet, **params)
+        paths = write_outputs(res, a.out, compress=not a.no_compress, names=names)
+    s = res.summary()
+    say(f"pyca shoot: {res.device}; {s['iterations']} iterations ({s['stop']}), energy {res.report['energy_start']:.6g} "
+        f"-> {res.final_energy:.6g}, mismatch {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g}")
+    say(f"  det D phiinv in [{s['jacobian_min']:.4g}, {s['jacobian_max']:.4g}]; "
+        f"{res.timings['per_iteration_s'] * 1e3:.1f} ms per iteration")
+    say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}")
+    if s["jacobian_min"] <= 0:
+        print("pyca shoot: the map folds (det D phiinv <= 0 somewhere): larger alpha or sigma", file=sys.stderr)
+        return 3
+    return 0

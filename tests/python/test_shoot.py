@@ -1,0 +1,237 @@
+"""Geodesic shooting by vector momentum (pyca.registration.geodesic, `pyca shoot`, `pyca regress`)
+against independent references: EPDiff's conserved energy <m_t, K m_t>, finite differences of the
+energy (the adjoint sweep's gradient), a known shooting (an image shot along a known geodesic is
+registered back: the map is recovered, checked with SciPy's interpolation), the two memory modes
+(identical numbers), and the command lines on files. The vector-momentum client's energies on the same
+inputs: tests/compat/test_public_clients.py (where the client code is fetched)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+import pyca as ca
+import pyca.common as common
+from pyca.apps import regress, shoot
+from pyca.registration.geodesic import Geodesic, GeodesicFit, epdiff_kernel
+
+N = 40
+MEM = ca.MEM_HOST
+
+
+def _blob(n=N, c=(20, 20), r=(8, 11), blur=1.0):
+    x, y = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    return ndimage.gaussian_filter((((x - c[0]) / r[0]) ** 2 + ((y - c[1]) / r[1]) ** 2 <= 1).astype(float), blur)
+
+
+def _momentum(n=N, seed=0, vmax=1.5, K=None, grid=None):
+    """A smooth momentum zero near the border, scaled so that its velocity K m is at most vmax voxels."""
+    rng = np.random.default_rng(seed)
+    w = np.zeros((n, n))
+    w[n // 5:-n // 5, n // 5:-n // 5] = 1
+    w = ndimage.gaussian_filter(w, 2)
+    a = ndimage.gaussian_filter(rng.standard_normal((n, n, 2)), (3, 3, 0)) * w[..., None]
+    m = common.FieldFromNPArr(a, MEM)
+    v = m.clone()
+    K.applyInverseOperator(v)
+    ca.MulC_I(m, vmax / float(ca.LInf(v)))
+    return m
+
+
+def _setup(T=10, keep="all", blur=1.0):
+    I0 = common.ImFromNPArr(_blob(blur=blur), MEM)
+    grid = I0.grid()
+    K = epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)
+    return I0, grid, K, Geodesic(grid, MEM, T, K, keep=keep)
+
+
+def test_epdiff_conserves_the_momentum_energy():
+    """<m_t, K m_t> is constant along the geodesic up to the discretisation's error, which shrinks with T;
+    without the coadjoint action's Jacobian factors (m0 merely carried along, m0 o phi_{t,0}) it is not.
+    A radial momentum (grad I0: the blob grows and shrinks, so the Jacobian factors matter)."""
+    drift, carried = {}, {}
+    for T in (5, 20):
+        I0, grid, K, G = _setup(T)
+        m0 = ca.Field3D(grid, MEM)
+        ca.Gradient(m0, I0)
+        v = m0.clone()
+        K.applyInverseOperator(v)
+        ca.MulC_I(m0, 2.0 / float(ca.LInf(v)))  # 2 voxels at most
+        G.shoot(m0)
+        e = np.array(G.energies())
+        assert e[0] == pytest.approx(float(ca.Dot(m0, G.velocity(0))))
+        drift[T] = float(np.abs(e / e[0] - 1).max())
+        bad = []
+        for j in range(T):
+            m = m0.clone()
+            if j:
+                ca.ApplyH(m, m0, G.h(j), ca.BACKGROUND_STRATEGY_CLAMP)
+            v = m.clone()
+            K.applyInverseOperator(v)
+            bad.append(float(ca.Dot(m, v)))
+        carried[T] = float(np.abs(np.array(bad) / bad[0] - 1).max())
+    for T in drift:
+        assert drift[T] < 0.04, drift
+        assert carried[T] > 3 * drift[T], (drift, carried)
+
+
+def test_shoot_moves_points_along_the_initial_velocity():
+    """For a small momentum, phi_{1,0} = x - v0 / spacing to first order (the geodesic's initial velocity)."""
+    I0, grid, K, G = _setup(10)
+    m0 = _momentum(K=K, vmax=0.05)
+    h = common.AsNPCopy(G.shoot(m0))
+    v0 = common.AsNPCopy(G.velocity(0))
+    ident = np.stack(np.indices((N, N, 1)), -1).astype(float)
+    np.testing.assert_allclose(h - ident, -v0, atol=0.05 * 0.05)
+
+
+def test_adjoint_gradient_matches_finite_differences():
+    """The adjoint sweep's gradient K m0 - m^_0 against central differences of the energy, within 5%.
+    (The adjoint differentiates the continuous model: on smooth images. Near a sharp edge the discrete
+    energy's derivative is that of the trilinear interpolant, one-sided differences, and differs more.)"""
+    I0, grid, K, G = _setup(10, blur=2.5)
+    I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9), blur=2.5), MEM)
+    fit = GeodesicFit(G, I0, [(G.T, I1)], 0.5, m0=_momentum(K=K, vmax=1.0))
+
+    def energy():
+        m, _ = fit.forward()
+        return m + fit.reg_energy()
+
+    energy()
+    fit.gradients()
+    g = common.AsNPCopy(fit.g).copy()
+    m_saved = fit.m0.clone()
+    for seed in (1, 2, 4):
+        d = _momentum(K=K, seed=seed, vmax=0.2)
+        pred = float((g * common.AsNPCopy(d)).sum()) / fit.N
+        eps = 1e-2
+        ca.Add_MulC(fit.m0, m_saved, d, eps)
+        ep = energy()
+        ca.Add_MulC(fit.m0, m_saved, d, -eps)
+        em = energy()
+        fd = (ep - em) / (2 * eps)
+        assert pred == pytest.approx(fd, rel=0.05), (seed, pred, fd)
+        ca.Copy(fit.m0, m_saved)
+
+
+def test_low_memory_mode_gives_the_same_numbers():
+    I0, grid, K, Ga = _setup(6, "all")
+    Gm = Geodesic(grid, MEM, 6, K, keep="maps")
+    I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9)), MEM)
+    m0 = _momentum(K=K, vmax=1.0)
+    out = []
+    for G in (Ga, Gm):
+        f = GeodesicFit(G, I0, [(G.T, I1)], 0.5, m0=m0)
+        e = f.forward()[0]
+        f.gradients()
+        out.append((e, common.AsNPCopy(f.g).copy(), common.AsNPCopy(G.hs[-1]).copy()))
+    assert out[0][0] == out[1][0]
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    np.testing.assert_array_equal(out[0][2], out[1][2])
+
+
+def _known_pair(vmax=1.5):
+    """I0 and I1 = I0 o phi_{1,0} of a known geodesic (m0 along grad I0, the form of a matching's
+    optimal momentum), with phi_{1,0}."""
+    I0, grid, K, G = _setup(10)
+    grad = ca.Field3D(grid, MEM)
+    ca.Gradient(grad, I0)
+    w = common.ImFromNPArr(np.cos(np.arange(N) / 6.0)[:, None] * np.ones((N, N)), MEM)
+    ca.Mul_I(grad, w)  # a non-uniform normal motion of the boundary
+    v = grad.clone()
+    K.applyInverseOperator(v)
+    ca.MulC_I(grad, vmax / float(ca.LInf(v)))
+    h = common.AsNPCopy(G.shoot(grad)).copy()
+    # I1 by SciPy's interpolation of I0 at phi_{1,0}
+    I1 = ndimage.map_coordinates(_blob(), [h[..., 0, 0], h[..., 0, 1]], order=1, mode="nearest")
+    return I0, common.ImFromNPArr(I1, MEM), h, grad
+
+
+def test_known_shooting_is_recovered():
+    """An image shot along a known geodesic is registered back: the mismatch falls by > 98% and the map
+    is the known one within 0.25 voxel where the image has an edge."""
+    I0, I1, h_true, m_true = _known_pair()
+    res = shoot.register(I1, I0, device="cpu", normalize="none", sigma=0.02, iterations=80)
+    assert res.final_mismatch < 0.02 * res.initial_mismatch
+    h = common.AsNPCopy(res.phiinv)
+    edge = np.abs(np.gradient(_blob()))
+    where = (edge[0] + edge[1]) > 0.05
+    err = np.abs(h - h_true)[..., 0, :2][where]
+    assert err.max() < 0.25, err.max()
+    assert float(ca.Min(res.jacobian)) > 0
+    # the momentum found points the known one's way (it is not unique where the image is flat)
+    a, b = common.AsNPCopy(res.m0).ravel(), common.AsNPCopy(m_true).ravel()
+    assert np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b) > 0.7
+
+
+def test_regression_fits_images_along_a_known_geodesic():
+    """Three images on a known geodesic (t = 0, 1.5, 3): the fitted images are the observed ones
+    (mismatch down > 98%), the times fall on steps 0, T/2, T, with the base image estimated too."""
+    I0, grid, K, G = _setup(10)
+    G.shoot(_momentum(K=K, seed=3, vmax=1.5))
+    obs = [(0.0, I0.clone())]
+    for j, t in ((5, 1.5), (10, 3.0)):
+        out = ca.Image3D(grid, MEM)
+        ca.ApplyH(out, I0, G.h(j))
+        obs.append((t, out))
+    for est in (False, True):
+        res = regress.fit(obs, device="cpu", normalize="none", sigma=0.05, iterations=60, estimate_base=est)
+        assert res.steps == [0, 5, 10]
+        assert res.final_mismatch < 0.02 * res.initial_mismatch, (est, res.initial_mismatch, res.final_mismatch)
+
+
+def test_parameters_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="shoot: sigma"):
+        shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)), sigma=0)
+    with pytest.raises(TypeError, match="unknown parameter"):
+        shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)), scales=(2, 1))
+    with pytest.raises(ValueError, match="regress: need at least two"):
+        regress.fit([(0.0, np.zeros((8, 8, 8)))])
+    with pytest.raises(ValueError, match="keep"):
+        Geodesic(ca.GridInfo(ca.Vec3Di(8, 8, 1)), MEM, 4, None, keep="some")
+
+
+def _pyca(*args, cwd):
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return subprocess.run([sys.executable, "-m", "pyca", *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_cli_shoot_and_regress(tmp_path):
+    nib = pytest.importorskip("nibabel")
+    aff = np.diag([2.0, 2.0, 2.0, 1.0])
+    I0, I1, _, _ = _known_pair(vmax=1.0)
+    a0 = np.repeat(common.AsNPCopy(I0).reshape(N, N, 1), 4, axis=2)[:24, :24]  # a small 3-D pair
+    a1 = np.repeat(common.AsNPCopy(I1).reshape(N, N, 1), 4, axis=2)[:24, :24]
+    a0, a1 = (np.pad(x, ((0, 0), (0, 0), (0, 0))) for x in (a0, a1))
+    for name, arr in (("m.nii.gz", a0), ("f.nii.gz", a1)):
+        nib.save(nib.Nifti1Image(arr.astype(np.float32), aff), str(tmp_path / name))
+    r = _pyca("shoot", "--fixed", "f.nii.gz", "--moving", "m.nii.gz", "--out", "out", "--iterations", "15",
+              "--device", "cpu", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    s = json.load(open(tmp_path / "out" / "summary.json"))
+    assert s["final_mismatch"] < s["initial_mismatch"]
+    assert set(s["files"]) >= {"m0.nii.gz", "phiinv.nii.gz", "deformed.nii.gz", "jacdet.nii.gz"}
+    # deformed = moving o phiinv (SciPy's interpolation of the moving image at phiinv)
+    phiinv = np.asarray(nib.load(str(tmp_path / "out" / "phiinv.nii.gz")).dataobj).reshape(24, 24, 4, 3)
+    deformed = np.asarray(nib.load(str(tmp_path / "out" / "deformed.nii.gz")).dataobj)
+    ref = ndimage.map_coordinates(a0, np.moveaxis(phiinv, -1, 0), order=1, mode="nearest")
+    np.testing.assert_allclose(deformed, ref, atol=1e-4)
+    assert np.allclose(nib.load(str(tmp_path / "out" / "deformed.nii.gz")).affine, aff)
+    r = _pyca("shoot", "--fixed", "f.nii.gz", "--moving", "m.nii.gz", "--out", "out", cwd=tmp_path)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1  # an existing folder: one line
+    r = _pyca("regress", "m.nii.gz:0", "f.nii.gz:2", "m.nii.gz:4", "--out", "reg", "--iterations", "5", "--device",
+              "cpu", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    s = json.load(open(tmp_path / "reg" / "summary.json"))
+    assert s["time_steps_of_inputs"] == [0, 5, 10]
+    assert os.path.isfile(tmp_path / "reg" / "fitted_2.nii.gz")
+    r = _pyca("regress", "m.nii.gz:0", "--out", "reg2", cwd=tmp_path)
+    assert r.returncode == 2 and "at least two" in r.stderr
