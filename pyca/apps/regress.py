@@ -136,11 +136,13 @@ def _observation(text):
 
 
 def add_parser(sub):
+    from .._docs import page
     from ..cli import add_verbosity
 
     p = sub.add_parser("regress", help="geodesic regression of images over time (vector momentum)",
                        description="Fit one geodesic (a base image and an initial momentum) to images observed at "
-                       "several times; writes m0, base, fitted_<k> for each input and summary.json (docs/shoot.md).")
+                       "several times; writes m0, base, fitted_<k> for each input and summary.json (docs/shoot.md).",
+                       epilog="Documentation (outputs, model, parameters): " + page("shoot"))
     p.add_argument("observations", nargs="+", type=_observation, metavar="IMAGE:TIME",
                    help="an image and its time (any unit), at least two")
     p.add_argument("--out", default="pyca-regress-out", help="output folder (default %(default)s)")

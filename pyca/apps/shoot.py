@@ -241,12 +241,14 @@ def model_params(a, defaults):
 
 
 def add_parser(sub):
+    from .._docs import page
     from ..cli import add_verbosity
 
     p = sub.add_parser("shoot", help="register two images by geodesic shooting (vector-momentum LDDMM)",
                        description="Register --moving onto --fixed along the geodesic of an initial momentum m0 "
                        "(EPDiff), m0 found by gradient descent; writes m0, phiinv, deformed, jacdet and summary.json "
-                       "(docs/shoot.md).")
+                       "(docs/shoot.md).",
+                       epilog="Documentation (outputs, model, parameters): " + page("shoot"))
     p.add_argument("--fixed", required=True, help="fixed (target) image")
     p.add_argument("--moving", required=True, help="moving image (placed on the fixed grid by its affine)")
     p.add_argument("--out", default="pyca-shoot-out", help="output folder (default %(default)s)")
