@@ -147,6 +147,7 @@ def main():
     ap.add_argument("--big-iterations", type=int, default=2)
     ap.add_argument("--big-time-steps", type=int, default=8)
     ap.add_argument("--skip-lddmm", action="store_true")
+    ap.add_argument("--parity", action="store_true", help="also the same 32^3 run on the CPU and the GPU")
     a = ap.parse_args()
     import pyca as ca
 
@@ -174,6 +175,16 @@ def main():
             print(f"energies after {n} iterations of step {a.step:g}: client {e_c[-1]:.6g}, pyca {e_s2[-1]:.6g} "
                   f"(relative difference {(e_s2[-1] - e_c[-1]) / e_c[-1]:+.4f}); client {[round(x, 6) for x in e_c]} "
                   f"pyca {[round(x, 6) for x in e_s2]}")
+    if a.parity:
+        i0, i1 = pair(32)
+        out = {}
+        for m in (ca.MEM_HOST, ca.MEM_DEVICE):
+            J0 = ca.Image3D.from_array(np.asfortranarray(i0)).clone(m)
+            J1 = ca.Image3D.from_array(np.asfortranarray(i1)).clone(m)
+            out[int(m)] = shoot_run(ca, J0, J1, m, 10, a.step, a.time_steps, a.sigma)[1]
+        c, g = np.array(out[int(ca.MEM_HOST)]), np.array(out[int(ca.MEM_DEVICE)])
+        print(f"parity 32^3, 10 iterations: CPU {c[-1]:.8g} GPU {g[-1]:.8g}, largest relative difference "
+              f"{np.abs(g / c - 1).max():.2e}")
     if a.big:
         I0 = I1 = None
         if a.gpu:
