@@ -21,7 +21,7 @@ import numpy as np
 
 from ._files import atomic_path
 
-__all__ = ["MetaImageError", "read", "write", "is_metaimage"]
+__all__ = ["MetaImageError", "read", "check", "write", "is_metaimage", "data_file"]
 
 _TYPES = {
     "MET_UCHAR": np.uint8, "MET_CHAR": np.int8, "MET_USHORT": np.uint16, "MET_SHORT": np.int16,
@@ -100,10 +100,10 @@ def data_file(path, what="load_image", fields=None):
         raise MetaImageError(f"{what} {path!r}: {e}") from None
 
 
-def read(path, what="load_image"):
-    """(data, spacing, origin, direction) of a MetaImage file, in the file's frame: data indexed
-    [x, y, z] (or [x, y, z, c] with several channels; z = 1 for a 2-D file) in the stored dtype,
-    spacing and origin as 3 floats, direction a 3x3 float64 matrix whose column c is voxel axis c."""
+def _layout(path, what):
+    """The checked header of a MetaImage file: (fields, ndim, dims, nchan, dtype, nbytes, src, offset,
+    compressed, avail): the voxel bytes it declares, where they are (src from byte offset, avail bytes
+    there). Nothing is allocated for the voxels."""
     path = os.fspath(path)
     fields, data_offset = _read_header(path, what)
     if fields.get("ObjectType", "Image").lower() != "image":
@@ -118,25 +118,19 @@ def read(path, what="load_image"):
     dims = _numbers(fields, "DimSize", ndim, path, what, int)
     if min(dims) < 1:
         raise MetaImageError(f"{what} {path!r}: DimSize = {dims} must be positive")
-    nchan = int(fields.get("ElementNumberOfChannels", "1"))
+    try:
+        nchan = int(fields.get("ElementNumberOfChannels", "1"))
+    except ValueError:
+        nchan = 0
     if nchan < 1 or nchan > 16:
-        raise MetaImageError(f"{what} {path!r}: ElementNumberOfChannels = {nchan} is not supported")
+        raise MetaImageError(f"{what} {path!r}: ElementNumberOfChannels = "
+                             f"{fields.get('ElementNumberOfChannels')!r} is not supported")
     etype = fields.get("ElementType", "")
     if etype not in _TYPES:
         raise MetaImageError(f"{what} {path!r}: ElementType = {etype!r} is not supported ({', '.join(_TYPES)})")
     if not _flag(fields, "BinaryData") and "BinaryData" in fields:
         raise MetaImageError(f"{what} {path!r}: text (BinaryData = False) MetaImage data is not supported")
-    sp_key = "ElementSpacing" if "ElementSpacing" in fields else "ElementSize"
-    sp = _numbers(fields, sp_key, ndim, path, what, default=[1.0] * ndim)
-    org_key = next((k for k in ("Offset", "Origin", "Position") if k in fields), "Offset")
-    org = _numbers(fields, org_key, ndim, path, what, default=[0.0] * ndim)
-    tm_key = next((k for k in ("TransformMatrix", "Rotation", "Orientation") if k in fields), "TransformMatrix")
-    tm = _numbers(fields, tm_key, ndim * ndim, path, what, default=np.eye(ndim).ravel())
-    if not all(np.isfinite(sp)) or min(sp) <= 0:
-        raise MetaImageError(f"{what} {path!r}: {sp_key} = {sp} must be positive and finite")
-    if not all(np.isfinite(org)) or not all(np.isfinite(tm)):
-        raise MetaImageError(f"{what} {path!r}: {org_key} / {tm_key} must be finite")
-    nvox = int(np.prod(dims, dtype=np.int64)) * nchan
+    nvox = int(np.prod(dims, dtype=object)) * nchan
     if nvox > _MAX_VOXELS:
         raise MetaImageError(f"{what} {path!r}: DimSize = {dims} x {nchan} channels is more than pyca reads")
     dtype = np.dtype(_TYPES[etype]).newbyteorder(">" if _flag(fields, "BinaryDataByteOrderMSB")
@@ -153,18 +147,65 @@ def read(path, what="load_image"):
         offset = 0
         if not os.path.isfile(src):
             raise MetaImageError(f"{what} {path!r}: its data file {datafile!r} does not exist")
-    header_size = int(float(fields.get("HeaderSize", "0")))
-    avail = os.path.getsize(src) - offset
+    try:
+        header_size = int(float(fields.get("HeaderSize", "0")))
+    except (ValueError, OverflowError):
+        raise MetaImageError(f"{what} {path!r}: HeaderSize = {fields.get('HeaderSize')!r} is not a number") from None
     compressed = _flag(fields, "CompressedData")
     if header_size == -1 and not compressed:
         offset = os.path.getsize(src) - nbytes
     elif header_size > 0:
         offset += header_size
     avail = os.path.getsize(src) - offset
+    if not compressed and (avail < nbytes or offset < 0):
+        raise MetaImageError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels, the file holds "
+                             f"{max(avail, 0)} (truncated, or a corrupt or hostile header)")
+    return fields, ndim, dims, nchan, dtype, nbytes, src, offset, compressed, avail
+
+
+def check(path, what, deflate_ratio):
+    """Refuses (MetaImageError) a MetaImage file whose header declares more voxel bytes than its data
+    can hold: uncompressed, the bytes in the file; compressed, `deflate_ratio` times its compressed
+    bytes (deflate's largest ratio is about 1032). For a header read by another library (SimpleITK),
+    before it allocates the image."""
+    fields, *_, nbytes, src, offset, compressed, avail = _layout(path, what)
     if compressed:
+        csize = _compressed_size(fields, avail, path, what)
+        if nbytes > deflate_ratio * csize + (1 << 16):
+            raise MetaImageError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels, more than "
+                                 f"{csize} bytes of compressed data can hold (a corrupt or hostile header)")
+
+
+def _compressed_size(fields, avail, path, what):
+    try:
         csize = int(float(fields.get("CompressedDataSize", avail)))
-        if csize > avail or csize < 1:
-            raise MetaImageError(f"{what} {path!r}: CompressedDataSize = {csize} but the file holds {avail} bytes")
+    except (ValueError, OverflowError):
+        csize = -1
+    if csize > avail or csize < 1:
+        raise MetaImageError(f"{what} {path!r}: CompressedDataSize = {fields.get('CompressedDataSize')} but the "
+                             f"file holds {avail} bytes")
+    return csize
+
+
+def read(path, what="load_image"):
+    """(data, spacing, origin, direction) of a MetaImage file, in the file's frame: data indexed
+    [x, y, z] (or [x, y, z, c] with several channels; z = 1 for a 2-D file) in the stored dtype,
+    spacing and origin as 3 floats, direction a 3x3 float64 matrix whose column c is voxel axis c."""
+    path = os.fspath(path)
+    fields, ndim, dims, nchan, dtype, nbytes, src, offset, compressed, avail = _layout(path, what)
+    nvox = nbytes // dtype.itemsize
+    sp_key = "ElementSpacing" if "ElementSpacing" in fields else "ElementSize"
+    sp = _numbers(fields, sp_key, ndim, path, what, default=[1.0] * ndim)
+    org_key = next((k for k in ("Offset", "Origin", "Position") if k in fields), "Offset")
+    org = _numbers(fields, org_key, ndim, path, what, default=[0.0] * ndim)
+    tm_key = next((k for k in ("TransformMatrix", "Rotation", "Orientation") if k in fields), "TransformMatrix")
+    tm = _numbers(fields, tm_key, ndim * ndim, path, what, default=np.eye(ndim).ravel())
+    if not all(np.isfinite(sp)) or min(sp) <= 0:
+        raise MetaImageError(f"{what} {path!r}: {sp_key} = {sp} must be positive and finite")
+    if not all(np.isfinite(org)) or not all(np.isfinite(tm)):
+        raise MetaImageError(f"{what} {path!r}: {org_key} / {tm_key} must be finite")
+    if compressed:
+        csize = _compressed_size(fields, avail, path, what)
         with open(src, "rb") as f:
             f.seek(offset)
             raw = f.read(csize)
@@ -178,9 +219,6 @@ def read(path, what="load_image"):
                                  f"{nbytes}")
         flat = np.frombuffer(buf, dtype=dtype)
     else:
-        if avail < nbytes or offset < 0:
-            raise MetaImageError(f"{what} {path!r}: the header says {nbytes} bytes of data, the file holds "
-                                 f"{max(avail, 0)} (truncated?)")
         flat = np.fromfile(src, dtype=dtype, count=nvox, offset=offset)
     shape3 = list(dims) + [1] * (3 - ndim)
     if nchan > 1:

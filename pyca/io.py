@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from . import _metaimage, core
+from . import _metaimage, _nrrd, core
 from ._files import GzipWriter, atomic_path
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "load_labels", "save_labels",
@@ -239,15 +239,25 @@ def _read_metaimage(path, what):
     return arr, sp2, org2, direction
 
 
+def _check_before_simpleitk(path, what):
+    """SimpleITK allocates the whole image from the header before it reads the data: pyca reads the
+    header first (MetaImage: pyca/_metaimage.py; NRRD: pyca/_nrrd.py) and refuses one that declares more
+    voxel bytes than the file can hold (raw: its size; compressed: _DEFLATE_RATIO times it), or a data
+    file outside the header's folder. Other formats SimpleITK reads go unchecked."""
+    try:
+        if _metaimage.is_metaimage(path):
+            _metaimage.check(path, what, _DEFLATE_RATIO)
+        elif path.lower().endswith((".nrrd", ".nhdr")) or _nrrd.is_nrrd(path):
+            _nrrd.check(path, what, _DEFLATE_RATIO)
+    except (_metaimage.MetaImageError, _nrrd.NrrdError) as e:
+        raise ImageFileError(str(e)) from None
+
+
 def _read_itk(path, what):
     if _metaimage.is_metaimage(path) and not simpleitk_available():
         return _read_metaimage(path, what)
-    if _metaimage.is_metaimage(path):  # its data file stays beside it, whoever reads it
-        try:
-            _metaimage.data_file(path, what)
-        except _metaimage.MetaImageError as e:
-            raise ImageFileError(str(e)) from None
     sitk = _sitk(path, what)
+    _check_before_simpleitk(path, what)
     try:
         img = sitk.ReadImage(path)
     except Exception as e:  # noqa: BLE001

@@ -141,12 +141,13 @@ def test_registry_fuzz_in_a_subprocess(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# The file readers (issue 41): load_image and load_field on NIfTI files (.nii and .nii.gz) whose
-# header fields and bodies are mutated. Each call must return or raise ImageFileError (a ValueError) or
+# The file readers (issue 41): load_image and load_field on NIfTI files (.nii and .nii.gz), and NRRD and
+# MetaImage files (.nrrd, .mha: raw, compressed, vector; SimpleITK reads them after pyca's header check)
+# whose header fields and bodies are mutated. Each call must return or raise ImageFileError (a ValueError) or
 # FileNotFoundError, within READER_CALL_S seconds, with at most READER_PEAK bytes allocated (the files are
 # a few KB: a header that declares more than its file holds must be refused before its voxels are
 # allocated), in a child whose address space is capped, so that an unchecked allocation fails there
-# (and is seen: a refusal that reports a MemoryError fails the case).
+# (and is seen: a refusal that reports a MemoryError, or SimpleITK's failure to allocate, fails the case).
 READER_CALL_S = 5.0
 READER_PEAK = 64 << 20
 # (offset, struct format) of NIfTI-1 header fields worth breaking
@@ -159,6 +160,7 @@ _FLOATS = [0.0, -1.0, 1e-30, 1e30, float("nan"), float("inf"), 352.0, 3.4e38]
 def _fuzz_readers(budget_s, seed, case_log, folder):
     import gzip
     import logging
+    import re
     import resource
     import struct
     import tracemalloc
@@ -174,23 +176,43 @@ def _fuzz_readers(budget_s, seed, case_log, folder):
     lim = used + (4 << 30)  # far below what the headers claim (up to 32767^3 voxels); room for threads
     resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     rng = np.random.default_rng(seed)
-    base = []
+    base = []  # (extension, bytes, text header)
     for shape in [(6, 5, 4), (6, 5, 4, 1, 3), (7, 3)]:
         img = nib.Nifti1Image(rng.normal(size=shape).astype(np.float32), np.diag([1.5, 2.0, 1.0, 1.0]))
         path = os.path.join(folder, "base.nii")
         nib.save(img, path)
         with open(path, "rb") as fh:
-            base.append(bytearray(fh.read()))
+            base.append((".nii", bytearray(fh.read()), False))
+    if pio.simpleitk_available():  # the files SimpleITK reads, after pyca has checked their headers
+        import SimpleITK as sitk
+
+        for ext, compress, vector in [(".nrrd", False, False), (".nrrd", True, False), (".nrrd", False, True),
+                                      (".mha", False, False), (".mha", True, False), (".mha", False, True)]:
+            arr = rng.normal(size=(4, 5, 6, 3) if vector else (4, 5, 6)).astype(np.float32)
+            path = os.path.join(folder, "base" + ext)
+            sitk.WriteImage(sitk.GetImageFromArray(arr, isVector=vector), path, compress)
+            with open(path, "rb") as fh:
+                base.append((ext, bytearray(fh.read()), True))
     log = os.open(case_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     deadline = time.monotonic() + budget_s
     count = 0
     tracemalloc.start()
     while time.monotonic() < deadline:
-        raw = bytearray(base[int(rng.integers(len(base)))])
+        group = [b for b in base if b[2] == (len(base) > 3 and bool(rng.integers(2)))]  # NIfTI half the time
+        ext, raw, text = group[int(rng.integers(len(group)))]
+        raw = bytearray(raw)
         changes = []
         for _ in range(int(rng.integers(1, 4))):
             kind = int(rng.integers(5))
-            if kind == 4 and len(raw) >= 56:  # a plausible header with other (maybe huge) dimensions
+            if text and kind in (0, 4):  # a number of the text header (sizes, type size, offsets) replaced
+                end = raw.find(b"ElementDataFile") if ext == ".mha" else raw.find(b"\n\n")
+                nums = [m for m in re.finditer(rb"-?\d+", bytes(raw[:max(end, 0)]))][1:]  # not NRRD000N
+                if nums:
+                    m = nums[int(rng.integers(len(nums)))]
+                    v = str(int(rng.choice(_VALUES + [10**6, 10**9, 2**40]))).encode()
+                    raw[m.start():m.end()] = v
+                    changes.append(f"number@{m.start()}={v.decode()}")
+            elif kind == 4 and len(raw) >= 56:  # a plausible header with other (maybe huge) dimensions
                 dims = [int(rng.choice([1, 2, 3, 7, 255, 1200, 2000, 2**15 - 1])) for _ in range(4)]
                 raw[40:50] = struct.pack("<5h", int(rng.integers(2, 6)), *dims)
                 changes.append(f"dims={dims}")
@@ -220,12 +242,12 @@ def _fuzz_readers(budget_s, seed, case_log, folder):
             else:  # extended by garbage
                 raw += bytes(rng.integers(0, 256, int(rng.integers(1, 5000)), dtype=np.uint8))
                 changes.append("grown")
-        gz = bool(rng.integers(2))
-        path = os.path.join(folder, f"case.nii{'.gz' if gz else ''}")
+        gz = not text and bool(rng.integers(2))
+        path = os.path.join(folder, f"case{ext}{'.gz' if gz else ''}")
         with open(path, "wb") as fh:
             fh.write(gzip.compress(bytes(raw)) if gz else bytes(raw))
         for fn in (pio.load_image, pio.load_field):
-            case = f"{fn.__name__} gz={gz} {' '.join(changes)}\n"
+            case = f"{fn.__name__} {ext} gz={gz} {' '.join(changes)}\n"
             os.write(log, case.encode())
             tracemalloc.reset_peak()
             t0 = time.monotonic()
@@ -233,7 +255,7 @@ def _fuzz_readers(budget_s, seed, case_log, folder):
                 fn(path)
             except (ValueError, FileNotFoundError) as e:
                 # a refusal from a check, not an allocation that failed (the address space is capped)
-                assert "MemoryError" not in str(e), f"{case.strip()}: {e}"
+                assert "MemoryError" not in str(e) and "allocate" not in str(e), f"{case.strip()}: {e}"
             except Exception as e:  # noqa: BLE001 - the type is what is checked
                 raise AssertionError(f"{case.strip()}: raised {type(e).__name__}: {str(e)[:300]}") from None
             dt = time.monotonic() - t0

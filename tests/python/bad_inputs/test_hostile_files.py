@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -171,3 +172,107 @@ def test_paths_from_untrusted_pieces_stay_inside_their_folder(tmp_path):
             confined(str(root), *parts)
     assert confined(str(root), "subjects", "s01", "deformed.nii") == os.path.realpath(
         root / "subjects" / "s01" / "deformed.nii")
+
+
+# ------------------------------------------------------------------------------------------------
+# Files SimpleITK reads (.nrrd, .nhdr; .mha, .mhd when it is installed): SimpleITK allocates the whole
+# image from the header before it reads the data, so pyca checks the declared size first.
+def _nrrd(path, sizes, encoding="raw", body=b"\0" * 64, typ="float", extra=""):
+    head = (f"NRRD0004\n# hostile\ntype: {typ}\ndimension: {len(sizes)}\nsizes: {' '.join(map(str, sizes))}\n"
+            f"endian: little\nencoding: {encoding}\n{extra}")
+    with open(path, "wb") as f:
+        f.write(head.encode() + (b"\n" + body if "data file" not in extra else b""))
+    return path
+
+
+def _mha(path, dims, body=b"\0" * 64, extra=""):
+    head = (f"ObjectType = Image\nNDims = {len(dims)}\nBinaryData = True\n{extra}DimSize = {' '.join(map(str, dims))}\n"
+            "ElementType = MET_FLOAT\nElementDataFile = LOCAL\n")
+    with open(path, "wb") as f:
+        f.write(head.encode() + body)
+    return path
+
+
+def _hostile_cases(tmp_path):
+    big = (2000, 2000, 2000)  # 32 GB of float32
+    deflated = gzip.compress(b"\0" * (1 << 20))  # ~1 KB that a gzip reader expands to 1 MiB
+    zlibbed = zlib.compress(b"\0" * (1 << 20))
+    return [
+        ("raw.nrrd", _nrrd(str(tmp_path / "raw.nrrd"), big)),
+        ("gz.nrrd", _nrrd(str(tmp_path / "gz.nrrd"), big, "gzip", deflated)),
+        ("vector.nrrd", _nrrd(str(tmp_path / "vector.nrrd"), (3, 1200, 1200, 1200), "raw")),
+        ("text.nrrd", _nrrd(str(tmp_path / "text.nrrd"), big, "ascii", b"0 " * 100)),
+        ("raw.mha", _mha(str(tmp_path / "raw.mha"), big)),
+        ("zlib.mha", _mha(str(tmp_path / "zlib.mha"), big, zlibbed,
+                          f"CompressedData = True\nCompressedDataSize = {len(zlibbed)}\n")),
+    ]
+
+
+@pytest.mark.parametrize("name", ["raw.nrrd", "gz.nrrd", "vector.nrrd", "text.nrrd", "raw.mha", "zlib.mha"])
+def test_simpleitk_files_with_a_huge_header_are_refused_before_allocating(tmp_path, name):
+    """A few hundred bytes declaring gigabytes: refused from the header, naming the file, in a child whose
+    address space would not hold the image (SimpleITK's own allocation would fail there, and be seen)."""
+    pytest.importorskip("SimpleITK")
+    path = dict(_hostile_cases(tmp_path))[name]
+    proc = _run_limited(f"""
+        try:
+            pyca.io.load_image({path!r})
+        except pyca.io.ImageFileError as e:
+            print('REFUSED', e)
+    """, limit_gib=0.5)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.strip()
+    assert out.startswith("REFUSED") and name in out and "declares" in out, out
+    assert "alloc" not in out.lower() and "memory" not in out.lower(), out
+
+
+def test_simpleitk_files_that_hold_their_declared_size_still_read(tmp_path):
+    """The check refuses no honest file: NRRD raw, gzip, ascii, hex and detached (.nhdr), MetaImage .mha,
+    compressed .mha and .mhd, written by SimpleITK, read to the same values."""
+    sitk = pytest.importorskip("SimpleITK")
+    a = np.arange(4 * 3 * 2, dtype=np.float32).reshape(2, 3, 4) / 7
+    img = sitk.GetImageFromArray(a)
+    for name, compress in [("a.nrrd", False), ("b.nrrd", True), ("c.nhdr", False), ("d.mha", False),
+                           ("e.mha", True), ("f.mhd", False), ("g.mhd", True)]:
+        sitk.WriteImage(img, str(tmp_path / name), compress)
+        np.testing.assert_array_equal(np.asarray(pio.load_image(str(tmp_path / name))), a.T, err_msg=name)
+    raw = (tmp_path / "a.nrrd").read_bytes()
+    head, body = raw.split(b"\n\n", 1)
+    for enc, data in [("ascii", b" ".join(repr(float(x)).encode() for x in np.frombuffer(body, "<f4"))),
+                      ("hex", body.hex().encode())]:
+        (tmp_path / f"{enc}.nrrd").write_bytes(head.replace(b"encoding: raw", f"encoding: {enc}".encode())
+                                               + b"\n\n" + data)
+        np.testing.assert_allclose(np.asarray(pio.load_image(str(tmp_path / f"{enc}.nrrd"))), a.T, rtol=1e-6)
+
+
+def test_simpleitk_files_shorter_than_declared_or_unreadable_are_named(tmp_path):
+    sitk = pytest.importorskip("SimpleITK")
+    img = sitk.GetImageFromArray(np.ones((8, 8, 8), np.float32))
+    sitk.WriteImage(img, str(tmp_path / "cut.nrrd"))
+    raw = (tmp_path / "cut.nrrd").read_bytes()
+    (tmp_path / "cut.nrrd").write_bytes(raw[:-100])
+    with pytest.raises(pio.ImageFileError, match=r"cut\.nrrd.*declares 2048 bytes.*holds 1948 bytes"):
+        pio.load_image(str(tmp_path / "cut.nrrd"))
+    (tmp_path / "bz.nrrd").write_bytes(raw.replace(b"encoding: raw", b"encoding: bzip2"))
+    with pytest.raises(pio.ImageFileError, match=r"bz\.nrrd.*encoding 'bzip2' is not supported"):
+        pio.load_image(str(tmp_path / "bz.nrrd"))
+    (tmp_path / "notnrrd.nrrd").write_bytes(b"P5 8 8 255\n" + b"\0" * 64)
+    with pytest.raises(pio.ImageFileError, match=r"notnrrd\.nrrd.*not a NRRD file"):
+        pio.load_image(str(tmp_path / "notnrrd.nrrd"))
+
+
+@pytest.mark.parametrize("where", ["../secret.raw", "ABSOLUTE"])
+def test_nrrd_data_file_must_stay_beside_its_header(tmp_path, where):
+    """A detached header (.nhdr) names its data file: a path read from a file, kept in the header's folder
+    (as MetaImage's ElementDataFile), so a header cannot make pyca read a file elsewhere."""
+    sitk = pytest.importorskip("SimpleITK")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    sitk.WriteImage(sitk.GetImageFromArray(np.ones((2, 3, 4), np.float32)), str(sub / "x.nhdr"))
+    (tmp_path / "secret.raw").write_bytes((sub / "x.raw").read_bytes())
+    ref = str(tmp_path / "secret.raw") if where == "ABSOLUTE" else where
+    text = (sub / "x.nhdr").read_text().replace("data file: x.raw", f"data file: {ref}")
+    assert ref in text
+    (sub / "x.nhdr").write_text(text)
+    with pytest.raises(pio.ImageFileError, match=r"x\.nhdr.*NRRD data file"):
+        pio.load_image(str(sub / "x.nhdr"))
