@@ -1,6 +1,7 @@
 """Mutual information (ca.JointHistogram / ca.MutualInformation, docs/design/mutual-information.md):
 speed beside LNCC and the copy rate, and determinism, on one device, in one run.
 
+- histogram: the time of JointHistogram (reads I and J, 8 bytes a voxel) against ca.Copy's rate;
 - op: the time of MutualInformation (histogram + gradient) and of LNCC (radius 3) on a grid of
   --size voxels (default 192 x 224 x 192, a 1 mm brain), with the bytes MI moves (the histogram pass
   reads I and J, 8 bytes a voxel; the gradient pass reads them again and writes grad, 12) against
@@ -94,6 +95,12 @@ def main(argv=None):
     t_lncc = best(lambda: ca.LNCC(grad, I, J, ca.Vec3Di(3, 3, 3)), a.repeat)
     t_copy = best(lambda: ca.Copy(tmp, I), a.repeat)
     copy_rate = 8 * nv / t_copy
+    hist = ca.Image3D(ca.GridInfo(ca.Vec3Di(a.bins, a.bins, 1)), mem)
+    t_hist = best(lambda: ca.JointHistogram(hist, I, J, lo, hi, jlo, jhi), a.repeat)
+    fg = float(np.mean(I.numpy() > lo))
+    print(f"JointHistogram at {'x'.join(map(str, size))} ({a.device}, {a.bins} bins, {100 * fg:.0f}% of the voxels "
+          f"above I's minimum): {1e3 * t_hist:.3f} ms ({8 * nv / t_hist / 1e9:.1f} GB/s of its 8 bytes/voxel; copy "
+          f"{copy_rate / 1e9:.1f} GB/s: {8 * nv / copy_rate / t_hist:.2f} of the copy rate)", flush=True)
     print(f"op at {'x'.join(map(str, size))} ({a.device}, {a.bins} bins): MutualInformation {1e3 * t_mi:.2f} ms "
           f"({20 * nv / t_mi / 1e9:.1f} GB/s of its 20 bytes/voxel; copy {copy_rate / 1e9:.1f} GB/s: "
           f"{20 * nv / copy_rate / t_mi:.2f} of the copy rate), LNCC r3 {1e3 * t_lncc:.2f} ms "

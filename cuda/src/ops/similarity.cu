@@ -2,10 +2,11 @@
 // (one thread per voxel, 2 r + 1 taps), the LNCC coefficient and gradient maps (the per-voxel math
 // of pyca/math/similarity.h, shared with the CPU loops), and the sum of the local correlations by
 // the reductions backend. Scratch from the stream-ordered pool; LNCC waits for its sum. Mutual
-// information: a per-block integer joint histogram in shared memory (a few copies, one per group of
-// warps, to spread the atomics of a crowded bin), merged into one global histogram by integer
-// atomics (the same bits in any order: docs/design/mutual-information.md), then the gradient from
-// the table the host computes (pyca/math/similarity.h, miFromHistogram, shared with the CPU).
+// information: a per-block integer joint histogram in shared memory (a few copies, lanes spread over
+// them, to spread the atomics of a crowded bin; 64-bit counts as two 32-bit words), merged into one
+// global histogram by integer atomics (the same bits in any order: docs/design/mutual-information.md), then
+// the gradient from the table the host computes (pyca/math/similarity.h, miFromHistogram, shared with the
+// CPU).
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -81,46 +82,109 @@ __global__ void lnccGradKernel(float* __restrict__ g, const float* __restrict__ 
     g[i] = math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
 }
 
-// Shared memory a kernel may use without opting in.
+// Shared memory a kernel may use without opting in, and what the histogram kernel asks for (opt-in).
 constexpr std::size_t kSharedBytes = 48 * 1024;
-// Copies of the per-block histogram in shared memory (warp w adds to copy w % copies).
-constexpr int kHistCopies = 4;
+constexpr std::size_t kHistSharedBytes = 96 * 1024;
+// Copies of the per-block histogram in shared memory (lane l adds to copy l % copies: the lanes of a
+// warp that add to one bin at once -- neighbours of similar intensity -- queue on fewer addresses).
+constexpr int kHistCopies = 8;
+// Consecutive voxels per thread and pass of the histogram's grid-stride loop (neighbours often share
+// their 4 x 4 bins: their weights are summed in registers, one atomic per bin for the lot).
+constexpr int kHistChunk = 8;
 
-// Parzen joint histogram: per-block histograms in shared memory (Shared) or atomics straight into H.
-template <bool Shared>
-__global__ void miHistKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
-                             const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
-                             math::MiBins bins, int copies) {
-  extern __shared__ unsigned long long sh[];
-  const int nb = bins.nI * bins.nJ;
-  unsigned long long* mine = H;
-  if (Shared) {
-    for (int k = threadIdx.x; k < nb * copies; k += blockDim.x) sh[k] = 0ull;
-    __syncthreads();
-    mine = sh + std::size_t((threadIdx.x / 32) % copies) * std::size_t(nb);
+// a += v in a 64-bit count kept as two 32-bit words of shared memory (native 32-bit atomics): the
+// carry out of the low word is read from atomicAdd's old value. Each add's carry is exact, so the
+// pair holds the same integer in any order of adds (sum < 2^64).
+__device__ inline void sharedAdd64(unsigned* lo, unsigned* hi, unsigned long long v) {
+  const unsigned vl = unsigned(v), vh = unsigned(v >> 32);
+  unsigned carry = 0u;
+  if (vl) {
+    const unsigned old = atomicAdd(lo, vl);
+    carry = old + vl < old ? 1u : 0u;
   }
-  // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns (a thread's background
-  // voxels, mostly): far fewer atomics on the background's crowded bins.
+  if (vh + carry) atomicAdd(hi, vh + carry);
+}
+
+// Parzen joint histogram, integer counts in math::kMiScale units. Shared: per-block histograms in
+// shared memory (`copies` of them, each its low words then its high words, `pitch` words apart, then
+// merged into H by 64-bit atomics); else 64-bit atomics straight into H. Each thread takes kHistChunk
+// consecutive voxels per pass: runs of equal (I, J, mask) (math::MiRuns: the background) are
+// weighed once, and the weights of successive runs with the same 4 x 4 bins are summed in registers
+// (uint64) until the bins change. Integer sums: the same H for any grouping, order or launch.
+template <bool Shared>
+__global__ void __launch_bounds__(kBlock)
+    miHistKernel(unsigned long long* __restrict__ H, const float* __restrict__ a, const float* __restrict__ b,
+                 const float* __restrict__ w, std::size_t nv, math::MiBins bins, int copies, int pitch) {
+  extern __shared__ unsigned sh[];
+  const int nb = bins.nI * bins.nJ;
+  unsigned* lo = nullptr;
+  if (Shared) {
+    for (int k = threadIdx.x; k < pitch * copies; k += blockDim.x) sh[k] = 0u;
+    __syncthreads();
+    lo = sh + std::size_t(threadIdx.x % 32 % copies) * std::size_t(pitch);
+  }
+  int key = -1;  // the first bin (bI nJ + bJ) of the weights in acc; -1: none
+  unsigned long long acc[16];
+  const auto flush = [&]() {
+    if (key < 0) return;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const unsigned long long v = acc[4 * r + c];
+        if (!v) continue;
+        const int k = key + r * bins.nJ + c;
+        if (Shared) {
+          sharedAdd64(lo + k, lo + nb + k, v);
+        } else {
+          atomicAdd(H + k, v);
+        }
+      }
+  };
+  // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns.
   const auto add = [&](float u, float v, float m, unsigned long long n) {
     int bI, bJ;
     std::uint64_t q[16];
     math::miVoxelWeights(u, v, m, bins, &bI, &bJ, q);
-    for (int r = 0; r < 4; ++r) {
-      unsigned long long* row = mine + (bI + r) * bins.nJ + bJ;
-      for (int c = 0; c < 4; ++c)
-        if (q[4 * r + c]) atomicAdd(row + c, (unsigned long long)q[4 * r + c] * n);
+    const int k = bI * bins.nJ + bJ;
+    if (k != key) {
+      flush();
+      key = k;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) acc[j] = (unsigned long long)q[j] * n;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) acc[j] += (unsigned long long)q[j] * n;
     }
   };
   math::MiRuns<unsigned long long> runs;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
-       i += std::size_t(gridDim.x) * blockDim.x)
-    runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x * kHistChunk;
+  for (std::size_t i0 = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) * kHistChunk; i0 < nv;
+       i0 += stride) {
+    if (nv - i0 >= std::size_t(kHistChunk)) {  // the chunk's loads first, all in flight at once
+      float u[kHistChunk], v[kHistChunk], m[kHistChunk];
+#pragma unroll
+      for (int j = 0; j < kHistChunk; ++j) {
+        u[j] = a[i0 + j];
+        v[j] = b[i0 + j];
+        m[j] = w ? w[i0 + j] : 1.f;
+      }
+#pragma unroll 1
+      for (int j = 0; j < kHistChunk; ++j) runs.push(u[j], v[j], m[j], add);
+    } else {
+      for (std::size_t i = i0; i < nv; ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+    }
+  }
   runs.finish(add);
+  flush();
   if (Shared) {
     __syncthreads();
     for (int k = threadIdx.x; k < nb; k += blockDim.x) {
       unsigned long long s = 0ull;
-      for (int c = 0; c < copies; ++c) s += sh[std::size_t(c) * std::size_t(nb) + std::size_t(k)];
+      for (int c = 0; c < copies; ++c) {
+        const unsigned* cp = sh + std::size_t(c) * std::size_t(pitch);
+        s += (static_cast<unsigned long long>(cp[nb + k]) << 32) + cp[k];
+      }
       if (s) atomicAdd(H + k, s);
     }
   }
@@ -234,14 +298,23 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
   Scratch H(nb * sizeof(unsigned long long), op);
   check(cudaMemsetAsync(H.p, 0, nb * sizeof(unsigned long long), stream()), op, "cudaMemsetAsync");
   if (nv > 0) {
-    const std::size_t one = nb * sizeof(unsigned long long);
-    const int copies = int(std::min<std::size_t>(kHistCopies, kSharedBytes / one));
+    // One copy: the low and high words of nb counts, padded by one word so that the copies of a bin
+    // fall in different banks.
+    const int pitch = int(2 * nb + 1);
+    const std::size_t one = std::size_t(pitch) * sizeof(unsigned);
+    const int copies = int(std::min<std::size_t>(kHistCopies, kHistSharedBytes / one));
+    const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
     if (copies >= 1) {
-      miHistKernel<true><<<residentBlocks(nv, 4, op), kBlock, one * std::size_t(copies), stream()>>>(
-          H.as<unsigned long long>(), I, J, mask, nv, b, copies);
+      const std::size_t bytes = one * std::size_t(copies);
+      if (bytes > kSharedBytes)
+        check(
+            cudaFuncSetAttribute(miHistKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+            op, "cudaFuncSetAttribute");
+      miHistKernel<true><<<residentBlocks(chunks, 2, op), kBlock, bytes, stream()>>>(
+          H.as<unsigned long long>(), I, J, mask, nv, b, copies, pitch);
     } else {
-      miHistKernel<false><<<residentBlocks(nv, 8, op), kBlock, 0, stream()>>>(H.as<unsigned long long>(), I,
-                                                                              J, mask, nv, b, 1);
+      miHistKernel<false><<<residentBlocks(chunks, 8, op), kBlock, 0, stream()>>>(H.as<unsigned long long>(),
+                                                                                  I, J, mask, nv, b, 1, 0);
     }
     check(cudaGetLastError(), op, "histogram kernel launch");
   }
