@@ -72,7 +72,8 @@ def kernel_band(grid, p):
 class _Level:
     """All arrays of one scale, allocated once; the iterations allocate nothing.
 
-    Two paths compute the same iteration. The fused path (the sum-of-squared-differences match)
+    Two paths compute the same iteration. The fused path (the sum-of-squared-differences match, and
+    a metric whose residual it transports, metric.fused_residual: MI, through LDDMMResidualStep)
     runs one LDDMMTransportStep per forward time step and, per backward time step, one LDDMMGradStep
     (match gradient and momentum update, and ComposeHV's backward map of the step before, in one
     pass) and the kernel K: gradients()
@@ -123,11 +124,16 @@ class _Level:
         self.sigma2 = self.metric.sigma2
         self._plain = bool(self.metric.plain_difference)
         self.resid = Im() if not self._plain else None
+        # A metric whose residual the fused steps transport (metric.fused_residual: MI) runs the fused
+        # path too: LDDMMTransportStep forwards, and per backward step LDDMMResidualStep with the
+        # residual r (computed once per gradient, at t = 1) in place of I1.
+        self._resid_fused = (not self._plain and bool(getattr(self.metric, "fused_residual", False))
+                             and hasattr(ca, "LDDMMResidualStep"))
         # source = (the moving image on its own grid, M: the 4 x 4 map of the linear stage from fixed
         # voxels into that image's voxels): J0_j samples the moving image once, through M after
         # phi_{t_j,0}, instead of I0 (itself the moving image sampled through M) through phi_{t_j,0}.
         self.source = source
-        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and self._plain
+        self._fast = bool(self.fused) and hasattr(ca, "LDDMMGradStep") and (self._plain or self._resid_fused)
         self.diff = Im() if self._plain and not self._fast else None
         if source is not None and self._fast:  # LDDMMTransportStep's affine: A's rows, then t
             M = np.asarray(source[1], float)
@@ -195,6 +201,8 @@ class _Level:
     # (r o phi_{t_j,1}) grad J0_j, r = (sigma^2 / 2) dE/dI at t = 1 (for the SSD, r o phi_{t_j,1} = J0_j - J1_j).
     def gradients(self):
         if self._fast:
+            if not self._plain:  # the residual at t = 1, transported by the sweep
+                self.metric.gradient(self.resid, self.J0[self.T], self.I1)
             self._due = True
             return
         h, hn = self.h
@@ -263,12 +271,13 @@ class _Level:
         # of the lerps; on a 2-D grid v_z is 0).
         ca.MulC(h, self.v[self.T - 1], self.dt)
         ca.VtoH_I(h)
+        step, target = (ca.LDDMMGradStep, self.I1) if self._plain else (ca.LDDMMResidualStep, self.resid)
         for j in range(self.T - 1, -1, -1):
             if j > 0:  # and, in the same pass, phi_{t_{j-1},1} = phi_{t_j,1} o (x + dt v_{j-1}) into hn
-                ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s, hn, self.v[j - 1], self.dt)
+                step(self.m_new[j], self.m[j], h, self.J0[j], target, a, s, hn, self.v[j - 1], self.dt)
                 h, hn = hn, h
             else:
-                ca.LDDMMGradStep(self.m_new[j], self.m[j], h, self.J0[j], self.I1, a, s)
+                step(self.m_new[j], self.m[j], h, self.J0[j], target, a, s)
             if eps is not None:
                 self.K.applyInverseOperatorDot(self.v_prev[j], self.m_new[j])
 

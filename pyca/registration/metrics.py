@@ -30,7 +30,11 @@ gradient(), and the facts programs choose by (never by the metric's name):
 - multimodal (on the class): True when it compares images of different contrasts (MI): no
   histogram matching or bias gain before it, and no single-contrast quality check after;
 - quadratic (on the class): True when the energy is quadratic in the image (SSD): a Gauss-Newton
-  step of 1 is exact.
+  step of 1 is exact;
+- fused_residual (on the class): True when a solver may transport the metric's residual (the
+  gradient image) through its own fused steps (the LDDMM solver's LDDMMResidualStep): MI, whose
+  residual is one global table lookup per voxel; ssd and lncc keep the paths their defaults were
+  measured on.
 
 A new metric subclasses Metric and joins CLASSES (make_metric, METRICS).
 """
@@ -57,6 +61,7 @@ class Metric:
     plain_difference = False  # gradient(out, I, J) is out = I - J everywhere
     multimodal = False  # compares images of different contrasts
     quadratic = False  # the energy is quadratic in the image (a Gauss-Newton step of 1 is exact)
+    fused_residual = False  # a solver may transport its residual through fused steps
 
     def energy(self, I, J):
         raise NotImplementedError
@@ -124,6 +129,7 @@ class LNCC(Metric):
 class MI(Metric):
     name = "mi"
     multimodal = True
+    fused_residual = True
 
     def __init__(self, grid, mem, sigma, mask=None, bins=MI_BINS, fixed_range=None, moving_range=None):
         self.sigma2 = float(sigma) ** 2

@@ -172,6 +172,39 @@ def test_grad_step_with_compose_is_the_two_operations(grid, rng, mem):
         ca.LDDMMGradStep(v, m, h, J0, I1, 0.8, 12.5, h_out, v, 0.3)
 
 
+# LDDMMResidualStep: the chain with the residual r transported (ApplyH) in place of J0 - I1(h) -- the
+# unfused solver's chain for a metric with a residual (mi) -- to the bit on the CPU; its overload with
+# hOut, v, delta is ComposeHV as well.
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("a,s", [(0.0, 1.0), (0.8, 12.5)])
+def test_residual_step_is_the_chain(grid, rng, mem, a, s):
+    h, v, J0, r = _inputs(grid, rng, mem)
+    ca.SubC_I(r, 0.5)  # a residual has both signs
+    m = _field(grid, rng.uniform(-1, 1, tuple(grid.size()) + (3,)), mem)
+    R, jac, b, ref = ca.Image3D(grid, mem), ca.Image3D(grid, mem), ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    ca.ApplyH(R, r, h)
+    _lddmm_solver._jac_det(jac, h)
+    ca.Gradient(b, J0)
+    ca.Mul_I(b, R)
+    ca.Mul_I(b, jac)
+    ca.MulC_Add_MulC(ref, m, a, b, s)
+    out, h_out, h_ref = ca.Field3D(grid, mem), ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    ca.SetMem(out, np.nan)
+    ca.LDDMMResidualStep(out, m, h, J0, r, a, s)
+    if mem == ca.MEM_HOST:
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5 * np.abs(ref.numpy()).max())
+    ca.ComposeHV(h_ref, h, v, 0.3)
+    out2 = ca.Field3D(grid, mem)
+    ca.LDDMMResidualStep(out2, m, h, J0, r, a, s, h_out, v, 0.3)
+    np.testing.assert_array_equal(out2.numpy(), out.numpy())
+    if mem == ca.MEM_HOST:
+        np.testing.assert_array_equal(h_out.numpy(), h_ref.numpy())
+    np.testing.assert_allclose(h_out.numpy(), h_ref.numpy(), rtol=1e-6, atol=1e-5)
+    with pytest.raises(ValueError, match="LDDMMResidualStep.*mOut"):
+        ca.LDDMMResidualStep(h, m, h, J0, r, a, s)
+
+
 # LDDMMHalveStep: the two midpoints MulC_Add_MulC_I gives (to the bit, CPU and GPU: halves are
 # exact), and their sum of products against NumPy's float64 sum (a size that takes several blocks
 # and a grid-stride loop on the GPU); m and v sharing memory is refused before any change.
@@ -237,7 +270,7 @@ def _count_fused_steps(monkeypatch):
 def _register(pair, fused, device, monkeypatch, **kw):
     monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
     calls = _count_fused_steps(monkeypatch)
-    r = lddmm.register(*pair, device=device, **SMALL, **kw)
+    r = lddmm.register(*pair, device=device, **{**SMALL, **kw})
     assert bool(calls) == fused
     return r, calls
 
@@ -260,6 +293,23 @@ def test_fused_solver_matches_unfused(device, affine, monkeypatch):
     d = np.abs(new.phiinv.numpy() - ref.phiinv.numpy()).max()
     assert d < 1e-2  # voxels
     np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-3)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
+def test_fused_solver_matches_unfused_with_mutual_information(device, monkeypatch):
+    """metric mi: the fused path (LDDMMTransportStep forwards, LDDMMResidualStep transporting MI's
+    residual backwards) gives the unfused solver's registration, and ran (the transport op called)."""
+    fixed, moving = data.builtin_pair(size=(32, 32, 24), spacing=(2.0, 2.0, 8.0 / 3.0))
+    t2 = ca.Image3D.from_array(data.other_contrast(moving.numpy(), "t2", spacing=(2.0, 2.0, 8.0 / 3.0)),
+                               moving.grid())
+    kw = dict(metric="mi", affine="none")
+    ref, _ = _register((fixed, t2), False, device, monkeypatch, **kw)
+    new, calls = _register((fixed, t2), True, device, monkeypatch, **kw)
+    assert [e["accepted"] for e in new.energies] == [e["accepted"] for e in ref.energies]
+    for a, b in zip(new.energies, ref.energies):
+        assert a["energy"] == pytest.approx(b["energy"], rel=1e-4)
+    assert np.abs(new.phiinv.numpy() - ref.phiinv.numpy()).max() < 1e-2  # voxels
+    np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-3 * float(ref.deformed.numpy().max()))
 
 
 class _RecomputingLevel(_lddmm_solver._Level):

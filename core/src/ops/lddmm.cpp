@@ -136,13 +136,15 @@ void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& v, const Image
 }
 
 namespace {
+// LDDMMGradStep (residual false: d = J0 - I1(h)) and LDDMMResidualStep (true: I1 is r, d = r(h)).
 void gradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
-              float a, float s, Field3D* hOut, const Field3D* v, float delta) {
-  const char* op = "LDDMMGradStep";
-  const bool dev = detail::prepare(op, {{"mOut", &mOut}, {"m", &m}, {"h", &h}, {"J0", &J0}, {"I1", &I1}});
+              float a, float s, Field3D* hOut, const Field3D* v, float delta, bool residual = false) {
+  const char* op = residual ? "LDDMMResidualStep" : "LDDMMGradStep";
+  const char* i1 = residual ? "r" : "I1";
+  const bool dev = detail::prepare(op, {{"mOut", &mOut}, {"m", &m}, {"h", &h}, {"J0", &J0}, {i1, &I1}});
   detail::checkNoAlias(op, {"mOut", &mOut}, {"h", &h});
   detail::checkNoAlias(op, {"mOut", &mOut}, {"J0", &J0});
-  detail::checkNoAlias(op, {"mOut", &mOut}, {"I1", &I1});
+  detail::checkNoAlias(op, {"mOut", &mOut}, {i1, &I1});
   math::ComposeOut C;
   if (hOut != nullptr) {
     detail::prepare(op, {{"mOut", &mOut}, {"hOut", hOut}, {"v", v}});
@@ -162,6 +164,7 @@ void gradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& 
   P.vol = voxelVolume(h);
   P.a = a;
   P.s = s;
+  P.residual = residual;
   float* o[3] = {mOut.x(), mOut.y(), mOut.z()};
   const float* mp[3] = {m.x(), m.y(), m.z()};
   const float* hp[3] = {h.x(), h.y(), h.z()};
@@ -177,6 +180,16 @@ void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Imag
 void LDDMMGradStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& I1,
                    float a, float s, Field3D& hOut, const Field3D& v, float delta) {
   gradStep(mOut, m, h, J0, I1, a, s, &hOut, &v, delta);
+}
+
+void LDDMMResidualStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& r,
+                       float a, float s) {
+  gradStep(mOut, m, h, J0, r, a, s, nullptr, nullptr, 0.f, true);
+}
+
+void LDDMMResidualStep(Field3D& mOut, const Field3D& m, const Field3D& h, const Image3D& J0, const Image3D& r,
+                       float a, float s, Field3D& hOut, const Field3D& v, float delta) {
+  gradStep(mOut, m, h, J0, r, a, s, &hOut, &v, delta, true);
 }
 
 double LDDMMHalveStep(Image3D& m, const Image3D& mOld, Image3D& v, const Image3D& vOld) {

@@ -175,7 +175,7 @@ PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<
       gr[2][k] = c;
     });
     // mOut: ssdGradStepVoxel's update
-    const F16 d = load(J0 + id, live) - j1[0];
+    const F16 d = P.residual ? j1[0] : load(J0 + id, live) - j1[0];
     for (int c = 0; c < 3; ++c) {
       const F16 b = math::ssdTerm(d, gr[c], jac);
       store(mOut.p[c] + id, live, P.a == 0.f ? b * P.s : math::momentumStep(load(m.p[c] + id, live), b, P));

@@ -103,12 +103,15 @@ PYCA_HD void transportVoxel(const MutPlanes<3>& hOut, float* J, const Planes<3>&
 // The match gradient of the sum of squared differences at one voxel, in the order of the unfused
 // solver: b = ((J0 - I1(h)) grad J0) |D h| with grad J0 = Gradient(J0) (central, BC_CLAMP, per
 // world unit) and |D h| = JacDetH(h) (central, BC_APPROX) * vol (vol: the voxel volume, so the
-// identity gives 1). Then mOut = m * a + b * s (MulC_Add_MulC), or b * s when a == 0 (m unread).
+// identity gives 1). Then mOut = m * a + b * s (MulC_Add_MulC), or b * s when a == 0 (m unread). With
+// P.residual (LDDMMResidualStep), I1 is any match term's residual r = (sigma^2 / 2) dE/dI at t = 1 and
+// d = r(h).
 struct GradStepParams {
   Grid3 g;
   float vol = 1.f;
   float a = 0.f;
   float s = 1.f;
+  bool residual = false;  // LDDMMResidualStep: I1 is the match's residual r, and d = r(h)
 };
 
 // (d grad_c J0) |D h| with d = J0 - I1(h), and m a + b s (T: float, or a vector of floats on the
@@ -133,7 +136,7 @@ PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, cons
       jacDetH(h.p[0] + id, h.p[1] + id, h.p[2] + id, P.g, x, y, z, DIFF_CENTRAL, BC_APPROX) * P.vol;
   float gr[3];
   gradient(J0 + id, P.g, x, y, z, DIFF_CENTRAL, BC_CLAMP, gr[0], gr[1], gr[2]);
-  const float d = J0[id] - j1;
+  const float d = P.residual ? j1 : J0[id] - j1;
   PYCA_UNROLL
   for (int c = 0; c < 3; ++c) {
     const float b = ssdTerm(d, gr[c], jac);
