@@ -117,6 +117,7 @@ def startup_rows(table):
 VARIANTS = {
     "64-bit indices, plain loads, checked stores": [("_body<int>(", "_body<long long>("), (", true>(", ">("),
                                                     ("wrown<", "wr<"), ("wrfown<", "wrf<")],
+    "clamped reads only (no interior copies of loops)": [("#if PYCA_K_INTERIOR\n", "#if 0\n")],
     "plain loads (no __ldg)": [(", true>(", ">(")],
     "32-bit path only (no 64-bit branch)": [("_body<long long>(", "_body<int>(")],
 }

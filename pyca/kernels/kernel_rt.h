@@ -81,6 +81,21 @@ template <class Idx, bool RO = false>
 PYCA_HD float rdf(const pyca::FieldView& a, int i, int j, int k, int c) {
   return load<RO>(plane(a, c) + lin<Idx>(a, clampi(i, a.size.x), clampi(j, a.size.y), clampi(k, a.size.z)));
 }
+// The same reads without the clamps, for indices known to lie in the grid: the GPU's interior copies
+// of loops (pyca/kernels/interior.py), compiled where PYCA_K_INTERIOR is 1.
+#if defined(__CUDA_ARCH__) && !defined(PYCA_K_INTERIOR)
+#define PYCA_K_INTERIOR 1
+#elif !defined(PYCA_K_INTERIOR)
+#define PYCA_K_INTERIOR 0
+#endif
+template <class Idx, bool RO = false>
+PYCA_HD float rdu(const pyca::ImageView& a, int i, int j, int k) {
+  return load<RO>(a.data + lin<Idx>(a, i, j, k));
+}
+template <class Idx, bool RO = false>
+PYCA_HD float rdfu(const pyca::FieldView& a, int i, int j, int k, int c) {
+  return load<RO>(plane(a, c) + lin<Idx>(a, i, j, k));
+}
 // Whether (i, j, k) lies in a grid: & rather than && (no branches, so that loops vectorise).
 template <class View>
 PYCA_HD bool inside(const View& a, int i, int j, int k) {

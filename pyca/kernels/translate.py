@@ -14,9 +14,11 @@ import ast
 import builtins
 import collections
 import inspect
-import linecache
 import math
 import numbers
+
+from . import interior
+from .source import KernelSyntaxError, function_node
 
 __all__ = ["KernelSyntaxError", "Func", "FuncTranslator", "Context", "function_node", "INDEX"]
 
@@ -25,11 +27,6 @@ _RANK = {BOOL: 0, INT: 1, FLOAT: 2, DOUBLE: 3}
 _SCALAR_ANN = {"float": FLOAT, "int": INT, "bool": BOOL, "double": DOUBLE}
 ARRAY_TYPES = ("Image3D", "Field3D")
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-
-
-class KernelSyntaxError(TypeError):
-    """A kernel or helper uses something pyca cannot compile; the message names the function, the
-    source line and the construct."""
 
 
 def INDEX():  # noqa: N802 - the object behind ca.index (see pyca.kernels.index)
@@ -56,122 +53,6 @@ class Func:
 
     def __repr__(self) -> str:
         return f"<pyca kernel helper {self.__qualname__}>"
-
-
-# ------------------------------------------------------------------------------------------------
-# Finding a function's syntax tree
-_tree_cache: dict[str, tuple] = {}
-
-
-def _file_tree(filename: str):
-    lines = linecache.getlines(filename)
-    key = (len(lines), hash("".join(lines[:50])) if lines else 0)
-    hit = _tree_cache.get(filename)
-    if hit is not None and hit[0] == key:
-        return hit[1], lines
-    try:
-        tree = ast.parse("".join(lines))
-    except SyntaxError:
-        tree = None
-    _tree_cache[filename] = (key, tree)
-    return tree, lines
-
-
-_node_cache: dict = {}
-
-
-def function_node(fn):
-    """(the FunctionDef or Lambda node of `fn`, its source lines, its file name), memoised by code
-    object."""
-    hit = _node_cache.get(fn.__code__)
-    if hit is None:
-        hit = _node_cache[fn.__code__] = _function_node(fn)
-    return hit
-
-
-def _block(lines, first):
-    """The lines of the definition whose first line (a decorator or the def) is lines[first - 1]: up to
-    the first code line after the def line indented no deeper than it. Not inspect.getblock: its
-    tokenizer costs ~7 ms at its first use in a process. A cut inside a string or brackets leaves text
-    that does not parse, and the caller then parses the whole file."""
-    head = lines[first - 1]
-    ind = len(head) - len(head.lstrip())
-    out, in_body = [head], head.lstrip().startswith(("def ", "async def "))
-    for ln in lines[first:]:
-        code = ln.strip()
-        if code and not code.startswith("#"):
-            cur = len(ln) - len(ln.lstrip())
-            if in_body and cur <= ind:
-                break
-            if cur == ind and code.startswith(("def ", "async def ")):
-                in_body = True
-        out.append(ln)
-    return out
-
-
-def _function_node(fn):
-    code = fn.__code__
-    filename = code.co_filename
-    linecache.checkcache(filename)
-    name = fn.__name__
-    if name != "<lambda>":  # parse the definition's block only (fast)
-        lines = linecache.getlines(filename)
-        first = code.co_firstlineno
-        if 0 < first <= len(lines):
-            import textwrap
-
-            try:
-                block = _block(lines, first)
-                mod = ast.parse(textwrap.dedent("".join(block)))
-                node = mod.body[0] if mod.body else None
-                if isinstance(node, ast.FunctionDef) and node.name == name:
-                    ast.increment_lineno(mod, first - 1)
-                    return node, lines, filename
-            except (SyntaxError, IndentationError, IndexError):
-                pass
-    tree, lines = _file_tree(filename)
-    if tree is not None:
-        cands = []
-        for node in ast.walk(tree):
-            if name == "<lambda>" and isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno:
-                cands.append(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                if first == code.co_firstlineno or node.lineno == code.co_firstlineno:
-                    cands.append(node)
-        if len(cands) > 1 and name == "<lambda>":
-            cands = [c for c in cands if _same_lambda(c, code)] or cands
-        if cands:
-            return cands[0], lines, filename
-    try:
-        src = inspect.getsource(fn)
-    except (OSError, TypeError):
-        raise KernelSyntaxError(f"pyca kernel {fn.__qualname__}: its source code is not available (functions defined "
-                                "with exec or at an interactive prompt cannot be compiled; define it in a file)") from None
-    import textwrap
-
-    src = textwrap.dedent(src)
-    try:
-        mod = ast.parse(src)
-    except SyntaxError:
-        raise KernelSyntaxError(f"pyca kernel {fn.__qualname__}: cannot read its source") from None
-    off = code.co_firstlineno - 1
-    for node in ast.walk(mod):
-        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
-            ast.increment_lineno(mod, off)
-            return node, linecache.getlines(filename) or [""] * (off + 1) + src.splitlines(True), filename
-    raise KernelSyntaxError(f"pyca kernel {fn.__qualname__}: cannot find its definition in its source")
-
-
-def _same_lambda(node, code) -> bool:
-    if [a.arg for a in node.args.args] != list(code.co_varnames[: code.co_argcount]):
-        return False
-    try:
-        c = compile(ast.Expression(node), "<lambda>", "eval")
-        inner = next(k for k in c.co_consts if inspect.iscode(k))
-        return inner.co_code == code.co_code and inner.co_names == code.co_names
-    except Exception:
-        return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -328,6 +209,8 @@ class FuncTranslator:
         self.n_stores = collections.Counter(n.id for n in ast.walk(node) if isinstance(n, ast.Name)
                                             and isinstance(n.ctx, ast.Store))
         self.own = None  # (v_i, v_j, v_k) once i, j, k = ca.index() is seen with each name assigned once
+        self.own_names: tuple = ()
+        self.fast_reads: set = set()  # ids of reads emitted without clamps (interior copies of loops, GPU)
         self.after_store = False  # some store may precede the code being emitted (in this voxel's thread)
         self._stores: dict[int, bool] = {}  # id(statement) -> whether it stores into an array
         self.cur = node
@@ -556,6 +439,7 @@ class FuncTranslator:
                     self.fail("ca.index() unpacked into other than three names (i, j, k = ca.index())")
                 if all(self.n_stores[n] == 1 for n in names) and len(set(names)) == 3:
                     self.own = tuple(f"v_{n}" for n in names)
+                    self.own_names = tuple(names)
                 return "".join(self._assign_name(n, Expr(f"pyca_{c}", INT), s, ind) for n, c in zip(names, "ijk"))
             if isinstance(value, ast.Attribute) and value.attr == "shape":
                 arr = self.array_name(value.value)
@@ -595,6 +479,7 @@ class FuncTranslator:
             (args[0], args[1], args[2] if len(args) == 3 else Expr("1", INT, 1))
         name = s.target.id
         self._set_local(name, INT, s)
+        before = self.after_store
         body = self.block(s.body, depth + 2)
         if self.infer:
             return ""
@@ -605,6 +490,18 @@ class FuncTranslator:
             cond = f"{t} < {e}" if step.const > 0 else f"{t} > {e}"
             head = f"{ind}{{\n{ind}  const int {e} = {stop.code};\n"
             loop = f"{ind}  for (int {t} = {start.code}; {cond}; {t} += {step.code}) {{\n"
+            if step.const > 0 and self.domain is not None and self.own and interior.eligible(s, name):
+                a = self.ctx.fresh("a")
+                p = interior.plan(s, name, dict(zip(self.own_names, self.own)), self.params, a, e)
+                if p is not None:  # the GPU's interior copy (pyca/kernels/interior.py)
+                    after, self.after_store, self.fast_reads = self.after_store, before, p[1]
+                    fast = self.block(s.body, depth + 3)
+                    self.after_store, self.fast_reads = after, set()
+                    head += f"{ind}  const int {a} = {start.code};\n"
+                    loop = loop.replace(f"= {start.code};", f"= {a};", 1)
+                    head += (f"#if PYCA_K_INTERIOR\n{ind}  if ({p[0]}) {{\n  {loop}"
+                             f"{ind}      PYCA_K_SCALAR_LOOP;\n{ind}      {self.var(name)} = {t};\n{fast}"
+                             f"{ind}    }}\n{ind}  }} else\n#endif\n")
         else:
             head = (f"{ind}{{\n{ind}  const int {e} = {stop.code};\n{ind}  const int {st} = {step.code};\n"
                     f"{ind}  if ({st} == 0) pyca_k::report(pyca_err, pyca_k::kErrRange, {self._line(s)});\n")
@@ -714,9 +611,8 @@ class FuncTranslator:
                 return Expr(f"p_{arr}.size.{'xyz'[k.value]}", INT)
             arr, idx = self.subscript_parts(node)
             ro = ", true" if arr not in self.stored and not self.after_store else ""
-            if self.params[arr] == "Image3D":
-                return Expr(f"pyca_k::rd<Idx{ro}>(p_{arr}, {', '.join(idx)})", FLOAT)
-            return Expr(f"pyca_k::rdf<Idx{ro}>(p_{arr}, {', '.join(idx)})", FLOAT)
+            fn = ("rd" if self.params[arr] == "Image3D" else "rdf") + ("u" if id(node) in self.fast_reads else "")
+            return Expr(f"pyca_k::{fn}<Idx{ro}>(p_{arr}, {', '.join(idx)})", FLOAT)
         if isinstance(node, ast.Attribute):
             v = self.static(node)
             if v is not _MISSING and isinstance(v, numbers.Number):

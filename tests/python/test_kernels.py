@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -372,6 +371,41 @@ def stores_then_reads(out: ca.Image3D, a: ca.Image3D, b: ca.Image3D):
     out[i, j, k] = out[i, j, k] + a[i, j - 1, k]
 
 
+R_STENCIL = 3
+
+
+@ca.kernel
+def stencil(out: ca.Image3D, a: ca.Image3D, f: ca.Field3D):
+    """Taps along x, y and z (a field component), a constant index and the loop variable alone: the
+    GPU runs interior copies of both loops without clamps, the clamped loops near the borders."""
+    i, j, k = ca.index()
+    s = 0.0
+    for d in range(-R_STENCIL, R_STENCIL + 1):
+        s += a[i + d, j, k] * 0.5 + a[i, j - d, k] + f[i, j, d + k, 1]
+    for d in range(R_STENCIL):
+        s += a[d, j, 3] - a[i - d, j, k]
+    out[i, j, k] = s
+
+
+def test_stencil_loops_and_their_interior_copies():
+    src = stencil.source
+    assert src.count("#if PYCA_K_INTERIOR\n") == 2
+    assert "rdu<Idx, true>(p_a, (v_i + v_d), v_j, v_k)" in src and "rdfu<Idx, true>(p_f, v_i, v_j, (v_d + v_k), 1)" in src
+    assert "rdu<Idx, true>(p_a, v_d, v_j, 3)" in src and "rd<Idx, true>(p_a, v_d, v_j, 3)" in src
+    a, f, out = image(rand(41)), ca.Field3D.from_array(np.asfortranarray(rand(42, (17, 15, 13, 3))), G), image(rand(1))
+    stencil(out, a, f)
+    A, F = a.numpy(), f.numpy()[..., 1]
+    nx, ny, nz = A.shape
+    cl = np.clip
+    ref = np.zeros_like(A, dtype=np.float64)
+    x, y, z = np.arange(nx)[:, None, None], np.arange(ny)[None, :, None], np.arange(nz)[None, None, :]
+    for d in range(-R_STENCIL, R_STENCIL + 1):
+        ref += A[cl(x + d, 0, nx - 1), y, z] * 0.5 + A[x, cl(y - d, 0, ny - 1), z] + F[x, y, cl(z + d, 0, nz - 1)]
+    for d in range(R_STENCIL):
+        ref += A[d, y, 3] - A[cl(x - d, 0, nx - 1), y, z]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
 @ca.kernel(register=False)
 def shifted(out: ca.Image3D, a: ca.Image3D):
     i, j, k = ca.index()
@@ -400,7 +434,7 @@ def test_device_code_choices():
 
 
 @pytest.mark.parametrize("case", parity_params(names=[f"{__name__}.{n}" for n in ("saxpy", "everything", "field_ops",
-                                                                                  "stores_then_reads")]))
+                                                                                  "stores_then_reads", "stencil")]))
 def test_kernel_parity(case):
     case.run()
 
@@ -574,7 +608,7 @@ def _nvrtc_available() -> bool:
 @pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
 def test_cuda_half_compiles_with_nvrtc():
     """The CUDA half of every generated source compiles (NVRTC needs no GPU; PTX here)."""
-    for k in (everything, saxpy, field_ops, stripped, stripped_errors, stores_then_reads):
+    for k in (everything, saxpy, field_ops, stripped, stripped_errors, stores_then_reads, stencil):
         k.compile(cpu=False, gpu=True)
     from pyca.kernels import patterns
 
