@@ -34,6 +34,8 @@ from _kernels_bench import apply_h
 T.append(time.perf_counter())
 c = apply_h._translate()  # Python AST -> C++
 T.append(time.perf_counter())
+ca.core._cuda_nvrtc_version()  # part of the cache key: loads libnvrtc
+T.append(time.perf_counter())
 c.module.image  # cache lookup (header digest, sha256 of the source, read)
 T.append(time.perf_counter())
 apply_h.gpu.handle  # load the module into the context
@@ -46,7 +48,8 @@ T.append(time.perf_counter())
 print(" ".join(f"{{b - a:.5f}}" for a, b in zip(T, T[1:])), c.module.cache_hit)
 """
 PYCA_PHASES = ["import numpy", "import pyca", "host data", "CUDA context", "import the kernel's module",
-               "translate", "cache lookup", "module load", "copies to the device", "launch + sync"]
+               "translate", "NVRTC version (loads libnvrtc; cache key)", "cache lookup", "module load",
+               "copies to the device", "launch + sync"]
 
 # The same in CuPy: a RawKernel (its own disk cache) doing SAXPY.
 CUPY_CHILD = r"""
