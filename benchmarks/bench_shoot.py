@@ -133,6 +133,87 @@ def client_run(ca, I0, I1, mem, its, step, sigma, client_dir):
     return dt, [float(a + b) for a, b in p.Energy] + [float(g[1] + g[2])]
 
 
+def _client_library(client_dir):
+    if "mpi4py" not in sys.modules:
+        try:
+            import mpi4py  # noqa: F401
+        except ImportError:
+            sys.modules["mpi4py"] = types.SimpleNamespace(MPI=types.SimpleNamespace(SUM="sum", MAX="max",
+                                                                                    COMM_WORLD=None))
+    sys.path.insert(0, os.path.join(client_dir, "vm"))
+    from Libraries import CAvmCommon
+
+    return CAvmCommon
+
+
+def client_regression_run(ca, I0, meas, nT, mem, its, step, sigma, client_dir):
+    """Geodesic regression's gradient descent in m0 (base image fixed) written with the client
+    library's own functions, as CAvmMatching's MatchingGradient but with several measurements:
+    IntegrateGeodesic (RK4) and IntegrateAdjoints with one image gradient per measurement. meas: [(time
+    index 1 .. nT, image)]. Returns the energies (per voxel) before each step and after the last."""
+    C = _client_library(client_dir)
+    grid = I0.grid()
+    K = ca.FluidKernelFFT()
+    K.setAlpha(0.01)
+    K.setBeta(0.01)
+    K.setGamma(0.001)
+    K.setGrid(grid)
+    F = lambda: ca.Field3D(grid, mem)  # noqa: E731
+    Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
+    t = [k * 1.0 / nT for k in range(nT + 1)]
+    cpi = list(range(1, nT + 1))
+    cps = [(F(), F()) for _ in cpi]
+    msmt = [cpi.index(i) for i, _ in meas]
+    m0 = F()
+    ca.SetMem(m0, 0.0)
+    m, g, ginv, Iadj, madj, Ivar, Iadjt, madjt, v = F(), F(), F(), Im(), F(), Im(), Im(), F(), F()
+    S = [F() for _ in range(13)]
+    res = [Im() for _ in meas]
+    N = float(grid.nVox())
+    energies = []
+    for it in range(its + 1):
+        C.IntegrateGeodesic(m0, t, K, m, g, ginv, S[0], S[1], S[2], cps, cpi, Ninv=5, integMethod="RK4", RK4=S[3],
+                            scratchG=S[4])
+        e = 0.0
+        for (i, J), r in zip(meas, res):
+            ca.ApplyH(r, I0, cps[cpi.index(i)][1])
+            ca.Sub_I(r, J)
+            e += ca.Sum2(r) / (2 * sigma ** 2 * N)
+            ca.DivC_I(r, sigma ** 2)
+        grad = S[5]
+        ca.Copy(grad, m0)
+        K.applyInverseOperator(grad)
+        energies.append(float(e + 0.5 * ca.Dot(m0, grad) / N))
+        if it == its:
+            break
+        with contextlib.redirect_stdout(io.StringIO()):
+            C.IntegrateAdjoints(Iadj, madj, Ivar, m, Iadjt, madjt, v, S[0], S[1], I0, m0, t, cps, cpi, res, msmt, K,
+                                "RK4", 5, scratchV3=S[6], scratchV4=S[7], scratchV5=S[8], scratchV6=S[9],
+                                scratchV7=S[10], scratchV8=S[11], scratchV9=S[12], RK4=S[3], scratchG=S[4],
+                                scratchGinv=S[2], scratchI=Im())
+        ca.Copy(grad, m0)
+        K.applyInverseOperator(grad)
+        ca.Sub_I(grad, madj)
+        ca.Add_MulC_I(m0, grad, -step)
+    return energies
+
+
+def regression_run(ca, I0, meas, T, mem, its, step, sigma):
+    """pyca's regression (base image fixed) with a fixed step; meas: [(time step 0 .. T, image)]."""
+    from pyca.registration.geodesic import Geodesic, GeodesicFit, epdiff_kernel
+
+    grid = I0.grid()
+    fit = GeodesicFit(Geodesic(grid, mem, T, epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)), I0, meas, sigma)
+    out = []
+    for it in range(its + 1):
+        m, _ = fit.forward()
+        out.append(m + fit.reg_energy())
+        if it < its:
+            fit.gradients()
+            fit.update(step)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", action="store_true")

@@ -101,8 +101,7 @@ class Geodesic:
             ca.Copy(out_m, self.m0)
         else:
             ca.CoAd(out_m, self.hs[j - 1], self.m0)
-        ca.Copy(out_v, out_m)
-        self.K.applyInverseOperator(out_v)
+        self.K.applyInverseOperator(out_v, out_m)
 
     def momentum(self, j):
         """m_j (after shoot())."""
@@ -228,11 +227,11 @@ class GeodesicFit:
         for j, J in measurements:
             if not 0 <= int(j) <= geo.T:
                 raise ValueError(f"geodesic fit: a measurement's time step must be in [0, {geo.T}], got {j}")
-        self.geo, self.grid, self.mem = geo, geo.grid, geo.mem
+        self.geo, self._grid, self.mem = geo, geo.grid, geo.mem  # (no .grid: descend would show E / N again)
         self.sigma2 = float(sigma) ** 2
-        self.N = float(self.grid.nVox())
-        F = lambda: ca.Field3D(self.grid, self.mem)  # noqa: E731
-        Im = lambda: ca.Image3D(self.grid, self.mem)  # noqa: E731
+        self.N = float(self._grid.nVox())
+        F = lambda: ca.Field3D(self._grid, self.mem)  # noqa: E731
+        Im = lambda: ca.Image3D(self._grid, self.mem)  # noqa: E731
         self.m0, self.g = F(), F()
         if m0 is None:
             ca.SetMem(self.m0, 0.0)
@@ -292,9 +291,8 @@ class GeodesicFit:
         """The largest change of the initial velocity K m0, in voxels (of the finest spacing) per unit of
         step."""
         kg = self.geo.scratch[0]
-        ca.Copy(kg, self.g)
-        self.geo.K.applyInverseOperator(kg)
-        sp = min(x for x, n in zip(tuple(self.grid.spacing()), tuple(self.grid.size())) if n > 1)
+        self.geo.K.applyInverseOperator(kg, self.g)
+        sp = min(x for x, n in zip(tuple(self._grid.spacing()), tuple(self._grid.size())) if n > 1)
         return float(ca.LInf(kg)) / sp
 
     def update(self, eps):

@@ -297,3 +297,33 @@ def test_pyca_shoot_gives_the_vector_momentum_clients_energy(staged, mem):
     assert c[0] == pytest.approx(p[0], rel=1e-5)  # m0 = 0: the same image energy
     assert c[-1] < 0.1 * c[0]  # both descend
     assert p[-1] == pytest.approx(c[-1], rel=0.01), (c, p)
+
+
+REGRESS_DRIVER = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, {bench!r})
+import numpy as np, pyca as ca
+import bench_shoot as b
+mem = ca.{mem}
+i0, i1 = b.pair(32)
+I0, Jh, J1 = (ca.Image3D.from_array(np.asfortranarray(x)).clone(mem) for x in (i0, 0.5 * (i0 + i1), i1))
+client = b.client_regression_run(ca, I0, [(2, Jh), (4, J1)], 4, mem, 10, 2e-5, 0.5, ".")
+ours = b.regression_run(ca, I0, [(5, Jh), (10, J1)], 10, mem, 10, 2e-5, 0.5)
+print(json.dumps(dict(client=client, pyca=ours)))
+"""
+
+
+@pytest.mark.skipif(not os.path.isfile(MATCHING), reason="quicksilver's CAvmMatching.py is not fetched")
+@pytest.mark.parametrize("mem", MEMS)
+def test_pyca_regression_gives_the_vector_momentum_librarys_energy(staged, mem):
+    """Geodesic regression (images at t = 0.5 and 1 from a base image at t = 0): pyca's GeodesicFit
+    (`pyca regress`, base fixed) against the vector-momentum library's IntegrateGeodesic and
+    IntegrateAdjoints with two measurements (RK4, 4 steps), the same fixed step: the final energy within
+    1%."""
+    bench = os.path.join(REPO, "benchmarks")
+    r = run(REGRESS_DRIVER.format(bench=bench, mem=mem), staged["import"])
+    c, p = np.asarray(r["client"]), np.asarray(r["pyca"])
+    assert c[0] == pytest.approx(p[0], rel=1e-5)
+    assert c[-1] < 0.1 * c[0]
+    assert p[-1] == pytest.approx(c[-1], rel=0.01), (c, p)
