@@ -172,11 +172,17 @@ def _print(direction, r):
 
 
 def _params(a):
+    """[(method, parameters, label)]: --params is one dict of parameters for every method, a dict
+    method -> parameters, or a list of either (a sweep: one row per entry and method)."""
     p = json.loads(a.params)
     methods = [m for m in a.methods.split(",") if m]
-    if isinstance(p, dict) and set(p) <= set(methods) and p:
-        return {m: p.get(m, {}) for m in methods}
-    return {m: (p if isinstance(p, dict) else {}) for m in methods}
+    sets = p if isinstance(p, list) else [p]
+    out = []
+    for k, q in enumerate(sets):
+        per = {m: q.get(m, {}) for m in methods} if q and set(q) <= set(methods) else {m: q for m in methods}
+        for m in methods:
+            out.append((m, per[m], m if len(sets) == 1 else f"{m}-{k}"))
+    return out
 
 
 def main(a):
@@ -200,9 +206,9 @@ def main(a):
 
             rows.append({"pair": d, **score("none (identity)", None, _nn_map(pair, m0), 0.0, ref)})
             _print(d, rows[-1])
-            for method, prm in params.items():
+            for method, prm, label in params:
                 mvox, lab, sec, peak, res = run_pyca(method, pair, a.device, prm)
-                r = score(f"pyca {method} ({a.device})", mvox, lab, sec, ref, peak)
+                r = score(f"pyca {label} ({a.device})", mvox, lab, sec, ref, peak)
                 if hasattr(res, "inverse_consistency"):
                     r["ic_mean"], r["ic_p99"] = res.inverse_consistency
                 r["stops"] = [f"{s['stop'].split(' (')[0]} @{s['iterations']}" for s in res.timings["scales"]]
@@ -232,13 +238,13 @@ def main(a):
             with tempfile.TemporaryDirectory() as tmp:
                 shipped = _brains.as_shipped(moving, a.resolution, tmp, las=getattr(a, "las", False))
                 d = f"{shipped['name']} {a.resolution} mm"
-                for method, prm in params.items():
+                for method, prm, label in params:
                     try:
                         full, lab, sec, summ = run_cli(method, shipped, a.device, prm, os.path.join(tmp, "out"))
                     except Exception as e:  # noqa: BLE001
-                        print(f"  pyca {method} on the files as shipped: failed: {e}")
+                        print(f"  pyca {label} on the files as shipped: failed: {e}")
                         continue
-                    r = score(f"pyca {method} CLI ({a.device})", full, lab, sec, shipped)
+                    r = score(f"pyca {label} CLI ({a.device})", full, lab, sec, shipped)
                     if "inverse_consistency_voxels" in summ:
                         r["ic_mean"] = summ["inverse_consistency_voxels"]["mean"]
                         r["ic_p99"] = summ["inverse_consistency_voxels"]["p99"]
@@ -246,7 +252,8 @@ def main(a):
                     _print(d, rows[-1])
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"machine": machine_line(), "resolution": a.resolution, "params": params, "rows": rows}, fh,
+            json.dump({"machine": machine_line(), "resolution": a.resolution, "params": [list(x) for x in params],
+                       "rows": rows}, fh,
                       indent=1, default=float)
     return 0
 

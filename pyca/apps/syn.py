@@ -43,7 +43,7 @@ __all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_pars
 
 DEFAULTS = dict(
     scales=(4, 2, 1), iterations=(80, 50, 25), radius=2, step=0.35, smooth_update=1.5, smooth_field=0.5,
-    inverse_iterations=20, tol=1e-3, optimiser="adam", adam_eps=1.0, min_iterations=10, normalize="foreground", percentiles=(0.5, 99.5), affine="auto",
+    inverse_iterations=20, inverse="newton", tol=1e-3, optimiser="adam", adam_eps=1.0, min_iterations=10, normalize="foreground", percentiles=(0.5, 99.5), affine="auto",
     fixed_mask=None, moving_mask=None, moving_labels=None, device="auto", names=None,
 )
 
@@ -65,6 +65,8 @@ def _check(p):
         raise ValueError(f"syn: radius (LNCC window radius, voxels) must be an integer in [1, 16], got {p['radius']!r}")
     if not (isinstance(p["inverse_iterations"], (int, np.integer)) and 1 <= p["inverse_iterations"] <= 100):
         raise ValueError(f"syn: inverse_iterations must be an integer in [1, 100], got {p['inverse_iterations']!r}")
+    if p["inverse"] not in ("newton", "fixed-point"):
+        raise ValueError(f"syn: inverse must be 'newton' or 'fixed-point', not {p['inverse']!r}")
     if p["optimiser"] not in ("adam", "greedy"):
         raise ValueError(f"syn: optimiser must be 'adam' or 'greedy', not {p['optimiser']!r}")
     if not (isinstance(p["min_iterations"], (int, np.integer)) and p["min_iterations"] >= 0):
@@ -149,9 +151,12 @@ class _Side:
             ca.GaussianBlur(self.H, self.H, field_sig)
             ca.VtoH_I(self.H)
 
-    def invert(self, n):
-        """Hinv <- H^-1 by n fixed-point iterations from the current Hinv (the coarser scale's)."""
-        ca.FixedPointInverse(self.Hinv, self.H, n)
+    def invert(self, n, newton=True):
+        """Hinv <- H^-1 by n iterations from the current Hinv (the coarser scale's)."""
+        if not newton:
+            ca.FixedPointInverse(self.Hinv, self.H, n)
+            return
+        newton_inverse(self.Hinv, self.H, n, self.u, self.tmp, self.W)
 
     def carried_to(self, g, image):
         """A side on the finer grid g with this side's maps (displacements in world units, resampled)."""
@@ -162,6 +167,22 @@ class _Side:
             ca.Resample(dst, v, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
             ca.VtoH_I(dst)
         return s
+
+
+def newton_inverse(y, h, n, e, d, m, largest=1.0):
+    """y <- h^-1 by n Newton steps from the estimate y: y <- y + (Dy) (x - h(y)), Dy standing for
+    (Dh(y))^-1, each voxel's step at most `largest` voxels (e, d: scratch fields, m: a scratch image
+    of h's grid)."""
+    for _ in range(n):
+        ca.ComposeHH(e, h, y)  # h(y(x))
+        ca.HtoV_I(e)  # (h(y) - x) spacing: minus the residual, world units
+        ca.JacobianXY(d, y, e)  # (Dy)(h(y) - x) in voxels of y
+        ca.Magnitude(m, d)
+        ca.MaxC_I(m, largest)
+        ca.Inv_I(m)
+        ca.MulC_I(m, largest)  # min(1, largest / |d|)
+        ca.Mul_I(d, m)
+        ca.Sub_I(y, d)
 
 
 class _LNCC:
@@ -249,8 +270,8 @@ def _optimise(F, M, p, mask, f, n_it, energies):
             scale = float(p["step"]) / top
             F.step(scale, fsig)
             M.step(scale, fsig)
-    F.invert(int(p["inverse_iterations"]))  # the inverses are not used by the iterations
-    M.invert(int(p["inverse_iterations"]))
+    F.invert(int(p["inverse_iterations"]), p["inverse"] == "newton")  # the inverses are not used by the iterations
+    M.invert(int(p["inverse_iterations"]), p["inverse"] == "newton")
     return {"scale": f, "iterations": it + 1, "max_iterations": n_it, "stop": stop,
             "energy_start": hist[0] if hist else float("nan"), "energy_end": hist[-1] if hist else float("nan")}
 

@@ -153,3 +153,39 @@ def test_cli_files_stored_differently(tmp_path):
     moved = np.linalg.norm(worlds[0] - np.stack(np.indices(SHAPE), -1), axis=-1)[inside]
     # (the second run goes through the linear stage, the first does not: 0.13 voxel apart on average when written)
     assert d.mean() < 0.2 and d.mean() < 0.5 * moved.mean(), (d.mean(), moved.mean())
+
+
+def _radial_expansion(shape=(40, 40, 40), a=2.0, w=5.0):
+    """h(x) = c + (x - c)(1 + a exp(-r^2 / 2 w^2)): a smooth map that stretches the centre by 1 + a
+    along every axis (det (1 + a)^3), an H-field in voxels."""
+    idx = np.stack(np.indices(shape), -1).astype(float)
+    c = (np.array(shape, float) - 1) / 2
+    d = idx - c
+    r = np.linalg.norm(d, axis=-1)
+    return c + d * (1 + a * np.exp(-(r**2) / (2 * w * w)))[..., None], idx, r
+
+
+@pytest.mark.parametrize("a", [1.0, 2.0])
+def test_inverse_of_a_strong_expansion(a):
+    """The maps' inverses (syn.newton_inverse) where a map stretches a region 2-3 fold: h o h^-1 = id
+    checked by SciPy's interpolation of h. PyCA's fixed-point iteration (ca.FixedPointInverse), which
+    multiplies the error by -D(h - id) each step, fails there (its error is the reference's scale); the
+    inverse of the map that expands is what composes the result (phiinv = B o A^-1), so its failure
+    folded phiinv at 1 mm."""
+    h, idx, r = _radial_expansion(a=a)
+    g = ca.GridInfo(h.shape[:3], (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    H = ca.Field3D.from_array(np.asfortranarray(h.astype(np.float32)), g)
+    errors = {}
+    for how in ("fixed-point", "newton"):
+        y = ca.Field3D(g, ca.MEM_HOST)
+        ca.SetToIdentity(y)
+        if how == "newton":
+            syn.newton_inverse(y, H, 20, ca.Field3D(g, ca.MEM_HOST), ca.Field3D(g, ca.MEM_HOST), ca.Image3D(g, ca.MEM_HOST))
+        else:
+            ca.FixedPointInverse(y, H, 20)
+        y = y.numpy()
+        comp = np.stack([ndimage.map_coordinates(h[..., k], np.moveaxis(y, -1, 0), order=1, mode="nearest")
+                         for k in range(3)], -1)
+        errors[how] = np.linalg.norm(comp - idx, axis=-1)[r < 15].max()
+    assert errors["newton"] < 0.02, errors
+    assert errors["fixed-point"] > 0.5, errors  # (the reason for Newton's iteration)
