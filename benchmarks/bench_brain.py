@@ -233,6 +233,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--params", default="{}", help="JSON dict of lddmm parameters for pyca, or a list of them "
                     "(one pyca row each)")
+    ap.add_argument("--no-hd95", action="store_true", help="with --pairs real: skip the Hausdorff distances (the "
+                    "slowest score: a sweep of many settings)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--pair-file", help="a saved brain_pair (.npz) instead of generating one (no nilearn needed)")
     a = ap.parse_args(argv)
