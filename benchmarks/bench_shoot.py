@@ -214,6 +214,46 @@ def regression_run(ca, I0, meas, T, mem, its, step, sigma):
     return out
 
 
+def _dice(lab_a, lab_b):
+    return [float(2 * np.sum((lab_a == c) & (lab_b == c)) / max(1, np.sum(lab_a == c) + np.sum(lab_b == c)))
+            for c in (1, 2, 3)]
+
+
+def brains(ca, mem, res, iterations, lddmm_iterations=None):
+    """Two different brains (benchmarks/_brains.py's prepared pairs, both directions): pyca shoot (its
+    defaults but sigma) and pyca lddmm (its defaults), the moving labels warped by nearest neighbour."""
+    import _brains
+    from pyca.apps import lddmm, shoot
+
+    why = _brains.available()
+    if why:
+        print(f"brains: skipped ({why})")
+        return
+    for moving in ("colin", "mni"):
+        pr = _brains.prepared(moving, res)
+        f = ca.Image3D.from_array(np.asfortranarray(pr["fixed"]))
+        m = ca.Image3D.from_array(np.asfortranarray(pr["moving"]))
+        lab = ca.Image3D.from_array(np.asfortranarray(pr["moving_labels"].astype(np.float32))).clone(mem)
+        before = np.mean(_dice(pr["fixed_labels"], pr["moving_labels"]))
+        for name in ("shoot", "lddmm"):
+            t0 = time.perf_counter()
+            if name == "shoot":
+                r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations)
+                its = r.report["iterations"]
+            else:
+                kw = {} if lddmm_iterations is None else {"iterations": lddmm_iterations}
+                r = lddmm.register(f, m, device=mem, normalize="none", affine="none", **kw)
+                its = sum(s["iterations"] for s in r.timings["scales"])
+            dt = time.perf_counter() - t0
+            w = ca.Image3D(f.grid(), mem)
+            ca.ApplyH(w, lab, r.phiinv, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_NN)
+            d = _dice(pr["fixed_labels"], np.rint(w.numpy() if mem == ca.MEM_HOST else w.clone(ca.MEM_HOST).numpy()))
+            jmin, jmax = ca.MinMax(r.jacobian)
+            print(f"brains {pr['name']} {res} mm {name}: Dice CSF/GM/WM {d[0]:.3f}/{d[1]:.3f}/{d[2]:.3f} (mean "
+                  f"{np.mean(d):.3f}, before {before:.3f}), mismatch {r.final_mismatch / r.initial_mismatch:.3f} of "
+                  f"before, det D phiinv [{jmin:.3g}, {jmax:.3g}], {its} iterations, {dt:.2f} s")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", action="store_true")
@@ -229,6 +269,9 @@ def main():
     ap.add_argument("--big-time-steps", type=int, default=8)
     ap.add_argument("--skip-lddmm", action="store_true")
     ap.add_argument("--parity", action="store_true", help="also the same 32^3 run on the CPU and the GPU")
+    ap.add_argument("--brains", type=int, default=0, help="also Colin27 <-> MNI152 at this resolution (1 or 2 mm): "
+                    "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")
+    ap.add_argument("--brain-iterations", type=int, default=100)
     a = ap.parse_args()
     import pyca as ca
 
@@ -271,6 +314,8 @@ def main():
         c, g = np.array(out[int(ca.MEM_HOST)]), np.array(out[int(ca.MEM_DEVICE)])
         print(f"parity 32^3, 10 iterations: CPU {c[-1]:.8g} GPU {g[-1]:.8g}, largest relative difference "
               f"{np.abs(g / c - 1).max():.2e}")
+    if a.brains:
+        brains(ca, mem, a.brains, a.brain_iterations)
     if a.big:
         I0 = I1 = None
         if a.gpu:
