@@ -143,6 +143,7 @@ class _Level:
             hs, scratch = F(), scratch_for(self.I1)
             self._to_source = lambda h: affine_hfield(hs, source[1], h, scratch)
         self._due = False  # gradients() was called; the fused path has not computed them yet
+        self._matched = False  # the metric's last energy() was of the current images (match())
         self._dot_due = False  # update() accumulated sum_j <m_j, v_j> in K (reg_energy() takes it)
         self._halved = None  # halve()'s sum_j <m_j, v_j> (reg_energy() takes it)
 
@@ -178,6 +179,7 @@ class _Level:
     # The match energy of the last forward()'s J0_1 against I1 (after a change of I1 alone, without
     # transporting again).
     def match(self):
+        self._matched = True  # the metric's last energy is of the current J0_1 and I1
         return self.metric.energy(self.J0[self.T], self.I1)
 
     # dt sum_j <m_j, v_j>: after update(), the sum its kernel applications accumulated from the
@@ -201,7 +203,10 @@ class _Level:
     # (r o phi_{t_j,1}) grad J0_j, r = (sigma^2 / 2) dE/dI at t = 1 (for the SSD, r o phi_{t_j,1} = J0_j - J1_j).
     def gradients(self):
         if self._fast:
-            if not self._plain:  # the residual at t = 1, transported by the sweep
+            # The residual at t = 1, transported by the sweep; the metric's own from the last match
+            # energy where it kept one and the images are those of that energy (forward() or match()
+            # since the last undo()).
+            if not self._plain and not (self._matched and self.metric.last_gradient(self.resid)):
                 self.metric.gradient(self.resid, self.J0[self.T], self.I1)
             self._due = True
             return
@@ -285,6 +290,7 @@ class _Level:
     # energy the caller kept) as they were; nothing is recomputed.
     def undo(self):
         self._halved = None
+        self._matched = False
         if self._dot_due:
             self.K.takeDot()
             self._dot_due = False

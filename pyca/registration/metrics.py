@@ -69,6 +69,12 @@ class Metric:
     def gradient(self, out, I, J):
         raise NotImplementedError
 
+    def last_gradient(self, out):
+        """out = gradient(out, I, J)'s image for the I, J of the last energy() call, where the metric kept
+        it from that call (True); False (out untouched) where it did not. A solver calls it only when
+        neither image has changed since that energy()."""
+        return False
+
 
 class SSD(Metric):
     name = "ssd"
@@ -177,16 +183,25 @@ class MI(Metric):
 
     def mutual_information(self, I, J):
         """MI(I, J) in nats."""
+        self._kept = False
         return self._mi(self._g, I, J)
 
     def energy(self, I, J):
-        mi = self._mi(self._g, I, J)
+        mi = self._mi(self._g, I, J)  # (the op computes dMI/dI with the value: kept for last_gradient)
+        self._kept = True
         return self.weight * (self._hJ - mi) / self.sigma2
 
     def gradient(self, out, I, J):
         mi = self._mi(out, I, J)
+        self._kept = False
         ca.MulC_I(out, -0.5 * self.weight)
         return self.weight * (self._hJ - mi) / self.sigma2
+
+    def last_gradient(self, out):
+        if not getattr(self, "_kept", False):
+            return False
+        ca.MulC(out, self._g, -0.5 * self.weight)
+        return True
 
 
 CLASSES = {"ssd": SSD, "lncc": LNCC, "mi": MI}  # name -> class, in the order of METRICS

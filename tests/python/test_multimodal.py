@@ -53,8 +53,12 @@ def test_mi_metric_gradient_is_half_sigma2_times_the_energy_derivative():
     Ji = _image(J)
     out = ca.Image3D(g)
     E = m.gradient(out, _image(I), Ji)
+    assert not m.last_gradient(ca.Image3D(g))  # no energy() since: nothing kept
     assert E == pytest.approx(m.energy(_image(I), Ji), rel=1e-12)
     assert E > 0
+    kept = ca.Image3D(g)
+    assert m.last_gradient(kept)  # the gradient energy() computed with its value: gradient()'s bits
+    np.testing.assert_array_equal(kept.numpy(), out.numpy())
     grad = out.numpy()
     h = 1e-3
     for idx in [(5, 5, 4), (1, 8, 2), (10, 0, 7)]:

@@ -76,32 +76,29 @@ struct MiBins {
   float iLo, iHi, jLo, jHi;
 };
 
-// Cubic B-spline and its derivative.
-PYCA_HD double bspline3(double u) {
-  const double a = u < 0.0 ? -u : u;
-  if (a >= 2.0) return 0.0;
-  if (a >= 1.0) {
-    const double t = 2.0 - a;
-    return t * t * t / 6.0;
-  }
-  return 2.0 / 3.0 - a * a + 0.5 * a * a * a;
+// Products and sums that the CUDA compiler may not contract into fused multiply-adds (the CPU build
+// contracts none): the histogram's weights are the same doubles, so the same integers, on both.
+PYCA_HD double mulRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
 }
-
-PYCA_HD double bspline3Deriv(double u) {
-  const double a = u < 0.0 ? -u : u;
-  const double sgn = u < 0.0 ? -1.0 : 1.0;
-  if (a >= 2.0) return 0.0;
-  if (a >= 1.0) {
-    const double t = 2.0 - a;
-    return -0.5 * sgn * t * t;
-  }
-  return sgn * (-2.0 * a + 1.5 * a * a);
+PYCA_HD double addRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
 }
 
 // Parzen window of intensity v on an axis of n >= 4 bins over [lo, hi]: v clamped to [lo, hi] (a NaN
 // counts as lo) has the bin coordinate t = 1 + (v - lo) / (hi - lo) (n - 3) in [1, n - 2], so its four
 // bins base .. base + 3 (base = min(floor(t) - 1, n - 4)) lie inside the histogram. w[k] = beta3(t -
-// base - k); dw[k] = d w[k] / dv (0 where v was clamped). Returns base.
+// base - k), beta3 the cubic B-spline, written as the four pieces of the fraction f = t - base - 1 in
+// [0, 1] (no branch per weight); dw[k] = d w[k] / dv (0 where v was clamped), unless dw is null.
+// Returns base.
 PYCA_HD int miParzen(float v, float lo, float hi, int n, double* w, double* dw) {
   const double span = double(hi) - double(lo);
   const double dtdv = double(n - 3) / span;
@@ -113,26 +110,37 @@ PYCA_HD int miParzen(float v, float lo, float hi, int n, double* w, double* dw) 
     x = double(hi);
     slope = 0.0;
   }
-  const double t = 1.0 + (x - double(lo)) * dtdv;
+  const double t = addRn(1.0, mulRn(x - double(lo), dtdv));
   int base = int(floor(t)) - 1;
   base = base > n - 4 ? n - 4 : (base < 0 ? 0 : base);
-  for (int k = 0; k < 4; ++k) {
-    const double u = t - double(base + k);
-    w[k] = bspline3(u);
-    dw[k] = bspline3Deriv(u) * slope;
+  const double f = t - double(base + 1), g = 1.0 - f;
+  const double f2 = mulRn(f, f), g2 = mulRn(g, g);
+  const double f3 = mulRn(f2, f), g3 = mulRn(g2, g);
+  w[0] = mulRn(g3, 1.0 / 6.0);                     // beta3(1 + f)
+  w[1] = addRn((2.0 / 3.0) - f2, mulRn(0.5, f3));  // beta3(f)
+  w[2] = addRn((2.0 / 3.0) - g2, mulRn(0.5, g3));  // beta3(f - 1)
+  w[3] = mulRn(f3, 1.0 / 6.0);                     // beta3(f - 2)
+  if (dw) {
+    dw[0] = -0.5 * g2 * slope;
+    dw[1] = (-2.0 * f + 1.5 * f2) * slope;
+    dw[2] = (2.0 * g - 1.5 * g2) * slope;
+    dw[3] = 0.5 * f2 * slope;
   }
   return base;
 }
 
 // The 16 fixed-point Parzen weights of one voxel (intensities i of I, j of J, mask weight m clamped
-// to [0, 1]): q[4 a + b] = round(m wI[a] wJ[b] kMiScale) for bin (bI + a, bJ + b).
+// to [0, 1]): q[4 a + b] = round(m wI[a] wJ[b] kMiScale) for bin (bI + a, bJ + b) (each below 2^63:
+// converted through a signed integer, one instruction).
 PYCA_HD void miVoxelWeights(float i, float j, float m, const MiBins& b, int* bI, int* bJ, std::uint64_t* q) {
-  double wI[4], wJ[4], d[4];
-  *bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, d);
-  *bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, d);
+  double wI[4], wJ[4];
+  *bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, nullptr);
+  *bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, nullptr);
   const double mm = m > 0.f ? (m < 1.f ? double(m) : 1.0) : 0.0;
-  for (int a = 0; a < 4; ++a)
-    for (int c = 0; c < 4; ++c) q[4 * a + c] = std::uint64_t(mm * wI[a] * wJ[c] * kMiScale + 0.5);
+  for (int a = 0; a < 4; ++a) {
+    const double ma = mulRn(mulRn(mm, wI[a]), kMiScale);
+    for (int c = 0; c < 4; ++c) q[4 * a + c] = std::uint64_t(std::int64_t(addRn(mulRn(ma, wJ[c]), 0.5)));
+  }
 }
 
 // Runs of equal (I, J, mask) triples in a sequence of voxels -- the background, mostly: push() hands
@@ -164,9 +172,9 @@ struct MiRuns {
 // dMI/dI at one voxel: gscale (dt/dI) m sum_a beta3'(t_I - a) sum_b beta3(t_J - b) L(a, b), with L the
 // table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N.
 PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* L, float gscale) {
-  double wI[4], dI[4], wJ[4], dJ[4];
+  double wI[4], dI[4], wJ[4];
   const int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
-  const int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, dJ);
+  const int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, nullptr);
   const double mm = m > 0.f ? (m < 1.f ? double(m) : 1.0) : 0.0;
   double g = 0.0;
   for (int a = 0; a < 4; ++a) {
