@@ -143,7 +143,8 @@ def run(a):
         res.quality = quality.assess(res.params.get("metric", "?"), res.jacobian)
     clear_previous(a.out, output_names())
     try:
-        paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, compress=not a.no_compress)
+        paths = lddmm.write_outputs(res, fixed, moving, a.out, report=not a.no_report, compress=not a.no_compress,
+                                    inputs=names)  # every input file (masks, labels) in summary.json's provenance
     except ReportError as e:
         return _fail(e, 1)
     s = res.summary()

@@ -35,7 +35,7 @@ import numpy as np
 from .. import core as ca
 from . import affine, lddmm
 from ._device import wait
-from ..registration import inputs, intensities, parameters
+from ..registration import inputs, intensities, parameters, quality
 from ..registration.inputs import LabelImage
 from ..registration.transforms import jacobian_det, level_images
 
@@ -276,6 +276,21 @@ def _optimise(F, M, p, mask, f, n_it, energies):
             "energy_start": hist[0] if hist else float("nan"), "energy_end": hist[-1] if hist else float("nan")}
 
 
+def _quality(I1, I0, phiinv, mask, foreground, jac, p):
+    """pyca.registration.quality.assess of the result: folds and collapse (det D phiinv over the fixed
+    image's foreground), a match worse than the linear stage's (the LNCC energy 1 - S / n of the fixed
+    image against the linearly aligned moving image, and against it through phiinv, at full resolution),
+    and images of different contrasts (LNCC compares one)."""
+    g, mem = I1.grid(), I1.memType()
+    lncc = _LNCC(g, mem, int(p["radius"]), mask)
+    n = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
+    a, b, warped = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Image3D(g, mem)
+    linear = 1.0 - lncc(a, b, I1, I0) / n
+    ca.ApplyH(warped, I0, phiinv)
+    final = 1.0 - lncc(a, b, I1, warped) / n
+    return quality.assess("lncc", jac, foreground, linear, final, quality.contrast_agreement(I0, I1, mask))
+
+
 def inverse_consistency(phi, phiinv, mask=None):
     """(mean, 99th percentile) of |phi o phiinv - id| in voxels, over mask > 0 (all voxels without one)."""
     c = ca.Field3D(phiinv.grid(), phiinv.memType())
@@ -382,6 +397,7 @@ def register(fixed, moving, *, progress=False, **params):
         ic_mask = ca.Image3D(grid, mem)
         ca.GTC(ic_mask, I1, 0.05 if p["normalize"] != "none" else 0.05 * float(ca.MinMax(I1)[1]))
     ic = inverse_consistency(phi, phiinv, ic_mask)
+    qual = _quality(I1, I0, phiinv, mask, ic_mask, jac, p)
     timings["total_s"] = time.perf_counter() - t_start
     p["device"] = str(p["device"])
     for k in ("fixed_mask", "moving_mask", "moving_labels"):
@@ -392,4 +408,4 @@ def register(fixed, moving, *, progress=False, **params):
                      energies=energies, initial_mismatch=float(initial_mismatch), final_mismatch=float(final_mismatch),
                      timings=timings, device=device, mem=mem, params=p, notes=[note], affine=aff, full_map=full,
                      labels=labels, linear_mismatch=float(linear_mismatch), final_match=float(energies[-1]["match"]),
-                     inverse_consistency=ic)
+                     inverse_consistency=ic, quality=qual)

@@ -189,3 +189,37 @@ def test_inverse_of_a_strong_expansion(a):
         errors[how] = np.linalg.norm(comp - idx, axis=-1)[r < 15].max()
     assert errors["newton"] < 0.02, errors
     assert errors["fixed-point"] > 0.5, errors  # (the reason for Newton's iteration)
+
+
+def test_quality_of_a_good_run(runs):
+    """The result assesses itself (pyca.registration.quality): no fold, and the LNCC energy of the fixed
+    image against the moving one through phiinv is below the linear stage's."""
+    q = runs[3].quality
+    assert q["ok"] and not q["problems"], q["problems"]
+    assert q["final_match_energy"] < q["linear_match_energy"]
+    assert runs[3].summary()["quality"]["ok"]
+
+
+def test_cli_says_when_the_map_folds(tmp_path, capsys):
+    """A run that folds (a huge step, no smoothing of the maps) says so in one line on stderr and in
+    summary.json, and exits with 3 (quality.EXIT_FAILED_REGISTRATION); --allow-folds exits 0. The
+    summary's provenance names every input file (the labels included)."""
+    from pyca import cli
+    from pyca.registration import quality
+
+    f, m, _ = _pair()
+    _save(tmp_path / "f.nii.gz", f.numpy(), np.eye(4))
+    _save(tmp_path / "m.nii.gz", m.numpy(), np.eye(4))
+    _save(tmp_path / "l.nii.gz", (m.numpy() > 0.3).astype(np.uint8), np.eye(4))
+    argv = ["register", "--fixed", str(tmp_path / "f.nii.gz"), "--moving", str(tmp_path / "m.nii.gz"),
+            "--moving-labels", str(tmp_path / "l.nii.gz"), "--device", "cpu", "--scales", "2,1", "--iterations",
+            "40,25", "--affine", "none", "--step", "3", "--smooth-field", "0", "--smooth-update", "0.5", "--no-report",
+            "-q"]
+    capsys.readouterr()
+    assert cli.main(argv + ["--out", str(tmp_path / "o1")]) == quality.EXIT_FAILED_REGISTRATION
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "registration failed: the map folds" in err[0], err
+    s = json.loads((tmp_path / "o1" / "summary.json").read_text())
+    assert not s["quality"]["ok"] and "folds" in [p["code"] for p in s["quality"]["problems"]]
+    assert set(s["provenance"]["inputs"]) == {"fixed", "moving", "moving_labels"}
+    assert cli.main(argv + ["--out", str(tmp_path / "o2"), "--allow-folds"]) == 0
