@@ -214,6 +214,37 @@ def regression_run(ca, I0, meas, T, mem, its, step, sigma):
     return out
 
 
+def phases(ca, I0, I1, mem, T, sigma, reps=5):
+    """Where an iteration's time goes: the shooting, the adjoint sweep, and one kernel application K
+    (ms each, medians of reps)."""
+    from pyca.apps import shoot
+    from pyca.registration.geodesic import Geodesic, GeodesicFit
+
+    grid = I0.grid()
+    geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, dict(shoot.DEFAULTS)))
+    fit = GeodesicFit(geo, I0, [(T, I1)], sigma)
+    fit.forward()
+    fit.gradients()
+    fit.update(2e-5)
+
+    def med(fn):
+        out = []
+        for _ in range(reps):
+            sync(mem)
+            t0 = time.perf_counter()
+            fn()
+            sync(mem)
+            out.append(time.perf_counter() - t0)
+        return 1e3 * float(np.median(out))
+
+    f_ms = med(fit.forward)
+    a_ms = med(fit.gradients)
+    u, w = geo.scratch[0], geo.scratch[1]
+    k_ms = med(lambda: geo.K.applyInverseOperator(u, w))
+    return (f"phases: shoot {f_ms:.2f} ms, adjoint sweep {a_ms:.2f} ms, one K {k_ms:.3f} ms ({2 * T} K per "
+            f"iteration: {2 * T * k_ms:.2f} ms)")
+
+
 def _dice(lab_a, lab_b):
     return [float(2 * np.sum((lab_a == c) & (lab_b == c)) / max(1, np.sum(lab_a == c) + np.sum(lab_b == c)))
             for c in (1, 2, 3)]
@@ -286,6 +317,7 @@ def main():
         t_shoot, e_shoot, keep = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma)
         print(f"pyca shoot: {t_shoot * 1e3:.1f} ms/iteration (T {a.time_steps}, keep {keep}); energy "
               f"{e_shoot[0]:.6g} -> {e_shoot[-1]:.6g}")
+        print("  " + phases(ca, I0, I1, mem, a.time_steps, a.sigma))
         if not a.skip_lddmm:
             try:
                 t_l, T_l = lddmm_run(ca, I0, I1, mem, a.iterations)
