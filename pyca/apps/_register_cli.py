@@ -15,7 +15,8 @@ back), phiinv_full.nii.gz (moving voxel of each fixed voxel, linear stage includ
 (det D phiinv), labels.nii.gz (with --moving-labels), affine.txt, report.png, summary.json (with
 --method syn also the inverse consistency of phi and phiinv). Each file appears only when complete;
 summary.json is written last. Exit status: 0 done, 1 failed while working, 2 bad command line or
-input (nothing done), 3 the registration ran but its map folds or collapses (one line on stderr,
+input (nothing done), 3 the registration ran but its map folds or collapses, or it matches worse than
+the linear stage (one line on stderr,
 "quality" in summary.json; 0 with --allow-folds), 130 interrupted (Ctrl-C).
 Documentation (algorithm, parameters): """ + page("syn")
 
@@ -31,7 +32,9 @@ def _floats_or_ints(kind):
 
 
 def add_parser(sub):
-    from .syn import DEFAULTS as S
+    from ..registration import parameters
+
+    S = parameters.SYN_DEFAULTS
 
     p = sub.add_parser("register", help="register two 3-D images: symmetric diffeomorphic (SyN, default) or LDDMM",
                        description="Register --moving onto --fixed: a linear stage, then greedy symmetric "
@@ -46,25 +49,14 @@ def add_parser(sub):
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
     p.add_argument("--method", default="syn", choices=["syn", "lddmm"], help="default %(default)s")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"], help="default %(default)s")
-    g = p.add_argument_group("syn")
+    g = p.add_argument_group(parameters.SYN)
     g.add_argument("--scales", type=_floats_or_ints(int), default=None,
                    help=f"downsampling factors, coarse to fine, ending with 1 (default {','.join(map(str, S['scales']))};"
                    " with --method lddmm, its own)")
     g.add_argument("--iterations", type=_floats_or_ints(int), default=None,
                    help=f"iterations per scale (default {','.join(map(str, S['iterations']))}; with --method lddmm, "
                    "its own)")
-    g.add_argument("--radius", type=int, default=S["radius"], help="LNCC window radius, voxels (default %(default)s)")
-    g.add_argument("--step", type=float, default=S["step"], help="largest displacement of one update, voxels "
-                   "(default %(default)s)")
-    g.add_argument("--smooth-update", type=float, default=S["smooth_update"],
-                   help="Gaussian sigma of the update fields, voxels (default %(default)s)")
-    g.add_argument("--smooth-field", type=float, default=S["smooth_field"],
-                   help="Gaussian sigma applied to the two maps' displacements after each update, voxels; 0: off "
-                   "(default %(default)s)")
-    g.add_argument("--inverse-iterations", type=int, default=S["inverse_iterations"],
-                   help="fixed-point iterations of each scale's inverse maps (default %(default)s)")
-    g.add_argument("--tol", type=float, default=S["tol"], help="a scale stops when its last 5 iterations gained less "
-                   "than 5 x this of its gain so far (default %(default)s)")
+    parameters.add_arguments(p, parameters.SYN_DECLARED, {parameters.SYN: g})  # the rest: from their declaration
     g = p.add_argument_group("linear stage, masks and labels")
     g.add_argument("--affine", default="auto", choices=["auto", "none", "rigid", "affine"],
                    help="linear stage (default %(default)s: affine when the grids or the centres of mass differ)")
@@ -74,9 +66,9 @@ def add_parser(sub):
                    "into labels.nii.gz")
     g = p.add_argument_group("output")
     g.add_argument("--no-report", action="store_true", help="skip report.png")
-    g.add_argument("--allow-folds", action="store_true", help="exit 0 even when the result folds or collapses "
-                   "(pyca.registration.quality; the line on stderr still says so); without it such a run exits "
-                   "with 3")
+    g.add_argument("--allow-folds", action="store_true", help="exit 0 even when the result folds, collapses or "
+                   "matches worse than the linear stage (pyca.registration.quality; the line on stderr still says "
+                   "so); without it such a run exits with 3")
     g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
     g.add_argument("--no-progress", action="store_true", help="(accepted for pyca lddmm's command lines)")
     m = p.add_mutually_exclusive_group()
@@ -110,8 +102,7 @@ def run(a):
     if a.iterations is not None:
         params["iterations"] = a.iterations if len(a.iterations) > 1 else a.iterations[0]
     if a.method == "syn":
-        params.update(radius=a.radius, step=a.step, smooth_update=a.smooth_update, smooth_field=a.smooth_field,
-                      inverse_iterations=a.inverse_iterations, tol=a.tol)
+        params.update(parameters.from_args(a, parameters.SYN_DECLARED))
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     if not cli.importable("nibabel"):
         return _fail("nibabel, which writes the outputs, cannot be imported: pip install nibabel")
@@ -119,7 +110,7 @@ def run(a):
         check_out_dir(a.out, a.overwrite)
         checked = {**mod.DEFAULTS, **params}
         if a.method == "syn":
-            syn._check(checked)
+            syn.check(checked)
         else:
             parameters.check(checked)
             parameters.schedule(checked["scales"], checked["iterations"])

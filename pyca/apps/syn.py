@@ -39,13 +39,9 @@ from ..registration import inputs, intensities, parameters, quality
 from ..registration.inputs import LabelImage
 from ..registration.transforms import jacobian_det, level_images
 
-__all__ = ["register", "SyNResult", "DEFAULTS", "inverse_consistency", "add_parser"]
+__all__ = ["register", "SyNResult", "DEFAULTS", "check", "inverse_consistency", "newton_inverse", "add_parser"]
 
-DEFAULTS = dict(
-    scales=(4, 2, 1), iterations=(80, 50, 25), radius=2, step=0.35, smooth_update=1.5, smooth_field=0.5,
-    inverse_iterations=20, inverse="newton", tol=1e-3, optimiser="adam", adam_eps=1.0, min_iterations=10, normalize="foreground", percentiles=(0.5, 99.5), affine="auto",
-    fixed_mask=None, moving_mask=None, moving_labels=None, device="auto", names=None,
-)
+DEFAULTS = dict(parameters.SYN_DEFAULTS)  # each parameter declared once: pyca.registration.parameters.SYN_DECLARED
 
 
 def add_parser(sub):
@@ -55,26 +51,10 @@ def add_parser(sub):
     return add(sub)
 
 
-def _check(p):
+def check(p):
+    """Refuses a bad parameter of the dict p (every one of DEFAULTS present) in one line."""
     parameters.schedule(p["scales"], p["iterations"], prog="syn")
-    for k, lo in (("step", 0.0), ("smooth_update", 0.0), ("smooth_field", -1e-12), ("tol", -1e-12)):
-        v = p[k]
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > lo):
-            raise ValueError(f"syn: {k} must be a number > {max(lo, 0):g}, got {v!r}")
-    if not (isinstance(p["radius"], (int, np.integer)) and 1 <= p["radius"] <= 16):
-        raise ValueError(f"syn: radius (LNCC window radius, voxels) must be an integer in [1, 16], got {p['radius']!r}")
-    if not (isinstance(p["inverse_iterations"], (int, np.integer)) and 1 <= p["inverse_iterations"] <= 100):
-        raise ValueError(f"syn: inverse_iterations must be an integer in [1, 100], got {p['inverse_iterations']!r}")
-    if p["inverse"] not in ("newton", "fixed-point"):
-        raise ValueError(f"syn: inverse must be 'newton' or 'fixed-point', not {p['inverse']!r}")
-    if p["optimiser"] not in ("adam", "greedy"):
-        raise ValueError(f"syn: optimiser must be 'adam' or 'greedy', not {p['optimiser']!r}")
-    if not (isinstance(p["min_iterations"], (int, np.integer)) and p["min_iterations"] >= 0):
-        raise ValueError(f"syn: min_iterations must be an integer >= 0, got {p['min_iterations']!r}")
-    if p["normalize"] not in ("foreground", "percentiles", "none"):
-        raise ValueError(f"syn: normalize must be 'foreground', 'percentiles' or 'none', not {p['normalize']!r}")
-    if p["affine"] not in ("auto",) + affine.KINDS:
-        raise ValueError(f"syn: affine must be 'auto', 'none', 'rigid' or 'affine', not {p['affine']!r}")
+    parameters.check_declared(p, parameters.SYN_DECLARED, "syn")
 
 
 def _range(im, p, mask=None):
@@ -328,7 +308,7 @@ def register(fixed, moving, *, progress=False, **params):
     fixed, moving = inputs.as_image(fixed, "fixed"), inputs.as_image(moving, "moving")
     extra = {k: (inputs.as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
     extra["moving_labels"] = p["moving_labels"]  # read as integers (lddmm.placed_inputs)
-    _check(p)
+    check(p)
     scales, iters = parameters.schedule(p["scales"], p["iterations"], prog="syn")
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = lddmm.resolve_device(p["device"])

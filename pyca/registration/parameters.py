@@ -23,7 +23,8 @@ import numpy as np
 from .metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS
 from .transforms import LINEAR_KINDS
 
-__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "get", "merged", "check", "check_value",
+__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_DEFAULTS", "get",
+           "merged", "check", "check_declared", "check_value",
            "schedule", "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
 
 NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (docs/lddmm.md, 'Intensities')
@@ -138,6 +139,46 @@ DECLARED = (
 _BY_NAME = {q.name: q for q in DECLARED}
 DEFAULTS = {q.name: q.default for q in DECLARED}
 
+# The parameters of pyca.apps.syn.register (`pyca register --method syn`, docs/syn.md). Its group is
+# `pyca register`'s option group; scales and iterations are options of `pyca register` for either method
+# (their defaults depend on it), so they are not built from here.
+SYN = "syn"
+SYN_DECLARED = (
+    Parameter("device", "device", "auto", choices=("auto", "cpu", "gpu")),
+    Parameter("scales", "ints", (4, 2, 1), "downsampling factors, coarse to fine, ending with 1", lo=1),
+    Parameter("iterations", "ints", (80, 50, 25), "iterations per scale", lo=0, hi=_INF),
+    Parameter("radius", "int", 2, "LNCC window radius, voxels (default %(default)s)", unit="voxels", lo=1, hi=16,
+              group=SYN),
+    Parameter("step", "real", 0.35, "largest displacement of one update, voxels (default %(default)s)",
+              unit="voxels", lo=0, lo_open=True, group=SYN),
+    Parameter("smooth_update", "real", 1.5, "Gaussian sigma of the update fields, voxels (default %(default)s)",
+              unit="voxels", lo=0, lo_open=True, group=SYN),
+    Parameter("smooth_field", "real", 0.5, "Gaussian sigma applied to the two maps' displacements after each "
+              "update, voxels; 0: off (default %(default)s)", unit="voxels", lo=0, group=SYN),
+    Parameter("inverse", "choice", "newton", "how each scale's inverse maps are computed: newton (robust where a "
+              "map stretches) or fixed-point (PyCA's FixedPointInverse) (default %(default)s)",
+              choices=("newton", "fixed-point"), group=SYN),
+    Parameter("inverse_iterations", "int", 20, "iterations of each scale's inverse maps (default %(default)s)",
+              lo=1, hi=100, group=SYN),
+    Parameter("tol", "real", 1e-3, "a scale stops when its last 5 iterations gained less than 5 x this of its gain "
+              "so far (default %(default)s)", lo=0, group=SYN),
+    Parameter("optimiser", "choice", "adam", "adam (momentum, per-voxel second moment) or greedy (each update "
+              "scaled so that its largest force moves `step` voxels)", choices=("adam", "greedy")),
+    Parameter("adam_eps", "real", 1.0, "Adam's eps, relative to the largest force of the scale", lo=0,
+              lo_open=True),
+    Parameter("min_iterations", "int", 10, "iterations of a scale before its stop rule applies", lo=0, hi=_INF),
+    Parameter("normalize", "choice", "foreground", "intensities: each image scaled by its own range ('foreground':"
+              " its minimum and upper percentile above 1% of its range; 'percentiles'; 'none')",
+              choices=("foreground", "percentiles", "none")),
+    Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range (low, high)", lo=0, hi=100),
+    Parameter("affine", "choice", "auto", "linear stage", choices=("auto",) + LINEAR_KINDS),
+    Parameter("fixed_mask", "file", None, "0/1 image on the fixed grid", assignable=False),
+    Parameter("moving_mask", "file", None, "0/1 image on the moving grid", assignable=False),
+    Parameter("moving_labels", "file", None, "integer label image on the moving grid", assignable=False),
+    Parameter("names", "any", None, "role -> file name, for messages", assignable=False),
+)
+SYN_DEFAULTS = {q.name: q.default for q in SYN_DECLARED}
+
 
 def get(name):
     """The Parameter called name."""
@@ -198,6 +239,19 @@ def merged(defaults, params, prog, refused=()):
         known = sorted(set(defaults) - set(refused))
         raise TypeError(f"{prog}: unknown parameter(s) {sorted(unknown)}; known: {known}")
     return {**defaults, **params}
+
+
+def check_declared(p, declared, prog):
+    """Refuses a bad value of the dict p for the parameters `declared` (their numbers, integers and
+    choices) in one line naming `prog` and the parameter; returns p."""
+    for q in declared:
+        if q.kind in ("real", "int", "step", "choice"):
+            check_value(q, p[q.name], prog)
+        elif q.kind == "reals" and q.name == "percentiles":
+            lo, hi = p[q.name]
+            if not 0 <= lo < hi <= 100:
+                raise ValueError(f"{prog}: percentiles must satisfy 0 <= low < high <= 100, got {p[q.name]}")
+    return p
 
 
 def check(p, prog="lddmm"):
@@ -278,12 +332,17 @@ def _arg_type(q):
     return parse
 
 
-def add_arguments(parser):
-    """Adds the declared parameters that are options of `pyca lddmm` to parser: --device to parser
-    itself, the others in their groups (GROUPS), each with its type, choices, default and help."""
+def add_arguments(parser, declared=None, groups=None):
+    """Adds the declared parameters (DECLARED: `pyca lddmm`'s; or `declared`, in option groups
+    `groups`: titles, or title -> an existing argument group) that are options to parser: group "" to
+    parser itself, the others in their groups, each with its type, choices, default and help."""
+    declared, titles = (DECLARED, GROUPS) if declared is None else (declared, groups or ())
     groups = {"": parser}
-    groups.update({title: parser.add_argument_group(title) for title in GROUPS})
-    for q in DECLARED:
+    if isinstance(titles, dict):  # title -> an existing argument group
+        groups.update(titles)
+    else:
+        groups.update({title: parser.add_argument_group(title) for title in titles})
+    for q in declared:
         if q.group is None:
             continue
         g = groups[q.group]
@@ -306,12 +365,12 @@ def add_arguments(parser):
     return parser
 
 
-def from_args(a):
-    """The registration parameters of a command line parsed by a parser of add_arguments(), but the
-    files (fixed_mask, moving_mask, moving_labels: see files_of()); one iteration count stands for
-    every scale."""
+def from_args(a, declared=None):
+    """The registration parameters (of DECLARED, or `declared`) of a command line parsed by a parser of
+    add_arguments(), but the files (fixed_mask, moving_mask, moving_labels: see files_of()); one
+    iteration count stands for every scale."""
     out = {}
-    for q in DECLARED:
+    for q in DECLARED if declared is None else declared:
         if q.group is None or q.kind == "file" or not hasattr(a, q.name):
             continue
         v = getattr(a, q.name)

@@ -16,7 +16,6 @@ PKG = os.path.join(ROOT, "pyca")
 # the generated extension's names (pyca.core is the SWIG module over the compiled pyca._core).
 ALLOWED = {
     ("pyca.apps.lddmm", "pyca.apps._lddmm_solver._Level"),
-    ("pyca.apps._register_cli", "pyca.apps.syn._check"),
     ("pyca.kernels.patterns", "pyca.kernels.voxel._LazyFunction"),
 }
 GENERATED = ("pyca.core", "pyca._core")

@@ -107,7 +107,9 @@ def test_gpu_matches_cpu(runs):
 
 
 @pytest.mark.parametrize("bad, msg", [({"step": 0}, "step"), ({"radius": 0}, "radius"),
-                                      ({"optimiser": "sgd"}, "optimiser"), ({"scales": (1, 2)}, "scales")])
+                                      ({"optimiser": "sgd"}, "optimiser"), ({"scales": (1, 2)}, "scales"),
+                                      ({"smooth_field": -1}, "smooth_field"), ({"inverse": "exact"}, "inverse"),
+                                      ({"percentiles": (99, 1)}, "percentiles")])
 def test_bad_parameters_refused(bad, msg):
     f, m, _ = _pair()
     with pytest.raises(ValueError, match=msg):
@@ -223,3 +225,23 @@ def test_cli_says_when_the_map_folds(tmp_path, capsys):
     assert not s["quality"]["ok"] and "folds" in [p["code"] for p in s["quality"]["problems"]]
     assert set(s["provenance"]["inputs"]) == {"fixed", "moving", "moving_labels"}
     assert cli.main(argv + ["--out", str(tmp_path / "o2"), "--allow-folds"]) == 0
+
+
+def test_parameters_declared_once(capsys):
+    """syn's parameters come from one declaration (pyca.registration.parameters.SYN_DECLARED): its
+    DEFAULTS, and `pyca register --help` lists every declared option with its default; a value out of
+    its declared bounds is refused on the command line in one line (exit 2)."""
+    from pyca import cli
+    from pyca.registration import parameters
+
+    assert syn.DEFAULTS == parameters.SYN_DEFAULTS
+    with pytest.raises(SystemExit):
+        cli.main(["register", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    options = [q for q in parameters.SYN_DECLARED if q.group == parameters.SYN]
+    assert {q.name for q in options} >= {"radius", "step", "smooth_update", "smooth_field", "inverse", "tol"}
+    for q in options:
+        assert q.option in text and f"(default {q.default})" in text, q.name
+    code = cli.main(["register", "--fixed", "f.nii", "--moving", "m.nii", "--smooth-update", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "smooth_update" in err[0], err
