@@ -26,7 +26,7 @@ import types
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)  # (_brains; pyca itself is the installed one, or PYTHONPATH's)
 
 
 def pair(n, nz=None):
