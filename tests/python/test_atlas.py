@@ -106,7 +106,9 @@ def _fd_jacobian_det(h, vox2world_fixed, vox2world_moving):
     return np.linalg.det(g) * lin(vox2world_moving) / lin(vox2world_fixed)
 
 
-def test_subject_jacdet_is_that_of_its_phiinv(tmp_path):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(
+    not ca.cuda_available(), reason="needs a CUDA GPU"))])
+def test_subject_jacdet_is_that_of_its_phiinv(tmp_path, device):
     """A subject's jacdet is det D of the map its phiinv describes (template -> subject, the linear stage
     included; the volume ratio in world units), not of the LDDMM stage alone: checked against NumPy's
     finite-difference determinant of the written phiinv, on a subject 1.2 times larger in every axis
@@ -124,7 +126,7 @@ def test_subject_jacdet_is_that_of_its_phiinv(tmp_path):
     sa[:3, 3] = [11.4, -11.4, -11.4]
     nib.save(nib.Nifti1Image(blob.astype(np.float32), ta), str(tmp_path / "t.nii"))
     nib.save(nib.Nifti1Image(blob.astype(np.float32), sa), str(tmp_path / "s.nii"))
-    p = dict(atlas.DEFAULTS, scales=(2, 1), iterations=(5, 5), device="cpu", affine="affine")
+    p = dict(atlas.DEFAULTS, scales=(2, 1), iterations=(5, 5), device=device, affine="affine")
     r = _atlas_tasks.register(str(tmp_path / "s.nii"), str(tmp_path / "t.nii"), "s", str(tmp_path), p, 1)
     assert r["ok"], r
     folder = tmp_path / "subjects" / "s"
