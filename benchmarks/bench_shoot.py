@@ -62,13 +62,15 @@ def sync(mem):
         ca.synchronize()
 
 
-def shoot_run(ca, I0, I1, mem, its, step, T, sigma, keep="auto"):
+def shoot_run(ca, I0, I1, mem, its, step, T, sigma, keep="auto", fused=None):
     from pyca.apps import shoot
     from pyca.registration.geodesic import Geodesic, GeodesicFit
 
     grid = I0.grid()
     p = dict(shoot.DEFAULTS, time_steps=T)
     geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, p), keep=keep)
+    if fused is not None:
+        geo.fused = fused
     fit = GeodesicFit(geo, I0, [(T, I1)], sigma)
     energies = []
     m, _ = fit.forward()  # warm-up (plans, first allocations)
@@ -318,6 +320,10 @@ def main():
         print(f"pyca shoot: {t_shoot * 1e3:.1f} ms/iteration (T {a.time_steps}, keep {keep}); energy "
               f"{e_shoot[0]:.6g} -> {e_shoot[-1]:.6g}")
         print("  " + phases(ca, I0, I1, mem, a.time_steps, a.sigma))
+        if a.gpu:  # the adjoint sweep as the CPU runs it (a chain of operations), for comparison
+            t_u, e_u, _ = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma, fused=False)
+            print(f"pyca shoot, adjoint unfused: {t_u * 1e3:.1f} ms/iteration (fused: {t_shoot / t_u:.2f}x its time); "
+                  f"energy {e_u[-1]:.6g} (fused {e_shoot[-1]:.6g})")
         if not a.skip_lddmm:
             try:
                 t_l, T_l = lddmm_run(ca, I0, I1, mem, a.iterations)

@@ -71,6 +71,8 @@ class Geodesic:
     application per step): w_j = 3/2 v_j - 1/2 v_{j-1} (w_0 = v_0), d_j = w_j(x - dt/2 w_j(x)),
     h_{j+1} = h_j(x - dt d_j(x)). The adjoint sweep steps back along x + dt w_j(x + dt/2 w_j(x))."""
 
+    fused = None  # None: fused passes on the GPU only; True / False: everywhere / nowhere (tests, benchmarks)
+
     def __init__(self, grid, mem, T, K, keep="auto"):
         if int(T) < 1:
             raise ValueError(f"geodesic: time_steps must be >= 1, got {T}")
@@ -89,6 +91,10 @@ class Geodesic:
         self.v0_dot = None  # <m0, K m0> of the last shoot
         self.scratch = [F() for _ in range(4)]  # the sweeps' (and callers') scratch fields
         self._im = [ca.Image3D(grid, mem) for _ in range(3)]
+        # the adjoint sweep's fused passes (pyca/registration/_geodesic_kernels.py), on the GPU: the
+        # same arithmetic as the chain of operations the CPU runs (the reference)
+        self.fused = Geodesic.fused if Geodesic.fused is not None else int(mem) == int(ca.MEM_DEVICE)
+        self._im2 = None
 
     def h(self, j):
         """phi_{t_j,0} (j >= 1; j = 0 is the identity)."""
@@ -172,19 +178,35 @@ class Geodesic:
         else:
             ca.SetMem(Ihat, 0.0)
         bg0 = ca.BACKGROUND_STRATEGY_PARTIAL_ZERO
+        fused = bool(self.fused)
+        if fused:
+            from . import _geodesic_kernels as gk
+
+            sp = tuple(float(x) for x in self.grid.spacing())
+            if self._im2 is None:
+                self._im2 = ca.Image3D(self.grid, self.mem)
+            Ihat2 = self._im2
         zero_m = True
         for j in range(self.T - 1, -1, -1):
             # s_j = x + dt w_j(x + dt/2 w_j) (an H-field), the step back from t_{j+1} to t_j
-            self._step_field(j, f)
-            ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)
-            ca.MulC_I(s, self.dt)
-            ca.VtoH_I(s)
+            if fused:
+                v, vp = self._at(j)[1], self._at(max(j - 1, 0))[1]
+                gk.step_back(s, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0, self.dt, *sp)
+            else:
+                self._step_field(j, f)
+                ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)
+                ca.MulC_I(s, self.dt)
+                ca.VtoH_I(s)
             # I^ <- |D s_j| I^ o s_j ;  m~ = m^ o s_j
             jacobian_det(jac, s)
-            ca.ApplyH(It, Ihat, s, bg0)
-            ca.Mul(Ihat, It, jac)
-            if not zero_m:
-                ca.ApplyH(mt, mhat, s, bg0)
+            if fused:
+                gk.transport(Ihat2, mt, Ihat, mhat, s, jac, not zero_m)
+                Ihat, Ihat2 = Ihat2, Ihat
+            else:
+                ca.ApplyH(It, Ihat, s, bg0)
+                ca.Mul(Ihat, It, jac)
+                if not zero_m:
+                    ca.ApplyH(mt, mhat, s, bg0)
             # f = I^ grad I_j - ad*_{m~} m_j ; v^ = K f
             m, v = self._at(j)
             if j == 0:
@@ -201,6 +223,8 @@ class Geodesic:
             if zero_m:
                 ca.MulC(mhat, f, -self.dt)
                 zero_m = False
+            elif fused:
+                gk.momentum_update(mhat, mt, f, v, self.dt, *sp)
             else:
                 ca.JacobianXY(s, v, mt)
                 ca.Add_I(f, s)

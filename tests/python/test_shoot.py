@@ -235,3 +235,41 @@ def test_cli_shoot_and_regress(tmp_path):
     assert os.path.isfile(tmp_path / "reg" / "fitted_2.nii.gz")
     r = _pyca("regress", "m.nii.gz:0", "--out", "reg2", cwd=tmp_path)
     assert r.returncode == 2 and "at least two" in r.stderr
+
+
+def test_fused_adjoint_passes_equal_the_chain_of_operations():
+    """The adjoint sweep's fused passes (what the GPU runs; pyca/registration/_geodesic_kernels.py) give
+    the CPU's chain of operations' gradients, for the momentum and the base image, on a 2-D and a
+    3-D grid of anisotropic spacing."""
+    pytest.importorskip("pyca.kernels")
+    from pyca.kernels import NoCompilerError
+
+    grids = [None, ca.GridInfo(ca.Vec3Di(20, 18, 12), ca.Vec3Df(1.0, 1.2, 1.5), ca.Vec3Df(0, 0, 0))]
+    for g in grids:
+        out = []
+        for fused in (False, True):
+            if g is None:
+                I0, grid, K, G = _setup(6)
+                m0 = _momentum(K=K, vmax=1.0)
+                I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9)), MEM)
+            else:
+                grid = g
+                rng = np.random.default_rng(7)
+                I0 = common.ImFromNPArr(ndimage.gaussian_filter(rng.random((20, 18, 12)), 2), MEM)
+                I1 = common.ImFromNPArr(ndimage.gaussian_filter(rng.random((20, 18, 12)), 2), MEM)
+                I0.setGrid(grid)
+                I1.setGrid(grid)
+                K = epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)
+                G = Geodesic(grid, MEM, 6, K)
+                a = ndimage.gaussian_filter(rng.standard_normal((20, 18, 12, 3)), (2, 2, 2, 0))
+                m0 = common.FieldFromNPArr(a, MEM, sp=(1.0, 1.2, 1.5))
+            G.fused = fused
+            f = GeodesicFit(G, I0, [(3, I1), (6, I1)], 0.5, m0=m0, estimate_base=True)
+            f.forward()
+            try:
+                f.gradients()
+            except NoCompilerError as e:
+                pytest.skip(f"no C++ compiler for the kernels' CPU loops: {e}")
+            out.append((common.AsNPCopy(f.g).copy(), common.AsNPCopy(f.gI).copy()))
+        for a, b in zip(*out):
+            np.testing.assert_allclose(b, a, atol=1e-4 * np.abs(a).max())  # float32 positions, rounded apart

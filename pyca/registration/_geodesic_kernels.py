@@ -1,0 +1,123 @@
+"""Fused passes of the geodesic's adjoint sweep (pyca.registration.geodesic, Geodesic.fused): each
+kernel does in one pass over the grid what a chain of pyca operations does in several, with the same
+arithmetic (central differences with clamped reads, PyCA's border rule; trilinear sampling with the
+same background strategies). tests/python/test_shoot.py compares them with the chains."""
+from __future__ import annotations
+
+import math
+
+import pyca as ca  # (the kernels: pyca.kernel; imported by geodesic.py when first used)
+
+__all__ = ["step_back", "transport", "momentum_update"]
+
+
+@ca.kernel(register=False)
+def step_back(s: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sx: float, sy: float,
+              sz: float):
+    """s = x + dt w(x + dt/2 w(x)) / spacing (voxels), w = a v + b vp: the H-field of a step back
+    (ApplyV with the border clamped, as Geodesic's op chain)."""
+    i, j, k = ca.index()
+    nx, ny, nz = s.shape
+    wx = a * v[i, j, k, 0] + b * vp[i, j, k, 0]
+    wy = a * v[i, j, k, 1] + b * vp[i, j, k, 1]
+    wz = a * v[i, j, k, 2] + b * vp[i, j, k, 2]
+    px = min(max(i + 0.5 * dt * wx / sx, 0.0), nx - 1.0)
+    py = min(max(j + 0.5 * dt * wy / sy, 0.0), ny - 1.0)
+    pz = min(max(k + 0.5 * dt * wz / sz, 0.0), nz - 1.0)
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz))
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    for c in range(3):
+        q000 = a * v[x0, y0, z0, c] + b * vp[x0, y0, z0, c]
+        q100 = a * v[x0 + 1, y0, z0, c] + b * vp[x0 + 1, y0, z0, c]
+        q010 = a * v[x0, y0 + 1, z0, c] + b * vp[x0, y0 + 1, z0, c]
+        q110 = a * v[x0 + 1, y0 + 1, z0, c] + b * vp[x0 + 1, y0 + 1, z0, c]
+        q001 = a * v[x0, y0, z0 + 1, c] + b * vp[x0, y0, z0 + 1, c]
+        q101 = a * v[x0 + 1, y0, z0 + 1, c] + b * vp[x0 + 1, y0, z0 + 1, c]
+        q011 = a * v[x0, y0 + 1, z0 + 1, c] + b * vp[x0, y0 + 1, z0 + 1, c]
+        q111 = a * v[x0 + 1, y0 + 1, z0 + 1, c] + b * vp[x0 + 1, y0 + 1, z0 + 1, c]
+        q00 = q000 + fx * (q100 - q000)
+        q10 = q010 + fx * (q110 - q010)
+        q01 = q001 + fx * (q101 - q001)
+        q11 = q011 + fx * (q111 - q011)
+        q0 = q00 + fy * (q10 - q00)
+        q1 = q01 + fy * (q11 - q01)
+        q = q0 + fz * (q1 - q0)
+        if c == 0:
+            s[i, j, k, 0] = i + dt * q / sx
+        elif c == 1:
+            s[i, j, k, 1] = j + dt * q / sy
+        else:
+            s[i, j, k, 2] = k + dt * q / sz
+
+
+@ca.func
+def _w(inside: bool) -> float:
+    return 1.0 if inside else 0.0
+
+
+@ca.kernel(register=False)
+def transport(I_out: ca.Image3D, m_out: ca.Field3D, I_in: ca.Image3D, m_in: ca.Field3D, s: ca.Field3D,
+              jac: ca.Image3D, with_m: bool):
+    """I_out = jac I_in o s, m_out = m_in o s (trilinear, corners outside the grid count as 0: PyCA's
+    BACKGROUND_STRATEGY_PARTIAL_ZERO); m only when with_m."""
+    i, j, k = ca.index()
+    nx, ny, nz = I_in.shape
+    px = s[i, j, k, 0]
+    py = s[i, j, k, 1]
+    pz = s[i, j, k, 2]
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz))
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    ax0 = _w(x0 >= 0 and x0 < nx) * (1.0 - fx)
+    ax1 = _w(x0 + 1 >= 0 and x0 + 1 < nx) * fx
+    ay0 = _w(y0 >= 0 and y0 < ny) * (1.0 - fy)
+    ay1 = _w(y0 + 1 >= 0 and y0 + 1 < ny) * fy
+    az0 = _w(z0 >= 0 and z0 < nz) * (1.0 - fz)
+    az1 = _w(z0 + 1 >= 0 and z0 + 1 < nz) * fz
+    w000 = ax0 * ay0 * az0
+    w100 = ax1 * ay0 * az0
+    w010 = ax0 * ay1 * az0
+    w110 = ax1 * ay1 * az0
+    w001 = ax0 * ay0 * az1
+    w101 = ax1 * ay0 * az1
+    w011 = ax0 * ay1 * az1
+    w111 = ax1 * ay1 * az1
+    xa = min(max(x0, 0), nx - 1)
+    xb = min(max(x0 + 1, 0), nx - 1)
+    ya = min(max(y0, 0), ny - 1)
+    yb = min(max(y0 + 1, 0), ny - 1)
+    za = min(max(z0, 0), nz - 1)
+    zb = min(max(z0 + 1, 0), nz - 1)
+    I_out[i, j, k] = jac[i, j, k] * (
+        w000 * I_in[xa, ya, za] + w100 * I_in[xb, ya, za] + w010 * I_in[xa, yb, za] + w110 * I_in[xb, yb, za]
+        + w001 * I_in[xa, ya, zb] + w101 * I_in[xb, ya, zb] + w011 * I_in[xa, yb, zb] + w111 * I_in[xb, yb, zb])
+    if with_m:
+        for c in range(3):
+            m_out[i, j, k, c] = (
+                w000 * m_in[xa, ya, za, c] + w100 * m_in[xb, ya, za, c] + w010 * m_in[xa, yb, za, c]
+                + w110 * m_in[xb, yb, za, c] + w001 * m_in[xa, ya, zb, c] + w101 * m_in[xb, ya, zb, c]
+                + w011 * m_in[xa, yb, zb, c] + w111 * m_in[xb, yb, zb, c])
+
+
+@ca.kernel(register=False)
+def momentum_update(mhat: ca.Field3D, mt: ca.Field3D, f: ca.Field3D, v: ca.Field3D, dt: float, sx: float,
+                    sy: float, sz: float):
+    """mhat = mt - dt (f + (D v) mt), D v by central differences per world unit with clamped reads
+    (JacobianXY's rule; no z derivative on a 2-D grid)."""
+    i, j, k = ca.index()
+    nx, ny, nz = v.shape
+    ax = mt[i, j, k, 0]
+    ay = mt[i, j, k, 1]
+    az = mt[i, j, k, 2]
+    for c in range(3):
+        dx = (v[i + 1, j, k, c] - v[i - 1, j, k, c]) / (2.0 * sx)
+        dy = (v[i, j + 1, k, c] - v[i, j - 1, k, c]) / (2.0 * sy)
+        dz = (v[i, j, k + 1, c] - v[i, j, k - 1, c]) / (2.0 * sz) if nz > 1 else 0.0
+        mhat[i, j, k, c] = mt[i, j, k, c] - dt * (f[i, j, k, c] + dx * ax + dy * ay + dz * az)
