@@ -305,10 +305,15 @@ def main():
     ap.add_argument("--brains", type=int, default=0, help="also Colin27 <-> MNI152 at this resolution (1 or 2 mm): "
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")
     ap.add_argument("--brain-iterations", type=int, default=100)
+    ap.add_argument("--fused", choices=["auto", "on", "off"], default="auto",
+                    help="the adjoint sweep's fused passes: auto (on the GPU), on, off")
     a = ap.parse_args()
     import pyca as ca
 
     mem = ca.MEM_DEVICE if a.gpu else ca.MEM_HOST
+    from pyca.registration.geodesic import Geodesic
+
+    Geodesic.fused = {"auto": None, "on": True, "off": False}[a.fused]
     dev = ca.device_info() if a.gpu else f"cpu ({os.cpu_count()} cores)"
     print(f"# bench_shoot: {dev}; size {a.size}^3, {a.iterations} iterations, T {a.time_steps}, step {a.step:g}, "
           f"sigma {a.sigma:g}")
