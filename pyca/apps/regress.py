@@ -33,7 +33,7 @@ from ..registration.inputs import as_image, on_grid
 from ._device import wait
 from . import shoot
 
-__all__ = ["fit", "RegressionResult", "DEFAULTS", "add_parser", "time_steps_of"]
+__all__ = ["fit", "atlas", "RegressionResult", "AtlasResult", "DEFAULTS", "add_parser", "time_steps_of"]
 
 DEFAULTS = dict(shoot.DEFAULTS, estimate_base=True)
 
@@ -121,6 +121,55 @@ def fit(observations, *, progress=False, **params):
     return RegressionResult(m0=prob.m0, base=prob.base, fitted=fitted, times=[t for t, _ in obs], steps=steps,
                             energies=records, initial_mismatch=m_start, final_mismatch=m_end, timings=timings,
                             device=device, params=p, report=rep, momentum_energies=mom)
+
+
+@dataclass
+class AtlasResult:
+    template: object  # Image3D: the template (normalised intensities)
+    m0: list  # Field3D per subject: the momentum from the template to it
+    energies: list  # the atlas energy (sum over subjects, per voxel) after each template update
+    params: dict
+
+
+def atlas(images, *, template_iterations=5, iterations=10, progress=False, **params):
+    """A template and one geodesic from it to each image (Singh et al.'s vector-momentum atlas), by
+    alternating `iterations` descent steps of every subject's initial momentum (GeodesicFit, the
+    template as base image) with a damped Gauss-Newton update of the template from the subjects' base
+    image gradients (the adjoint's I^_0: T <- T + sigma^2 / n sum_i I^_0,i, which is the Jacobian-weighted
+    mean of the subjects pulled back when the Jacobians are near 1). images: Image3D, arrays or paths,
+    placed on the first one's grid; the template starts as their mean. Python only (no command)."""
+    from .lddmm import resolve_device
+
+    p = shoot.check(_parameters.merged(DEFAULTS, dict(params, iterations=iterations), "atlas"), "atlas")
+    mem, _ = resolve_device(p["device"])
+    first = as_image(images[0], "image 0")
+    grid = first.grid()
+    ims = [intensities.normalised(on_grid(as_image(im, f"image {k}"), grid), mem, p) for k, im in enumerate(images)]
+    n = len(ims)
+    if n < 2:
+        raise ValueError(f"atlas: need at least two images, got {n}")
+    T = p["time_steps"]
+    template = ca.Image3D(grid, mem)
+    ca.SetMem(template, 0.0)
+    for im in ims:
+        ca.Add_MulC_I(template, im, 1.0 / n)
+    geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, p), keep=p["keep"])
+    ms = [None] * n
+    acc = ca.Image3D(grid, mem)
+    energies = []
+    for _ in range(int(template_iterations)):
+        ca.SetMem(acc, 0.0)
+        total = 0.0
+        for i, J in enumerate(ims):
+            fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i])
+            optimisers.descend(fit_i, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"])
+            m, _ = fit_i.forward()
+            total += m + fit_i.reg_energy()
+            ca.Add_I(acc, fit_i.gradients())  # the base image's I^_0 for this subject
+            ms[i] = fit_i.m0
+        energies.append(total)
+        ca.Add_MulC_I(template, acc, fit_i.sigma2 / n)
+    return AtlasResult(template=template, m0=ms, energies=energies, params=p)
 
 
 def _observation(text):

@@ -310,6 +310,7 @@ class GeodesicFit:
         ca.Sub(self.g, self.geo.velocity(0), mhat)  # K m0 - m^_0
         if self.estimate_base:
             ca.Copy(self.gI, Ihat)
+        return Ihat  # -dE/dI0 (the geodesic's scratch: valid until its next sweep)
 
     def direction_max(self):
         """The largest change of the initial velocity K m0, in voxels (of the finest spacing) per unit of
