@@ -121,3 +121,79 @@ def momentum_update(mhat: ca.Field3D, mt: ca.Field3D, f: ca.Field3D, v: ca.Field
         dy = (v[i, j + 1, k, c] - v[i, j - 1, k, c]) / (2.0 * sy)
         dz = (v[i, j, k + 1, c] - v[i, j, k - 1, c]) / (2.0 * sz) if nz > 1 else 0.0
         mhat[i, j, k, c] = mt[i, j, k, c] - dt * (f[i, j, k, c] + dx * ax + dy * ay + dz * az)
+
+
+@ca.func
+def _tap(inside: bool, value: float, identity: float) -> float:
+    return value if inside else identity
+
+
+@ca.kernel(register=False)
+def step_forward(hn: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float,
+                 sx: float, sy: float, sz: float, first: bool):
+    """hn = h(x - dt d(x) / spacing), d(x) = w(x - dt/2 w(x) / spacing), w = a v + b vp (the w sampled with
+    its border clamped, as ApplyVInv; h trilinear with taps outside the grid at their identity value,
+    ComposeHVInv's PARTIAL_ID); first: h is the identity (not read)."""
+    i, j, k = ca.index()
+    nx, ny, nz = hn.shape
+    wx = a * v[i, j, k, 0] + b * vp[i, j, k, 0]
+    wy = a * v[i, j, k, 1] + b * vp[i, j, k, 1]
+    wz = a * v[i, j, k, 2] + b * vp[i, j, k, 2]
+    px = min(max(i - 0.5 * dt * wx / sx, 0.0), nx - 1.0)
+    py = min(max(j - 0.5 * dt * wy / sy, 0.0), ny - 1.0)
+    pz = min(max(k - 0.5 * dt * wz / sz, 0.0), nz - 1.0)
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz))
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    qx = 0.0
+    qy = 0.0
+    qz = 0.0
+    for c in range(3):
+        q000 = a * v[x0, y0, z0, c] + b * vp[x0, y0, z0, c]
+        q100 = a * v[x0 + 1, y0, z0, c] + b * vp[x0 + 1, y0, z0, c]
+        q010 = a * v[x0, y0 + 1, z0, c] + b * vp[x0, y0 + 1, z0, c]
+        q110 = a * v[x0 + 1, y0 + 1, z0, c] + b * vp[x0 + 1, y0 + 1, z0, c]
+        q001 = a * v[x0, y0, z0 + 1, c] + b * vp[x0, y0, z0 + 1, c]
+        q101 = a * v[x0 + 1, y0, z0 + 1, c] + b * vp[x0 + 1, y0, z0 + 1, c]
+        q011 = a * v[x0, y0 + 1, z0 + 1, c] + b * vp[x0, y0 + 1, z0 + 1, c]
+        q111 = a * v[x0 + 1, y0 + 1, z0 + 1, c] + b * vp[x0 + 1, y0 + 1, z0 + 1, c]
+        q00 = q000 + fx * (q100 - q000)
+        q10 = q010 + fx * (q110 - q010)
+        q01 = q001 + fx * (q101 - q001)
+        q11 = q011 + fx * (q111 - q011)
+        q0 = q00 + fy * (q10 - q00)
+        q1 = q01 + fy * (q11 - q01)
+        q = q0 + fz * (q1 - q0)
+        if c == 0:
+            qx = i - dt * q / sx
+        elif c == 1:
+            qy = j - dt * q / sy
+        else:
+            qz = k - dt * q / sz
+    if first:
+        hn[i, j, k, 0] = qx
+        hn[i, j, k, 1] = qy
+        hn[i, j, k, 2] = qz
+        return
+    u0 = int(math.floor(qx))
+    v0 = int(math.floor(qy))
+    t0 = int(math.floor(qz))
+    gx = qx - u0
+    gy = qy - v0
+    gz = qz - t0
+    for c in range(3):
+        acc = 0.0
+        for dz in range(2):
+            for dy in range(2):
+                for dx in range(2):
+                    ti = u0 + dx
+                    tj = v0 + dy
+                    tk = t0 + dz
+                    inside = ti >= 0 and ti < nx and tj >= 0 and tj < ny and tk >= 0 and tk < nz
+                    ident = float(ti) if c == 0 else (float(tj) if c == 1 else float(tk))
+                    wgt = (gx if dx == 1 else 1.0 - gx) * (gy if dy == 1 else 1.0 - gy) * (gz if dz == 1 else 1.0 - gz)
+                    acc += wgt * _tap(inside, h[ti, tj, tk, c], ident)
+        hn[i, j, k, c] = acc

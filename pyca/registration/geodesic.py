@@ -91,8 +91,8 @@ class Geodesic:
         self.v0_dot = None  # <m0, K m0> of the last shoot
         self.scratch = [F() for _ in range(4)]  # the sweeps' (and callers') scratch fields
         self._im = [ca.Image3D(grid, mem) for _ in range(3)]
-        # the adjoint sweep's fused passes (pyca/registration/_geodesic_kernels.py), on the GPU: the
-        # same arithmetic as the chain of operations the CPU runs (the reference)
+        # fused passes (pyca/registration/_geodesic_kernels.py) of the shooting and the adjoint sweep, on
+        # the GPU: the same arithmetic as the chains of operations the CPU runs (the reference)
         self.fused = Geodesic.fused if Geodesic.fused is not None else int(mem) == int(ca.MEM_DEVICE)
         self._im2 = None
 
@@ -144,12 +144,21 @@ class Geodesic:
         self.m0 = m0
         self._cached = [None, None]
         w, d = self.scratch[0], self.scratch[1]
+        if self.fused:
+            from . import _geodesic_kernels as gk
+
+            sp = tuple(float(x) for x in self.grid.spacing())
         for j in range(self.T):
             if self.keep == "all":
                 self._mv(j, *self._mvs[j])
             m, v = self._at(j)
             if j == 0:
                 self.v0_dot = float(ca.Dot(m, v))
+            if self.fused:  # the three passes below in one
+                vp = self._at(j - 1)[1] if j else v
+                gk.step_forward(self.hs[j], self.hs[j - 1] if j else v, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0,
+                                self.dt, *sp, j == 0)
+                continue
             self._step_field(j, w)
             ca.ApplyVInv(d, w, w, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)  # w at x - dt/2 w
             if j == 0:  # h_1 = x - dt d_0
