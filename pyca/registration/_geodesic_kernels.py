@@ -197,3 +197,38 @@ def step_forward(hn: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a
                     wgt = (gx if dx == 1 else 1.0 - gx) * (gy if dy == 1 else 1.0 - gy) * (gz if dz == 1 else 1.0 - gz)
                     acc += wgt * _tap(inside, h[ti, tj, tk, c], ident)
         hn[i, j, k, c] = acc
+
+
+@ca.kernel(register=False)
+def force(f: ca.Field3D, It: ca.Image3D, Ihat: ca.Image3D, X: ca.Field3D, m: ca.Field3D, sx: float, sy: float,
+          sz: float, with_ad: bool):
+    """f = Ihat grad(It) - ad*_X m, ad*_X m = (DX)^T m + div(m (x) X) (Gradient, JacobianXtY and
+    DivergenceTensor: central differences per world unit with clamped reads; no z term on a 2-D grid);
+    without with_ad, f = Ihat grad(It)."""
+    i, j, k = ca.index()
+    nx, ny, nz = f.shape
+    zz = 1.0 if nz > 1 else 0.0
+    ih = Ihat[i, j, k]
+    gx = (It[i + 1, j, k] - It[i - 1, j, k]) / (2.0 * sx)
+    gy = (It[i, j + 1, k] - It[i, j - 1, k]) / (2.0 * sy)
+    gz = zz * (It[i, j, k + 1] - It[i, j, k - 1]) / (2.0 * sz)
+    for c in range(3):
+        g = gx if c == 0 else (gy if c == 1 else gz)
+        out = ih * g
+        if with_ad:
+            # (DX)^T m: sum_k d_c X_k m_k
+            ad = 0.0
+            for q in range(3):
+                if c == 0:
+                    d = (X[i + 1, j, k, q] - X[i - 1, j, k, q]) / (2.0 * sx)
+                elif c == 1:
+                    d = (X[i, j + 1, k, q] - X[i, j - 1, k, q]) / (2.0 * sy)
+                else:
+                    d = zz * (X[i, j, k + 1, q] - X[i, j, k - 1, q]) / (2.0 * sz)
+                ad += d * m[i, j, k, q]
+            # div(m (x) X)_c: sum_k d_k (m_c X_k)
+            ad += (m[i + 1, j, k, c] * X[i + 1, j, k, 0] - m[i - 1, j, k, c] * X[i - 1, j, k, 0]) / (2.0 * sx)
+            ad += (m[i, j + 1, k, c] * X[i, j + 1, k, 1] - m[i, j - 1, k, c] * X[i, j - 1, k, 1]) / (2.0 * sy)
+            ad += zz * (m[i, j, k + 1, c] * X[i, j, k + 1, 2] - m[i, j, k - 1, c] * X[i, j, k - 1, 2]) / (2.0 * sz)
+            out -= ad
+        f[i, j, k, c] = out

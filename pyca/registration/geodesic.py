@@ -218,15 +218,16 @@ class Geodesic:
                     ca.ApplyH(mt, mhat, s, bg0)
             # f = I^ grad I_j - ad*_{m~} m_j ; v^ = K f
             m, v = self._at(j)
-            if j == 0:
-                ca.Gradient(f, I0)
-            else:
+            if j > 0:
                 ca.ApplyH(It, I0, self.hs[j - 1])
-                ca.Gradient(f, It)
-            ca.Mul_I(f, Ihat)
-            if not zero_m:
-                ca.CoAdInf(s, mt, m)
-                ca.Sub_I(f, s)
+            if fused:  # the four operations below in one pass
+                gk.force(f, It if j else I0, Ihat, mt, m, *sp, not zero_m)
+            else:
+                ca.Gradient(f, It if j else I0)
+                ca.Mul_I(f, Ihat)
+                if not zero_m:
+                    ca.CoAdInf(s, mt, m)
+                    ca.Sub_I(f, s)
             self.K.applyInverseOperator(f)
             # m^ = m~ - dt (v^ + (D v_j) m~)
             if zero_m:
