@@ -86,13 +86,12 @@ def time_steps_of(times, T):
 def fit(observations, *, progress=False, **params):
     """Geodesic regression of observations [(time, image), ...] (images: Image3D, arrays or paths).
     Returns a RegressionResult."""
-    from .lddmm import resolve_device
     from .._progress import progress_bar
 
     p = shoot.check(_parameters.merged(DEFAULTS, params, "regress"), "regress")
     obs = sorted(((float(t), im) for t, im in observations), key=lambda o: o[0])
     t_start = time.perf_counter()
-    mem, device = resolve_device(p["device"])
+    mem, device = shoot.device_of(p, "regress")
     steps = time_steps_of([t for t, _ in obs], p["time_steps"])
     first = as_image(obs[0][1], "the first image")
     grid = first.grid()
@@ -138,10 +137,8 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
     image gradients (the adjoint's I^_0: T <- T + sigma^2 / n sum_i I^_0,i, which is the Jacobian-weighted
     mean of the subjects pulled back when the Jacobians are near 1). images: Image3D, arrays or paths,
     placed on the first one's grid; the template starts as their mean. Python only (no command)."""
-    from .lddmm import resolve_device
-
     p = shoot.check(_parameters.merged(DEFAULTS, dict(params, iterations=iterations), "atlas"), "atlas")
-    mem, _ = resolve_device(p["device"])
+    mem, _ = shoot.device_of(p, "atlas")
     first = as_image(images[0], "image 0")
     grid = first.grid()
     ims = [intensities.normalised(on_grid(as_image(im, f"image {k}"), grid), mem, p) for k, im in enumerate(images)]
@@ -212,7 +209,7 @@ def run(a):
     params = shoot.model_params(a, shoot.DEFAULTS)
     params["estimate_base"] = not a.fixed_base
     try:
-        shoot.check(_parameters.merged(DEFAULTS, params, "regress"), "regress")
+        shoot.device_of(shoot.check(_parameters.merged(DEFAULTS, params, "regress"), "regress"), "regress")
         obs = [(t, pio.load_image(path)) for t, path in a.observations]
         time_steps_of([t for t, _ in obs], params["time_steps"])
     except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:

@@ -37,7 +37,7 @@ from ..registration.inputs import as_image, on_grid
 from ..registration.transforms import jacobian_det
 from ._device import wait
 
-__all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "write_outputs", "add_parser",
+__all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_of", "write_outputs", "add_parser",
            "add_model_arguments", "model_params", "OUTPUTS"]
 
 # The vector-momentum clients' operator and matching parameters (quicksilver's LDDMM settings: alpha
@@ -130,6 +130,16 @@ def kernel_of(grid, p):
     return epdiff_kernel(grid, p["alpha"], p["beta"], p["gamma"], p["lpow"])
 
 
+def device_of(p, prog="shoot"):
+    """(memory type, description) of p['device'] (lddmm.resolve_device's rule), errors naming prog."""
+    from .lddmm import resolve_device
+
+    try:
+        return resolve_device(p["device"])
+    except (ValueError, ca.CudaError) as e:
+        raise type(e)(str(e).replace("lddmm:", f"{prog}:", 1)) from None
+
+
 def _prepared(im, mem, p):
     return intensities.normalised(im, mem, p)
 
@@ -138,12 +148,11 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     """Registers `moving` onto `fixed` (Image3D, arrays or file paths; the moving image is placed on
     the fixed grid by its affine) by geodesic shooting. m0: an initial momentum to start from (a Field3D
     on the fixed grid). Returns a ShootResult."""
-    from .lddmm import resolve_device
     from .._progress import progress_bar
 
     p = check(_parameters.merged(DEFAULTS, params, "shoot"))
     t_start = time.perf_counter()
-    mem, device = resolve_device(p["device"])
+    mem, device = device_of(p)
     I1h = as_image(fixed, "fixed")
     I0h = on_grid(as_image(moving, "moving"), I1h.grid())
     grid = I1h.grid()
@@ -266,7 +275,7 @@ def run(a):
     say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
     params = model_params(a, DEFAULTS)
     try:
-        check(_parameters.merged(DEFAULTS, params, "shoot"))
+        device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
         fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
     except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:
         print(f"pyca shoot: error: {e}", file=sys.stderr)
