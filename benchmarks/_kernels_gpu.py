@@ -137,22 +137,13 @@ def _variant(kernel, edits):
 
 def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
     """Each variant beside the shipped kernel (ratio: variant / shipped; > 1: the shipped choice is faster)."""
-    from _kernels_bench import apply_h, gauss_pass, gauss_pass_fixed
+    from _kernels_bench import apply_h, gauss_pass
 
     size = f"{n}^3"
     for axis in range(3):
         tp = timeit_median(lambda: gauss_pass(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
         table.add(f"lab Gaussian pass along {'xyz'[axis]}: @ca.kernel", size, tp, "GaussianFilter.filter / 3",
                   t_builtin / 3)
-    gr = gauss_pass_fixed(r)
-
-    def g3r():
-        gr(out, im, wim, 0)
-        gr(tmp, out, wim, 1)
-        gr(out, tmp, wim, 2)
-
-    tg = timeit_median(g3r, sync=pyca_sync, repeat=21)
-    table.add("lab 3-D Gaussian: radius a closure constant (loop unrolled)", size, tg, "GaussianFilter.filter", t_builtin)
     for name, edits in VARIANTS.items():
         fa, fg = _variant(apply_h, edits), _variant(gauss_pass, edits)
         ta = timeit_median(lambda: fa(out, im, hf), sync=pyca_sync, repeat=21)
@@ -165,16 +156,3 @@ def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
 
         tg = timeit_median(g3, sync=pyca_sync, repeat=21)
         table.add(f"lab 3-D Gaussian: {name}", size, tg, "shipped @ca.kernel", t_gauss)
-    ta = timeit_median(lambda: apply_h(out, im, hf, block=(32, 8, 1)), sync=pyca_sync, repeat=21)
-    table.add("lab ApplyH: block=(32, 8, 1)", size, ta, "default block (32, 4, 2)", t_apply)
-    shapes = {"(32, 8, 1) each pass": [(32, 8, 1)] * 3,
-              "x (128, 2, 1), y (32, 8, 1), z (32, 1, 8)": [(128, 2, 1), (32, 8, 1), (32, 1, 8)],
-              "x (32, 4, 2), y (32, 16, 1), z (32, 1, 16)": [(32, 4, 2), (32, 16, 1), (32, 1, 16)]}
-    for name, (b0, b1, b2) in shapes.items():
-        def g3b():
-            gauss_pass(out, im, wim, r, 0, block=b0)
-            gauss_pass(tmp, out, wim, r, 1, block=b1)
-            gauss_pass(out, tmp, wim, r, 2, block=b2)
-
-        tg = timeit_median(g3b, sync=pyca_sync, repeat=21)
-        table.add(f"lab 3-D Gaussian: block {name}", size, tg, "default block (32, 4, 2)", t_gauss)
