@@ -123,6 +123,22 @@ class _Side:
         sp = min(x for x, n in zip(tuple(self.g.spacing()), tuple(self.g.size())) if n > 1)
         return lr * sp / (1.0 - b1 ** self.t)
 
+    def restore(self, scale, bound, stiffness, sig):
+        """u += (stiffness h^2 / scale) grad phi'(s), s = log det DH, phi'(s) = s - clamp(s, -bound, bound):
+        a descent step of sum phi(s) (phi: the squared excess of |log det| over bound / 2), which
+        spreads a region compressed beyond e^-bound and gathers one expanded beyond e^bound, by about
+        `stiffness` voxels per unit of excess gradient per iteration (W: scratch after adam())."""
+        s, t = self.W, self.dS
+        jacobian_det(s, self.H)
+        ca.MaxC_I(s, 1e-6)
+        ca.Log_I(s)
+        ca.Clamp(t, s, -bound, bound)
+        ca.Sub_I(s, t)
+        ca.GaussianBlur(s, s, sig)
+        ca.Gradient(self.tmp, s)
+        h = min(x for x, n in zip(tuple(self.g.spacing()), tuple(self.g.size())) if n > 1)
+        ca.Add_MulC_I(self.u, self.tmp, stiffness * h * h / scale)
+
     def step(self, scale, field_sig):
         ca.ComposeHV(self.tmp, self.H, self.u, float(scale))  # H o (id + scale u)
         self.H, self.tmp = self.tmp, self.H
@@ -223,6 +239,7 @@ def _optimise(F, M, p, mask, f, n_it, energies):
     g = F.g
     sig = _sigma(g, float(p["smooth_update"]))
     fsig = _sigma(g, float(p["smooth_field"])) if p["smooth_field"] > 0 else None
+    rsig = _sigma(g, 2.0)
     lncc = _LNCC(g, F.mem, int(p["radius"]), mask)
     nvox = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
 
@@ -245,11 +262,16 @@ def _optimise(F, M, p, mask, f, n_it, energies):
         if p["optimiser"] == "adam":  # eps: 1e-3 of the largest force the scale has seen, so flat regions stay
             eps_ref = max(eps_ref, top * min(tuple(g.spacing())))
             for side in (F, M):
-                side.step(side.adam(float(p["step"]), 0.9, 0.99, float(p["adam_eps"]) * eps_ref), fsig)
+                scale = side.adam(float(p["step"]), 0.9, 0.99, float(p["adam_eps"]) * eps_ref)
+                if p["max_log_det"] > 0:
+                    side.restore(scale, float(p["max_log_det"]), float(p["det_stiffness"]), rsig)
+                side.step(scale, fsig)
         else:
             scale = float(p["step"]) / top
-            F.step(scale, fsig)
-            M.step(scale, fsig)
+            for side in (F, M):
+                if p["max_log_det"] > 0:
+                    side.restore(scale, float(p["max_log_det"]), float(p["det_stiffness"]), rsig)
+                side.step(scale, fsig)
     F.invert(int(p["inverse_iterations"]), p["inverse"] == "newton")  # the inverses are not used by the iterations
     M.invert(int(p["inverse_iterations"]), p["inverse"] == "newton")
     return {"scale": f, "iterations": it + 1, "max_iterations": n_it, "stop": stop,

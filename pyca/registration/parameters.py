@@ -158,6 +158,10 @@ SYN_DECLARED = (
     Parameter("inverse", "choice", "newton", "how each scale's inverse maps are computed: newton (robust where a "
               "map stretches) or fixed-point (PyCA's FixedPointInverse) (default %(default)s)",
               choices=("newton", "fixed-point"), group=SYN),
+    Parameter("max_log_det", "real", 0.0, "each map's volume change beyond e^+-this is pushed back "
+              "(a descent step of the squared excess of |log det|); 0: off (default %(default)s)", lo=0, group=SYN),
+    Parameter("det_stiffness", "real", 1.0, "with --max-log-det: voxels moved per unit of the excess's gradient "
+              "per iteration (default %(default)s)", lo=0, group=SYN),
     Parameter("inverse_iterations", "int", 20, "iterations of each scale's inverse maps (default %(default)s)",
               lo=1, hi=100, group=SYN),
     Parameter("tol", "real", 1e-3, "a scale stops when its last 5 iterations gained less than 5 x this of its gain "
