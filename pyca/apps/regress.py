@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
-from ..registration import intensities, optimisers
+from ..registration import optimisers
 from ..registration import parameters as _parameters
 from ..registration.geodesic import Geodesic, GeodesicFit
 from ..registration.inputs import as_image, on_grid
@@ -95,7 +95,8 @@ def fit(observations, *, progress=False, **params):
     steps = time_steps_of([t for t, _ in obs], p["time_steps"])
     first = as_image(obs[0][1], "the first image")
     grid = first.grid()
-    ims = [intensities.normalised(on_grid(as_image(im, f"image {k}"), grid), mem, p) for k, (_, im) in enumerate(obs)]
+    ims = [shoot.prepared(on_grid(as_image(im, f"image {k}"), grid), mem, p, f"the image at time {t:g}", "regress")
+           for k, (t, im) in enumerate(obs)]
     base = ims[0].clone(mem)
     K = shoot.kernel_of(grid, p)
     geo = Geodesic(grid, mem, p["time_steps"], K, keep=p["keep"])
@@ -141,7 +142,8 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
     mem, _ = shoot.device_of(p, "atlas")
     first = as_image(images[0], "image 0")
     grid = first.grid()
-    ims = [intensities.normalised(on_grid(as_image(im, f"image {k}"), grid), mem, p) for k, im in enumerate(images)]
+    ims = [shoot.prepared(on_grid(as_image(im, f"image {k}"), grid), mem, p, f"image {k}", "atlas")
+           for k, im in enumerate(images)]
     n = len(ims)
     if n < 2:
         raise ValueError(f"atlas: need at least two images, got {n}")

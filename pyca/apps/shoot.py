@@ -34,17 +34,17 @@ from ..registration import intensities, optimisers
 from ..registration import parameters as _parameters
 from ..registration.geodesic import KEEP, Geodesic, GeodesicFit, epdiff_kernel
 from ..registration.inputs import as_image, on_grid
-from ..registration.transforms import jacobian_det
+from ..registration.transforms import jacobian_det, level_images
 from ._device import wait
 
 __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_of", "write_outputs", "add_parser",
-           "add_model_arguments", "model_params", "OUTPUTS"]
+           "add_model_arguments", "model_params", "prepared", "OUTPUTS"]
 
 # The vector-momentum clients' operator and matching parameters (quicksilver's LDDMM settings: alpha
 # 0.01, beta 0.01, gamma 0.001, lpow 1); sigma for intensities normalised to [0, 1]; 10 time steps
 # give the clients' final energy (RK4, 5 steps) within 1% (docs/shoot.md).
 DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
-                iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
+                scales=(1,), iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
                 percentiles=(0.5, 99.5))
 OUTPUTS = ("m0", "phiinv", "deformed", "jacdet")
 _HELP = {
@@ -54,7 +54,8 @@ _HELP = {
     "lpow": "power of L",
     "sigma": "noise level of the image match (intensities normalised to [0, 1]): smaller, a closer match",
     "time_steps": "time steps T of the geodesic",
-    "iterations": "gradient-descent iterations at most",
+    "iterations": "gradient-descent iterations at most (per scale)",
+    "scales": "downsampling factors, coarse to fine, ending with 1, e.g. 4,2,1 (the initial velocity is carried up)",
     "step": "'auto' (the first step changes the initial velocity by at most --max-step voxels) or a fixed step "
             "on m0, as the clients' stepSize",
     "max_step": "with --step auto: the largest change of the initial velocity of the first step, voxels",
@@ -112,6 +113,7 @@ def check(p, prog="shoot"):
         real(k, 0.0)
     for k in ("beta", "tol"):
         real(k, 0.0, strict=False)
+    _parameters.schedule(p["scales"], 1, prog)
     for k, lo, hi in (("lpow", 1, 16), ("time_steps", 1, 1000), ("iterations", 0, 100_000)):
         v = p[k]
         if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lo <= v <= hi):
@@ -140,7 +142,14 @@ def device_of(p, prog="shoot"):
         raise type(e)(str(e).replace("lddmm:", f"{prog}:", 1)) from None
 
 
-def _prepared(im, mem, p):
+def prepared(im, mem, p, what, prog="shoot"):
+    """im in mem, normalised as p['normalize'] says; a constant image or one holding NaN or infinite
+    values is refused in one line."""
+    lo, hi = (float(x) for x in ca.MinMax(im))
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"{prog}: {what} holds NaN or infinite values")
+    if not hi > lo:
+        raise ValueError(f"{prog}: {what} is constant ({lo:g}): nothing to register")
     return intensities.normalised(im, mem, p)
 
 
@@ -156,23 +165,39 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     I1h = as_image(fixed, "fixed")
     I0h = on_grid(as_image(moving, "moving"), I1h.grid())
     grid = I1h.grid()
-    I1, I0 = _prepared(I1h, mem, p), _prepared(I0h, mem, p)
+    I1, I0 = prepared(I1h, mem, p, "the fixed image"), prepared(I0h, mem, p, "the moving image")
     diff = ca.Image3D(grid, mem)
     ca.Sub(diff, I0, I1)
     ssd0 = float(ca.Sum2(diff))
-    K = kernel_of(grid, p)
-    geo = Geodesic(grid, mem, p["time_steps"], K, keep=p["keep"])
-    fit = GeodesicFit(geo, I0, [(geo.T, I1)], p["sigma"], m0=m0)
+    scales = [int(f) for f in p["scales"]]
+    if m0 is not None and len(scales) > 1:
+        raise ValueError("shoot: a starting m0 is for a single scale (scales=(1,))")
     wait(mem)
     t0 = time.perf_counter()
-    records = []
-    pbar = progress_bar(p["iterations"], "shoot", disable=not progress)
+    records, reports = [], []
+    pbar = progress_bar(p["iterations"] * len(scales), "shoot", disable=not progress)
+    v_up = None  # the coarser level's initial velocity (world units)
     try:
-        rep = optimisers.descend(fit, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"],
-                                 records=records, label="shoot", pbar=pbar)
+        for f in scales:
+            g, (J0, J1), _ = level_images(grid, f, [I0, I1])
+            K = kernel_of(g, p)
+            geo = Geodesic(g, mem, p["time_steps"], K, keep=p["keep"])
+            start = m0 if f == 1 and v_up is None else None
+            if v_up is not None:  # v0 carried onto this grid, m0 = L v0
+                v = ca.Field3D(g, mem)
+                ca.Resample(v, v_up, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+                start = ca.Field3D(g, mem)
+                K.applyOperator(start, v)
+            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start)
+            rep = optimisers.descend(fit, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"],
+                                     records=records, tag={"scale": f}, label=f"shoot 1/{f}", pbar=pbar)
+            reports.append(rep)
+            fit.forward()  # the accepted m0's geodesic (the last forward may have been a rejected step's)
+            v_up = geo.velocity(0).clone(mem) if f != 1 else None
     finally:
         pbar.close()
-    fit.forward()  # the accepted m0's geodesic (the last forward may have been a rejected step's)
+    rep = dict(reports[-1], iterations=sum(r["iterations"] for r in reports), energy_start=reports[0]["energy_start"],
+               scales=reports)
     wait(mem)
     t1 = time.perf_counter()
     phiinv = geo.hs[-1].clone(mem)
@@ -222,6 +247,13 @@ def write_outputs(res, out_dir, compress=True, names=None, extra=()):
 
 # ------------------------------------------------------------------------------------------------
 # The command line
+def _scales(text):
+    try:
+        return tuple(int(t) for t in str(text).replace(" ", "").split(",") if t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
 def _number(text):
     return text if text == "auto" else float(text)
 
@@ -236,6 +268,8 @@ def add_model_arguments(p, defaults):
                        help=f"{_HELP[k]} (default %(default)s)")
     g.add_argument("--keep", choices=list(KEEP), default=defaults["keep"], help=f"{_HELP['keep']} (default %(default)s)")
     g = p.add_argument_group("optimisation")
+    g.add_argument("--scales", type=_scales, default=list(defaults["scales"]), help=f"{_HELP['scales']} (default "
+                   "%(default)s)")
     for k, typ in (("sigma", float), ("iterations", int), ("step", _number), ("max_step", float), ("tol", float)):
         g.add_argument("--" + k.replace("_", "-"), type=typ, default=defaults[k],
                        help=f"{_HELP[k]} (default %(default)s)")

@@ -34,7 +34,6 @@ is what lets a 512^3 grid fit on one GPU.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from .. import core as ca
 from .transforms import jacobian_det
