@@ -252,7 +252,7 @@ def _dice(lab_a, lab_b):
             for c in (1, 2, 3)]
 
 
-def brains(ca, mem, res, iterations, lddmm_iterations=None):
+def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,)):
     """Two different brains (benchmarks/_brains.py's prepared pairs, both directions): pyca shoot (its
     defaults but sigma) and pyca lddmm (its defaults), the moving labels warped by nearest neighbour."""
     import _brains
@@ -271,7 +271,7 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None):
         for name in ("shoot", "lddmm"):
             t0 = time.perf_counter()
             if name == "shoot":
-                r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations)
+                r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations, scales=scales)
                 its = r.report["iterations"]
             else:
                 kw = {} if lddmm_iterations is None else {"iterations": lddmm_iterations}
@@ -282,7 +282,8 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None):
             ca.ApplyH(w, lab, r.phiinv, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_NN)
             d = _dice(pr["fixed_labels"], np.rint(w.numpy() if mem == ca.MEM_HOST else w.clone(ca.MEM_HOST).numpy()))
             jmin, jmax = ca.MinMax(r.jacobian)
-            print(f"brains {pr['name']} {res} mm {name}: Dice CSF/GM/WM {d[0]:.3f}/{d[1]:.3f}/{d[2]:.3f} (mean "
+            tag = f"shoot scales {','.join(map(str, scales))}" if name == "shoot" else name
+            print(f"brains {pr['name']} {res} mm {tag}: Dice CSF/GM/WM {d[0]:.3f}/{d[1]:.3f}/{d[2]:.3f} (mean "
                   f"{np.mean(d):.3f}, before {before:.3f}), mismatch {r.final_mismatch / r.initial_mismatch:.3f} of "
                   f"before, det D phiinv [{jmin:.3g}, {jmax:.3g}], {its} iterations, {dt:.2f} s")
 
@@ -305,6 +306,7 @@ def main():
     ap.add_argument("--brains", type=int, default=0, help="also Colin27 <-> MNI152 at this resolution (1 or 2 mm): "
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")
     ap.add_argument("--brain-iterations", type=int, default=100)
+    ap.add_argument("--brain-scales", default="1", help="pyca shoot's scales on the brains, e.g. 2,1")
     ap.add_argument("--fused", choices=["auto", "on", "off"], default="auto",
                     help="the adjoint sweep's fused passes: auto (on the GPU), on, off")
     a = ap.parse_args()
@@ -358,7 +360,7 @@ def main():
         print(f"parity 32^3, 10 iterations: CPU {c[-1]:.8g} GPU {g[-1]:.8g}, largest relative difference "
               f"{np.abs(g / c - 1).max():.2e}")
     if a.brains:
-        brains(ca, mem, a.brains, a.brain_iterations)
+        brains(ca, mem, a.brains, a.brain_iterations, scales=tuple(int(x) for x in a.brain_scales.split(",")))
     if a.big:
         I0 = I1 = None
         if a.gpu:
