@@ -119,9 +119,11 @@ def test_adjoint_gradient_matches_finite_differences():
         ca.Copy(fit.m0, m_saved)
 
 
-def test_low_memory_mode_gives_the_same_numbers():
+@pytest.mark.parametrize("fused", [False, True])
+def test_low_memory_mode_gives_the_same_numbers(fused):
     I0, grid, K, Ga = _setup(6, "all")
     Gm = Geodesic(grid, MEM, 6, K, keep="maps")
+    Ga.fused = Gm.fused = fused
     I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9)), MEM)
     m0 = _momentum(K=K, vmax=1.0)
     out = []
