@@ -9,14 +9,15 @@ moving, the moving image already on the fixed grid through the linear stage), H-
 the fixed grid, start at the identity. Each iteration
 
     F~ = F o A,  M~ = M o B                        (the two images at the midpoint)
-    gF = dS/dF~ grad F~,  gM = dS/dM~ grad M~     (S = sum of the local normalised cross-correlation,
-                                                   ca.LNCC, whose image gradient is exact)
+    gF = dS/dF~ grad F~,  gM = dS/dM~ grad M~     (S = sum of the local normalised cross-correlation;
+                                                   both forces from one set of window sums, _LNCC)
     uF = G_s * gF,  uM = G_s * gM                  (Gaussian of `smooth_update` voxels)
-    each scaled to a largest component of `step` voxels (one scale for both: the larger of the two)
+    Adam-like steps of about `step` voxels (optimiser; 'greedy': the largest force moves `step`)
+    u += det_stiffness grad(excess of log det A over +-max_log_det)   (each map's volume change held back)
     A <- A o (id + uF),  B <- B o (id + uM)        (composition, ComposeHV)
     A, B smoothed by `smooth_field` voxels (their displacement; 0: not)
-at the end of each scale, A^-1 and B^-1 by fixed-point iteration (FixedPointInverse, warm-started
-from the coarser scale's)
+at the end of each scale, A^-1 and B^-1 by Newton's iteration (newton_inverse, warm-started from the
+coarser scale's; PyCA's fixed-point iteration diverges where a map stretches more than twofold)
 
 treats both images alike (swap them and A and B swap). The map from fixed to moving voxels is
 phiinv = B o A^-1, its inverse phi = A o B^-1; the moving image is sampled once, through the linear

@@ -149,18 +149,18 @@ SYN_DECLARED = (
     Parameter("iterations", "ints", (80, 50, 25), "iterations per scale", lo=0, hi=_INF),
     Parameter("radius", "int", 2, "LNCC window radius, voxels (default %(default)s)", unit="voxels", lo=1, hi=16,
               group=SYN),
-    Parameter("step", "real", 0.35, "largest displacement of one update, voxels (default %(default)s)",
+    Parameter("step", "real", 1.0, "largest displacement of one update, voxels (default %(default)s)",
               unit="voxels", lo=0, lo_open=True, group=SYN),
-    Parameter("smooth_update", "real", 1.5, "Gaussian sigma of the update fields, voxels (default %(default)s)",
+    Parameter("smooth_update", "real", 1.0, "Gaussian sigma of the update fields, voxels (default %(default)s)",
               unit="voxels", lo=0, lo_open=True, group=SYN),
     Parameter("smooth_field", "real", 0.5, "Gaussian sigma applied to the two maps' displacements after each "
               "update, voxels; 0: off (default %(default)s)", unit="voxels", lo=0, group=SYN),
     Parameter("inverse", "choice", "newton", "how each scale's inverse maps are computed: newton (robust where a "
               "map stretches) or fixed-point (PyCA's FixedPointInverse) (default %(default)s)",
               choices=("newton", "fixed-point"), group=SYN),
-    Parameter("max_log_det", "real", 0.0, "each map's volume change beyond e^+-this is pushed back "
+    Parameter("max_log_det", "real", 0.5, "each map's volume change beyond e^+-this is pushed back "
               "(a descent step of the squared excess of |log det|); 0: off (default %(default)s)", lo=0, group=SYN),
-    Parameter("det_stiffness", "real", 1.0, "with --max-log-det: voxels moved per unit of the excess's gradient "
+    Parameter("det_stiffness", "real", 10.0, "with --max-log-det: voxels moved per unit of the excess's gradient "
               "per iteration (default %(default)s)", lo=0, group=SYN),
     Parameter("inverse_iterations", "int", 20, "iterations of each scale's inverse maps (default %(default)s)",
               lo=1, hi=100, group=SYN),
