@@ -30,7 +30,7 @@ import numpy as np
 from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open
-from ..registration import intensities, optimisers
+from ..registration import intensities, optimisers, transform_files
 from ..registration import parameters as _parameters
 from ..registration.geodesic import KEEP, Geodesic, GeodesicFit, epdiff_kernel
 from ..registration.inputs import as_image, on_grid
@@ -46,7 +46,7 @@ __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_
 DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
                 scales=(1,), iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
                 percentiles=(0.5, 99.5))
-OUTPUTS = ("m0", "phiinv", "deformed", "jacdet")
+OUTPUTS = ("m0", "phiinv", "phi", "deformed", "jacdet")
 _HELP = {
     "alpha": "weight of -Laplacian in L (larger: smoother velocities)",
     "beta": "weight of -grad div in L",
@@ -72,6 +72,7 @@ class ShootResult:
 
     m0: object  # Field3D: the initial momentum (world units)
     phiinv: object  # Field3D: phi_{1,0}, an H-field (voxels): deformed = moving o phiinv
+    phi: object  # Field3D: phi_{0,1}, its inverse (the forward map of the moving image)
     deformed: object  # Image3D: the moving image (its own intensities) on the fixed grid, deformed
     jacobian: object  # Image3D: det D phiinv
     energies: list  # one dict per iteration (optimisers.descend's records)
@@ -201,6 +202,7 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     wait(mem)
     t1 = time.perf_counter()
     phiinv = geo.hs[-1].clone(mem)
+    phi = geo.forward_map(ca.Field3D(grid, mem))
     deformed_n = ca.Image3D(grid, mem)
     ca.ApplyH(deformed_n, I0, phiinv)
     ca.Sub(diff, deformed_n, I1)
@@ -213,7 +215,7 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     wait(mem)
     n_it = max(1, rep["iterations"])
     timings = {"registration_s": t1 - t0, "per_iteration_s": (t1 - t0) / n_it, "total_s": time.perf_counter() - t_start}
-    return ShootResult(m0=fit.m0, phiinv=phiinv, deformed=deformed, jacobian=jac, energies=records,
+    return ShootResult(m0=fit.m0, phiinv=phiinv, phi=phi, deformed=deformed, jacobian=jac, energies=records,
                        initial_mismatch=ssd0, final_mismatch=ssd1, timings=timings, device=device, params=p,
                        report=rep, momentum_energies=mom)
 
@@ -225,17 +227,26 @@ def write_outputs(res, out_dir, compress=True, names=None, extra=()):
     ext = ".nii.gz" if compress else ".nii"
     t0 = time.perf_counter()
     paths = []
-    items = [(n, getattr(res, a)) for n, a in (("m0", "m0"), ("phiinv", "phiinv"), ("deformed", "deformed"),
-                                                ("jacdet", "jacobian")) if getattr(res, a, None) is not None]
+    items = [(n, getattr(res, a)) for n, a in (("m0", "m0"), ("phiinv", "phiinv"), ("phi", "phi"),
+                                                ("deformed", "deformed"), ("jacdet", "jacobian"))
+             if getattr(res, a, None) is not None]
     for name, obj in list(items) + list(extra):
         path = os.path.join(out_dir, name + ext)
         if isinstance(obj, ca.Field3D):
-            pio.save_field(obj, path, description=f"pyca {name}", intent="pointset" if name == "phiinv" else "vector")
+            pio.save_field(obj, path, description=f"pyca {name}", intent="pointset" if name in ("phiinv", "phi") else
+                           "vector")
         else:
             pio.save_image(obj, path, description=f"pyca {name}")
         paths.append(path)
+    # the transforms as ANTs and ITK read them (and `pyca apply --transforms out_dir`): the identity affine
+    # (the moving image is placed on the fixed grid by the world) and the two displacement fields
+    host = lambda f: f if int(f.memType()) != int(ca.MEM_DEVICE) else f.clone(ca.MEM_HOST)  # noqa: E731
+    listing = transform_files.write_registration(None, host(res.phiinv), host(res.phi), out_dir, ext)
+    paths += [os.path.join(out_dir, n) for n in (transform_files.FORWARD_WARP + ext, transform_files.INVERSE_WARP + ext,
+                                                 transform_files.AFFINE, transform_files.AFFINE_TEXT)]
     res.timings["write_s"] = time.perf_counter() - t0
     summary = res.summary()
+    summary["transforms"] = listing
     summary["files"] = [os.path.basename(x) for x in paths] + ["summary.json"]
     if names:
         summary["inputs"] = names
@@ -315,7 +326,8 @@ def run(a):
         print(f"pyca shoot: error: {e}", file=sys.stderr)
         return 2
     names = {"fixed": a.fixed, "moving": a.moving}
-    outputs = [n + e for n in OUTPUTS for e in (".nii", ".nii.gz")]
+    outputs = [n + e for n in OUTPUTS + (transform_files.FORWARD_WARP, transform_files.INVERSE_WARP)
+               for e in (".nii", ".nii.gz")] + [transform_files.AFFINE, transform_files.AFFINE_TEXT]
     with claim_out_dir(a.out, a.overwrite, outputs=outputs, inputs=[a.fixed, a.moving]):
         res = register(fixed, moving, progress=not quiet, **params)
         paths = write_outputs(res, a.out, compress=not a.no_compress, names=names)

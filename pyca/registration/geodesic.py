@@ -167,6 +167,21 @@ class Geodesic:
                 ca.ComposeHVInv(self.hs[j], self.hs[j - 1], d, self.dt)
         return self.hs[-1]
 
+    def forward_map(self, out):
+        """phi_{0,1} (an H-field, voxels: the inverse of phi_{1,0} = shoot()'s map) into out, after
+        shoot(): phi_{t_j,1} = phi_{t_{j+1},1} o s_j with the sweep's steps back s_j (ComposeHH, the
+        identity beyond the grid). Uses scratch[0:3]."""
+        w, s, tmp = self.scratch[0], self.scratch[1], self.scratch[2]
+        ca.SetToIdentity(out)
+        for j in range(self.T - 1, -1, -1):
+            self._step_field(j, w)
+            ca.ApplyV(s, w, w, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)
+            ca.MulC_I(s, self.dt)
+            ca.VtoH_I(s)
+            ca.ComposeHH(tmp, out, s, ca.BACKGROUND_STRATEGY_PARTIAL_ID)
+            ca.Copy(out, tmp)
+        return out
+
     def energies(self):
         """<m_t, K m_t> at t_0 .. t_{T-1} (after shoot()): constant along a geodesic, up to the
         integration's error."""

@@ -240,13 +240,26 @@ def test_cli_shoot_and_regress(tmp_path):
     assert r.returncode == 0, r.stderr
     s = json.load(open(tmp_path / "out" / "summary.json"))
     assert s["final_mismatch"] < s["initial_mismatch"]
-    assert set(s["files"]) >= {"m0.nii.gz", "phiinv.nii.gz", "deformed.nii.gz", "jacdet.nii.gz"}
+    assert set(s["files"]) >= {"m0.nii.gz", "phiinv.nii.gz", "phi.nii.gz", "deformed.nii.gz", "jacdet.nii.gz",
+                               "warp.nii.gz", "inverse_warp.nii.gz", "affine.mat"}
     # deformed = moving o phiinv (SciPy's interpolation of the moving image at phiinv)
     phiinv = np.asarray(nib.load(str(tmp_path / "out" / "phiinv.nii.gz")).dataobj).reshape(24, 24, 4, 3)
     deformed = np.asarray(nib.load(str(tmp_path / "out" / "deformed.nii.gz")).dataobj)
     ref = ndimage.map_coordinates(a0, np.moveaxis(phiinv, -1, 0), order=1, mode="nearest")
     np.testing.assert_allclose(deformed, ref, atol=1e-4)
     assert np.allclose(nib.load(str(tmp_path / "out" / "deformed.nii.gz")).affine, aff)
+    # phi is phiinv's inverse: phiinv o phi = id (SciPy's interpolation of phiinv at phi) inside the grid
+    phi = np.asarray(nib.load(str(tmp_path / "out" / "phi.nii.gz")).dataobj).reshape(24, 24, 4, 3)
+    back = np.stack([ndimage.map_coordinates(phiinv[..., c], np.moveaxis(phi, -1, 0), order=1, mode="nearest")
+                     for c in range(3)], -1)
+    ident = np.stack(np.indices((24, 24, 4)), -1)
+    assert np.abs(back - ident)[2:-2, 2:-2, :, :2].max() < 0.1
+    # the ANTs/ITK transforms it wrote: `pyca apply` brings the moving image onto the fixed grid as deformed
+    r = _pyca("apply", "--reference", "f.nii.gz", "--input", "m.nii.gz", "--transforms", "out", "--output",
+              "applied.nii.gz", "--device", "cpu", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    applied = np.asarray(nib.load(str(tmp_path / "applied.nii.gz")).dataobj)
+    np.testing.assert_allclose(applied, deformed, atol=1e-3)
     r = _pyca("shoot", "--fixed", "f.nii.gz", "--moving", "m.nii.gz", "--out", "out", cwd=tmp_path)
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1  # an existing folder: one line
     r = _pyca("regress", "m.nii.gz:0", "f.nii.gz:2", "m.nii.gz:4", "--out", "reg", "--iterations", "5", "--device",
