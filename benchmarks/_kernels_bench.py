@@ -54,6 +54,28 @@ def gauss_pass(out: ca.Image3D, im: ca.Image3D, w: ca.Image3D, r: int, axis: int
     out[i, j, k] = s
 
 
+def gauss_pass_fixed(radius: int):
+    """gauss_pass with the radius a closure constant (the translator folds it in: a loop of known
+    length, unrolled by the CUDA compiler)."""
+
+    @ca.kernel(check_sizes=False, register=False)
+    def gauss_pass_r(out: ca.Image3D, im: ca.Image3D, w: ca.Image3D, axis: int):
+        i, j, k = ca.index()
+        s = w[0, 0, 0] * im[i, j, k]
+        if axis == 0:
+            for d in range(1, radius + 1):
+                s += w[d, 0, 0] * (im[i - d, j, k] + im[i + d, j, k])
+        elif axis == 1:
+            for d in range(1, radius + 1):
+                s += w[d, 0, 0] * (im[i, j - d, k] + im[i, j + d, k])
+        else:
+            for d in range(1, radius + 1):
+                s += w[d, 0, 0] * (im[i, j, k - d] + im[i, j, k + d])
+        out[i, j, k] = s
+
+    return gauss_pass_r
+
+
 def gauss3(out, im, tmp, w, r):
     """The 3-D Gaussian as three passes (x, y, z), as GaussianFilter.filter does."""
     gauss_pass(out, im, w, r, 0)

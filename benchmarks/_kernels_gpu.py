@@ -123,6 +123,8 @@ VARIANTS = {
     "clamped reads only (no interior copies of loops)": [("#if PYCA_K_INTERIOR\n", "#if 0\n")],
     "plain loads (no __ldg)": [(", true>(", ">(")],
     "32-bit path only (no 64-bit branch)": [("_body<long long>(", "_body<int>(")],
+    "loops unrolled as the compiler chooses (no unroll 4 cap)": [("#define PYCA_K_UNROLL _Pragma(\"unroll 4\")",
+                                                                  "#define PYCA_K_UNROLL")],
 }
 
 
@@ -137,13 +139,22 @@ def _variant(kernel, edits):
 
 def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
     """Each variant beside the shipped kernel (ratio: variant / shipped; > 1: the shipped choice is faster)."""
-    from _kernels_bench import apply_h, gauss_pass
+    from _kernels_bench import apply_h, gauss_pass, gauss_pass_fixed
 
     size = f"{n}^3"
     for axis in range(3):
         tp = timeit_median(lambda: gauss_pass(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
         table.add(f"lab Gaussian pass along {'xyz'[axis]}: @ca.kernel", size, tp, "GaussianFilter.filter / 3",
                   t_builtin / 3)
+    gr = gauss_pass_fixed(r)
+
+    def g3r():
+        gr(out, im, wim, 0)
+        gr(tmp, out, wim, 1)
+        gr(out, tmp, wim, 2)
+
+    table.add("lab 3-D Gaussian: radius a closure constant (a loop of known length)", size,
+              timeit_median(g3r, sync=pyca_sync, repeat=21), "shipped @ca.kernel (radius a parameter)", t_gauss)
     for name, edits in VARIANTS.items():
         fa, fg = _variant(apply_h, edits), _variant(gauss_pass, edits)
         ta = timeit_median(lambda: fa(out, im, hf), sync=pyca_sync, repeat=21)

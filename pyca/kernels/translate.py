@@ -489,7 +489,7 @@ class FuncTranslator:
                 self.fail("range() with step 0")
             cond = f"{t} < {e}" if step.const > 0 else f"{t} > {e}"
             head = f"{ind}{{\n{ind}  const int {e} = {stop.code};\n"
-            loop = f"{ind}  for (int {t} = {start.code}; {cond}; {t} += {step.code}) {{\n"
+            loop = f"{ind}  PYCA_K_UNROLL for (int {t} = {start.code}; {cond}; {t} += {step.code}) {{\n"
             if step.const > 0 and self.domain is not None and self.own and interior.eligible(s, name):
                 a = self.ctx.fresh("a")
                 p = interior.plan(s, name, dict(zip(self.own_names, self.own)), self.params, a, e)
@@ -499,7 +499,8 @@ class FuncTranslator:
                     self.after_store, self.fast_reads = after, set()
                     head += f"{ind}  const int {a} = {start.code};\n"
                     loop = loop.replace(f"= {start.code};", f"= {a};", 1)
-                    head += (f"#if PYCA_K_INTERIOR\n{ind}  if ({p[0]}) {{\n  {loop}"
+                    # 32-bit indices only: in the 64-bit instantiation the copy cost the kernel 8 registers
+                    head += (f"#if PYCA_K_INTERIOR\n{ind}  if (sizeof(Idx) == 4 && {p[0]}) {{\n  {loop}"
                              f"{ind}      PYCA_K_SCALAR_LOOP;\n{ind}      {self.var(name)} = {t};\n{fast}"
                              f"{ind}    }}\n{ind}  }} else\n#endif\n")
         else:
