@@ -167,3 +167,43 @@ def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
 
         tg = timeit_median(g3, sync=pyca_sync, repeat=21)
         table.add(f"lab 3-D Gaussian: {name}", size, tg, "shipped @ca.kernel", t_gauss)
+
+
+def geodesic_rows(table, n):
+    """The register cap (pyca.kernels.voxel.register_cap) on the fused geodesic passes, the largest
+    @ca.kernel bodies in pyca (pyca/registration/_geodesic_kernels.py), on random fields."""
+    import numpy as np
+
+    import pyca as ca
+    from pyca import cuda
+    from pyca.kernels.voxel import register_cap
+    from pyca.registration import _geodesic_kernels as gk
+
+    g, D, size = ca.GridInfo((n, n, n)), ca.MEM_DEVICE, f"{n}^3"
+    rng = np.random.default_rng(1)
+
+    def fld(scale=1.0):
+        a = rng.standard_normal((n, n, n, 3), dtype=np.float32) * np.float32(scale)
+        return ca.Field3D.from_array(np.asfortranarray(a), g).to(D)
+
+    def img():
+        return ca.Image3D.from_array(np.asfortranarray(rng.random((n, n, n), dtype=np.float32)), g).to(D)
+
+    h = ca.Field3D(g)
+    ca.SetToIdentity(h)
+    h = h.to(D)
+    cases = {"force": (gk.force, (fld(), img(), img(), fld(), fld(), 1.0, 1.0, 1.0, True)),
+             "step_forward": (gk.step_forward, (fld(), h, fld(0.5), fld(0.5), 0.5, 0.5, 0.1, 1.0, 1.0, 1.0, False))}
+    arch = cuda.default_arch()
+    for name, (k, args) in cases.items():
+        src = k.source
+        cap = register_cap(src, k.name, arch)
+        t_ship = timeit_median(lambda: k(*args), sync=pyca_sync, repeat=11)
+        f_unc = cuda.SourceModule(src, name=f"lab_{k.name}_uncapped.cu").get_function(f"pyca_k_{k.name}_gpu")
+        t_unc = timeit_median(lambda: f_unc(*args), sync=pyca_sync, repeat=11)
+        f_nar = cuda.SourceModule(src.replace("_body<long long>(", "_body<int>("),
+                                  name=f"lab_{k.name}_narrow.cu").get_function(f"pyca_k_{k.name}_gpu")
+        t_nar = timeit_median(lambda: f_nar(*args), sync=pyca_sync, repeat=11)
+        table.add(f"lab fused geodesic {name}: registers capped at the 32-bit path's ({cap})", size, t_ship,
+                  "no cap", t_unc)
+        table.add(f"lab fused geodesic {name}: 32-bit path only", size, t_nar, "shipped (capped)", t_ship)

@@ -30,7 +30,7 @@ from _harness import Table, machine_line, optional_import, pyca_env, pyca_sync, 
 import pyca as ca  # noqa: E402
 from _kernels_bench import (SIGMA, apply_h, gauss3, gauss_pass, gauss_weights, numba_cpu, numba_gpu,  # noqa: E402
                             warp_kernels)
-from _kernels_gpu import lab_rows, startup_rows  # noqa: E402
+from _kernels_gpu import geodesic_rows, lab_rows, startup_rows  # noqa: E402
 
 
 def data(n, rng):
@@ -136,10 +136,11 @@ def run_gpu(table: Table, n: int, lab: bool = False):
     table.add(f"3-D Gaussian sigma={SIGMA} r={r} (3 passes): @ca.kernel (GPU)", size, t_k3, "GaussianFilter.filter",
               t_b, f"max |diff| {err:.1e}")
     if lab:
-        try:
-            lab_rows(table, n, out, im, hf, tmp, wim, r, t_k, t_k3, t_b)
-        except Exception as e:  # noqa: BLE001 - the lab is optional
-            table.skip("lab", size, "-", f"failed: {type(e).__name__}: {e}")
+        for rows, extra in ((lab_rows, (out, im, hf, tmp, wim, r, t_k, t_k3, t_b)), (geodesic_rows, ())):
+            try:
+                rows(table, n, *extra)
+            except Exception as e:  # noqa: BLE001 - the lab is optional
+                table.skip("lab", size, "-", f"failed: {type(e).__name__}: {e}")
     t_1 = timeit_median(lambda: gauss_pass(out, im, wim, r, 2), sync=pyca_sync, repeat=21)
     nbg = numba_gpu()
     if nbg is not None:

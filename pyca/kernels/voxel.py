@@ -78,8 +78,31 @@ class CompiledSource:
         if self._module is None:
             with self._lock:
                 if self._module is None:
-                    self._module = _cuda.SourceModule(self.source, name=f"{self.name}.cu", lazy=True)
+                    arch = _cuda.default_arch()
+                    cap = register_cap(self.source, self.name, arch)
+                    opts = [f"--maxrregcount={cap}"] if cap else []
+                    self._module = _cuda.SourceModule(self.source, opts, name=f"{self.name}.cu", arch=arch, lazy=True)
         return self._module
+
+
+_WIDE_BODY, _NARROW_BODY = "_body<long long>(", "_body<int>("
+
+
+def register_cap(source: str, name: str, arch: str) -> int | None:
+    """The registers of a kernel's 32-bit instantiation alone, as the cap for the whole kernel. A
+    kernel holds the body twice (32- and 64-bit indices) and the compiler gives it the registers of
+    the hungrier one, the 64-bit one that only arrays of 2^31 voxels or more run (a fused geodesic
+    pass: 146 registers against 80); capped, the 64-bit path spills instead. Found by compiling the
+    32-bit-only source once with ptxas's report (cached like any module); None for PTX (no GPU:
+    the driver allocates registers) or a source without the two paths."""
+    import re
+
+    if not arch.startswith("sm_") or _WIDE_BODY not in source:
+        return None
+    probe = _cuda.SourceModule(source.replace(_WIDE_BODY, _NARROW_BODY), ["--ptxas-options=-v"],
+                               name=f"{name}_regs.cu", arch=arch)
+    m = re.search(r"Used (\d+) registers", probe.log)
+    return int(m.group(1)) if m else None
 
 
 class _LazyFunction(_cuda.Function):

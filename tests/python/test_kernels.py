@@ -680,3 +680,22 @@ def test_function_source_blocks(tmp_path):
     for fn in (mod.first, mod.second, mod.third, mod.Holder.fourth):
         node, _, _ = function_node(fn)
         assert ast.dump(node) == ast.dump(defs[fn.__name__]) and node.lineno == defs[fn.__name__].lineno
+
+
+@pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
+def test_register_cap_is_the_32_bit_paths():
+    """On a GPU the module is compiled with the registers of the body's 32-bit instantiation alone
+    as its cap (NVRTC makes the sm_90 CUBIN here without a GPU); PTX gets no cap."""
+    import re
+
+    from pyca.kernels.voxel import register_cap
+
+    src = everything.source
+    cap = register_cap(src, "everything", "sm_90")
+    narrow = ca.cuda.SourceModule(src.replace("_body<long long>(", "_body<int>("), ["--ptxas-options=-v"],
+                                  name="everything_32.cu", arch="sm_90")
+    assert cap == int(re.search(r"Used (\d+) registers", narrow.log).group(1))
+    capped = ca.cuda.SourceModule(src, [f"--maxrregcount={cap}", "--ptxas-options=-v"], name="everything.cu",
+                                  arch="sm_90")
+    assert int(re.search(r"Used (\d+) registers", capped.log).group(1)) <= cap
+    assert register_cap(src, "everything", "compute_90") is None
