@@ -99,8 +99,11 @@ def register_cap(source: str, name: str, arch: str) -> int | None:
 
     if not arch.startswith("sm_") or _WIDE_BODY not in source:
         return None
-    probe = _cuda.SourceModule(source.replace(_WIDE_BODY, _NARROW_BODY), ["--ptxas-options=-v"],
-                               name=f"{name}_regs.cu", arch=arch)
+    try:
+        probe = _cuda.SourceModule(source.replace(_WIDE_BODY, _NARROW_BODY), ["--ptxas-options=-v"],
+                                   name=f"{name}_regs.cu", arch=arch)
+    except _cuda.CompileError:  # the module itself then reports its error
+        return None
     m = re.search(r"Used (\d+) registers", probe.log)
     return int(m.group(1)) if m else None
 
