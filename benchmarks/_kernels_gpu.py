@@ -78,7 +78,7 @@ CUPY_PHASES = ["import numpy", "import cupy", "CUDA context", "RawKernel compile
                "launch + sync"]
 
 
-def _children(script, env, cwd, runs=3):
+def _children(script, env, cwd, runs=2):
     """Phase times (s) of `runs` new processes after a first one that fills the caches: the median per phase."""
     out = []
     for r in range(runs + 1):
