@@ -69,6 +69,126 @@ def kernel_band(grid, p):
     return band
 
 
+class InterpTarget:
+    """The fixed image as trilinear interpolation would show it where the moving image is sampled.
+
+    Trilinear interpolation at fraction t along an axis is the image plus (1/2) t (1 - t) times its second
+    difference along that axis (to second order): a blur of variance t (1 - t) voxels^2, 0 at a voxel, 1/4
+    halfway. The warped moving image I0 o phi_{1,0} carries that blur, point by point; its target is the fixed
+    image with the same blur,
+
+        target(x) = I1(x) + (1/2) sum_k t_k(x) (1 - t_k(x)) (d_k . grad)^2 I1(x),
+
+    t_k(x) the fractional part of the moving-voxel coordinate k of the point where I0 is sampled (y = A
+    phi_{1,0}(x) + t with the linear stage's map into the moving image's voxels, or phi_{1,0}(x) itself), d_k
+    = A^-1 e_k the step of one moving voxel along axis k in fixed voxels (the moving image's curvature
+    along its own axis, read from the fixed image's, to which it is equal at the solution). The second
+    derivatives (central differences, BC_CLAMP; mixed ones only where some d_k is oblique) are computed
+    once per fixed image, the target once per forward() (update()); it is double-buffered so that the
+    solver's undo() restores it with J0. Where every sampling point is a voxel (equal images on one grid,
+    at the identity) the target is I1 itself."""
+
+    def __init__(self, grid, mem, base, source=None):
+        Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
+        self.grid, self.mem = grid, mem
+        n = tuple(grid.size())
+        if source is None:
+            A, t, nm = np.eye(3), np.zeros(3), n
+        else:
+            M = np.asarray(source[1], float)
+            A, t, nm = M[:3, :3], M[:3, 3], tuple(source[0].grid().size())
+        self._A, self._t = A, t
+        self._axes = [k for k in range(3) if nm[k] > 1]  # an axis of size 1 is not interpolated
+        D = np.linalg.inv(A)
+        D[[i for i in range(3) if n[i] == 1], :] = 0.0  # no derivative along a fixed axis of size 1
+        self._steps = {k: D[:, k] for k in self._axes}
+        self.curv = {k: Im() for k in self._axes}
+        self._bufs = [Im(), Im()]
+        self._y, self._w = Im(), Im()
+        self._comp = [Im() for _ in range(3)] if source is not None else None
+        self._last = None
+        self.image = self._bufs[0]
+        self.set_base(base)
+
+    def set_base(self, base):
+        """A new fixed image: its second derivatives, and the target at the points of the last update()
+        (base itself before any). Returns the target."""
+        self.base = base
+        self._curvatures()
+        if self._last is None:
+            ca.Copy(self.image, base)
+        else:
+            self._compute(self.image, self._last)
+        return self.image
+
+    def update(self, h):
+        """The target for the map h (phi_{1,0}, fixed voxels), in the other buffer; returns it."""
+        self._bufs.reverse()
+        self.image, self._last = self._bufs[0], h
+        self._compute(self.image, h)
+        return self.image
+
+    def undo(self):
+        """The target before the last update()."""
+        self._bufs.reverse()
+        self.image, self._last = self._bufs[0], None
+        return self.image
+
+    def _compute(self, out, h):
+        y, w = self._y, self._w
+        ca.Copy(out, self.base)
+        if self._comp is not None:
+            for j in range(3):
+                ca.Copy(self._comp[j], h, j)
+        for k in self._axes:
+            if self._comp is None:
+                ca.Copy(y, h, k)
+            else:  # y = (A h + t)_k, in affine_hfield's order
+                a, c = self._A[k], self._comp
+                ca.MulC_Add_MulC(y, c[0], float(a[0]), c[1], float(a[1]))
+                ca.Add_MulC_I(y, c[2], float(a[2]))
+                ca.AddC_I(y, float(self._t[k]))
+            ca.Floor(w, y)
+            ca.Sub_I(y, w)  # t
+            ca.Mul(w, y, y)
+            ca.Sub_I(y, w)  # t (1 - t)
+            ca.Add_Mul_I(out, y, self.curv[k])
+
+    def _shifted(self, out, field, s):
+        ca.SetToIdentity(field)
+        ca.AddC_I(field, ca.Vec3Df(*(float(x) for x in s)))
+        ca.ApplyH(out, self.base, field)  # exact at whole-voxel shifts; CLAMP at the borders
+
+    def _curvatures(self):
+        """curv[k] = (1/2) d_k^T H d_k, H the fixed image's Hessian by central differences."""
+        n = tuple(self.grid.size())
+        field, a, b = ca.Field3D(self.grid, self.mem), self._y, self._w
+        for k in self._axes:
+            ca.SetMem(self.curv[k], 0.0)
+        live = [i for i in range(3) if n[i] > 1]
+        for i in live:
+            for j in live:
+                if j < i:
+                    continue
+                coef = {k: (0.5 if i == j else 1.0) * d[i] * d[j] for k, d in self._steps.items()}
+                if max(abs(c) for c in coef.values()) < 1e-6:
+                    continue
+                e_i, e_j = np.eye(3)[i], np.eye(3)[j]
+                if i == j:  # H_ii = I(x + e_i) + I(x - e_i) - 2 I(x)
+                    self._shifted(a, field, e_i)
+                    self._shifted(b, field, -e_i)
+                    ca.Add_I(a, b)
+                    ca.Add_MulC_I(a, self.base, -2.0)
+                else:  # H_ij = (I(+i+j) - I(+i-j) - I(-i+j) + I(-i-j)) / 4
+                    ca.SetMem(a, 0.0)
+                    for si, sj, sign in ((1, 1, 0.25), (1, -1, -0.25), (-1, 1, -0.25), (-1, -1, 0.25)):
+                        self._shifted(b, field, si * e_i + sj * e_j)
+                        ca.Add_MulC_I(a, b, sign)
+                for k, c in coef.items():
+                    if c != 0.0:
+                        ca.Add_MulC_I(self.curv[k], a, float(c))
+
+
 class _Level:
     """All arrays of one scale, allocated once; the iterations allocate nothing.
 
@@ -84,11 +204,17 @@ class _Level:
 
     fused = True
 
-    def __init__(self, grid, mem, T, I0, I1, p, metric=None, source=None):
+    def __init__(self, grid, mem, T, I0, I1, p, metric=None, source=None, interp=False):
         F = lambda: ca.Field3D(grid, mem)  # noqa: E731
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
         self.I0, self.I1 = I0, I1
+        # interp: I0 o phi_{1,0} is compared with I1 as trilinear interpolation would show it at the points
+        # where I0 is sampled (InterpTarget; docs/lddmm.md, 'Interpolation blur'), so that I1 itself, not a
+        # blurred copy, is the target where those points are voxels (the identity of equal images).
+        self.target = InterpTarget(grid, mem, I1, source) if interp else None
+        if self.target is not None:
+            self.I1 = self.target.image
         # v, m and m_new each in one allocation, so that the regularisation energy sum_j <m_j, v_j>,
         # where K has not accumulated it (reg_energy()), is one reduction (one wait, not T). v_prev
         # and J0_prev keep the state before the last update and forward(), so that undo() swaps it
@@ -174,7 +300,14 @@ class _Level:
                 ca.ApplyH(self.J0[j + 1], self.I0, h)
             else:
                 ca.ApplyH(self.J0[j + 1], self.source[0], self._to_source(h))
+        if self.target is not None:  # I1 as seen through the interpolation at phi_{1,0}'s points
+            self.I1 = self.target.update(h)
         return self.match(), h
+
+    # A new fixed image (the bias correction's, right after forward()): the target follows it at the points
+    # of that forward().
+    def set_fixed(self, I1):
+        self.I1 = I1 if self.target is None else self.target.set_base(I1)
 
     # The match energy of the last forward()'s J0_1 against I1 (after a change of I1 alone, without
     # transporting again).
@@ -297,6 +430,8 @@ class _Level:
         self.m, self.m_new = self.m_new, self.m
         self.v, self.v_prev = self.v_prev, self.v
         self.J0, self.J0_prev = self.J0_prev, self.J0
+        if self.target is not None:
+            self.I1 = self.target.undo()
 
     # After update(eps), forward() and undo(): the state update(eps / 2) would give, without its
     # backward sweep and kernel applications. The rejected momenta are m + eps d (d = (2 / sigma^2) b

@@ -215,9 +215,10 @@ def register(fixed, moving, *, progress=False, **params):
     image's, then both scaled by the fixed image's range; 'none'; True / False as 'percentiles' /
     'none'), band_tol (the kernel K keeps, per axis, the frequencies where its symbol is above this
     fraction of its peak: a band-limited K, fewer transforms; 0: every frequency), bias_sigma
-    (world units of the smooth gain that corrects a bias field at each scale; 0: off), fixed_blur
-    (moving-image voxels of the Gaussian that smooths the fixed image before any comparison, the
-    warped moving image's mean interpolation blur; 0: off), affine ('auto' |
+    (world units of the smooth gain that corrects a bias field at each scale; 0: off), interp_blur
+    ('matched': the fixed image compared as trilinear interpolation shows the warped moving image, voxel
+    by voxel; 'none'), fixed_blur (moving-image voxels of a Gaussian that also smooths the fixed image
+    before any comparison; 0: off), affine ('auto' |
     'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid),
     moving_labels (integer label image on the moving grid, warped by
     nearest neighbour), device ('auto' | 'cpu' | 'gpu').
@@ -294,14 +295,16 @@ def register(fixed, moving, *, progress=False, **params):
             t0 = time.perf_counter()
             g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
             metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"])
-            lev = _Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None)
+            lev = _Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
+                         interp=p["interp_blur"] == "matched")
             if prev is not None:
                 lev.take_velocities(prev)
             prev = None
             gain = None
             if p["bias_sigma"] > 0 and not _multimodal(p):  # the fixed image given the current warped moving image's bias
                 lev.forward()
-                lev.I1, gain = intensities.gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
+                corrected, gain = intensities.gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
+                lev.set_fixed(corrected)
             info = _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=gain is not None)
             wait(mem)
             info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)

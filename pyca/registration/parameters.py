@@ -31,6 +31,7 @@ NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (doc
 # The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
 # axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
 INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
+INTERP_BLURS = ("matched", "none")  # the values of interp_blur (docs/lddmm.md, 'Interpolation blur')
 
 # Kinds: 'real' and 'int' (a finite number, not a boolean, within [lo, hi], each end open or closed;
 # 'int': an integral value), 'choice' (one of choices), 'ints' (a sequence of integers, or one),
@@ -115,9 +116,13 @@ DECLARED = (
     Parameter("band_tol", "real", 1e-4, "the kernel K keeps, per axis, the frequencies where its symbol is above this "
               "fraction of its peak (band-limited velocities: fewer transforms); 0: every frequency "
               "(default %(default)g)", lo=0, hi=1, hi_open=True, group=_OPT),
-    Parameter("fixed_blur", "real", INTERP_BLUR, "the fixed image is smoothed by a Gaussian of this many moving-image "
-              "voxels before any comparison, as sharp as the warped moving image (trilinear interpolation's mean "
-              "blur, sqrt(1/6)); 0: off (default %(default).3g)", unit="moving-image voxels", lo=0, hi=10, group=_OPT),
+    Parameter("interp_blur", "choice", "matched", "'matched': at each iteration every fixed voxel is compared as "
+              "trilinear interpolation shows the warped moving image there (the blur t(1 - t) per axis at the "
+              "fraction t of the point it is sampled at: none at a voxel, so an image registered onto itself stays "
+              "put); 'none' (default %(default)s)", choices=INTERP_BLURS, group=_OPT),
+    Parameter("fixed_blur", "real", 0.0, "the fixed image is also smoothed by a Gaussian of this many moving-image "
+              "voxels before any comparison (sqrt(1/6) = 0.41: trilinear interpolation's mean blur, the same for "
+              "every voxel); 0: off (default %(default).3g)", unit="moving-image voxels", lo=0, hi=10, group=_OPT),
     Parameter("tol", "real", 2e-3, "a scale stops when its last 5 iterations gained less than 5 x this of its gain so "
               "far (default %(default)s)", lo=0, group=_OPT),
     Parameter("metric", "choice", "ssd", "ssd and lncc compare images of one contrast; mi (mutual information) "

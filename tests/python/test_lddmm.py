@@ -29,9 +29,10 @@ needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU
 FINAL_ENERGY_RTOL = 1e-3
 
 # The SSD match: the checks below compare with an independent SSD-LDDMM reference.
-# (the solver against independent references: percentile scaling, no bias correction, no fixed blur)
+# (the solver against independent references: percentile scaling, no bias correction, the fixed image as
+# it is: no blur, none matched to the interpolation)
 SMALL = dict(scales=(2, 1), iterations=(12, 6), time_steps=4, affine="none", metric="ssd", normalize="percentiles",
-             bias_sigma=0.0, fixed_blur=0.0)
+             bias_sigma=0.0, fixed_blur=0.0, interp_blur="none")
 
 
 @pytest.fixture(scope="module")

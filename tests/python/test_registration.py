@@ -179,11 +179,12 @@ def test_fixed_blur_smooths_the_fixed_image_as_scipy(pair):
     In = lddmm._normalised(fixed, ca.MEM_HOST, p).numpy().astype(np.float64)
     want = ndimage.gaussian_filter(In, lddmm.INTERP_BLUR, mode="nearest", truncate=4.0)  # sigma: voxels (same grid)
     kw = dict(normalize="percentiles", bias_sigma=0.0, affine="none", scales=1, iterations=0, device="cpu")
-    res = lddmm.register(fixed, fixed, **kw)
+    res = lddmm.register(fixed, fixed, fixed_blur=lddmm.INTERP_BLUR, **kw)
     assert res.params["fixed_blur"] == lddmm.INTERP_BLUR
     assert res.initial_mismatch == pytest.approx(((want - In) ** 2).sum(), rel=1e-3)
     assert res.initial_mismatch > 0.1
     assert lddmm.register(fixed, fixed, **dict(kw, fixed_blur=0.0)).initial_mismatch == 0.0
+    assert lddmm.register(fixed, fixed, **kw).initial_mismatch == 0.0  # the default: no constant blur
 
 
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), "0.4", True, 11.0])
@@ -333,8 +334,9 @@ def test_solver_samples_the_moving_image_once(pair):
     T = np.eye(4)
     T[:3, 3] = [5.0, -3.0, 0.0]  # 2.5 and -1.5 voxels
     moving = moved_by(fixed, T)
-    # (no bias correction: with it the solver matches a gain-corrected fixed image, not the fixed image)
-    res = lddmm.register(fixed, moving, **dict(FAST, metric="ssd", sigma=0.05, bias_sigma=0.0))
+    # (no bias correction and no interpolation-matched target: with them the solver matches a gain-corrected
+    # fixed image, or the fixed image as interpolation would show it, not the fixed image)
+    res = lddmm.register(fixed, moving, **dict(FAST, metric="ssd", sigma=0.05, bias_sigma=0.0, interp_blur="none"))
     assert res.affine.kind == "affine"
     np.testing.assert_allclose(res.final_match * 0.05**2, res.final_mismatch, rtol=1e-5)
 
