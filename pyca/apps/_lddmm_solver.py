@@ -70,51 +70,59 @@ def kernel_band(grid, p):
 
 
 class InterpTarget:
-    """The fixed image as trilinear interpolation would show it where the moving image is sampled.
+    """The fixed image plus the bias trilinear interpolation gives the warped moving image, point by point.
 
     Trilinear interpolation at fraction t along an axis is the image plus (1/2) t (1 - t) times its second
-    difference along that axis (to second order): a blur of variance t (1 - t) voxels^2, 0 at a voxel, 1/4
-    halfway. The warped moving image I0 o phi_{1,0} carries that blur, point by point; its target is the fixed
-    image with the same blur,
+    difference along that axis (to second order; exactly for a quadratic): a blur of variance t (1 - t)
+    voxels^2, 0 at a voxel, 1/4 halfway. The warped moving image J = I0 o phi_{1,0} carries that bias; its
+    target is the fixed image with the same bias added,
 
-        target(x) = I1(x) + (1/2) sum_k t_k(x) (1 - t_k(x)) (d_k . grad)^2 I1(x),
+        target(x) = I1(x) + (1/2) sum_k t_k(x) (1 - t_k(x)) (D_k^2 I0)(y(x)),
 
-    t_k(x) the fractional part of the moving-voxel coordinate k of the point where I0 is sampled (y = A
-    phi_{1,0}(x) + t with the linear stage's map into the moving image's voxels, or phi_{1,0}(x) itself), d_k
-    = A^-1 e_k the step of one moving voxel along axis k in fixed voxels (the moving image's curvature
-    along its own axis, read from the fixed image's, to which it is equal at the solution). The second
-    derivatives (central differences, BC_CLAMP; mixed ones only where some d_k is oblique) are computed
-    once per fixed image, the target once per forward() (update()); it is double-buffered so that the
-    solver's undo() restores it with J0. Where every sampling point is a voxel (equal images on one grid,
-    at the identity) the target is I1 itself."""
+    y(x) the point where I0 is sampled (A phi_{1,0}(x) + t through the linear stage's map into the moving
+    image's voxels, or phi_{1,0}(x) itself), t_k its fractional parts and D_k^2 I0 the moving image's
+    second differences along its own axes (BC_CLAMP), computed once per scale and sampled at y (trilinear,
+    CLAMP). J - target is then the difference of the moving image as it is (unblurred) and the fixed image.
+    The target is recomputed once per forward() (update()), double-buffered so that the solver's undo()
+    restores it with J0. Where every sampling point is a voxel (equal images on one grid, at the identity)
+    the target is I1 itself.
 
-    def __init__(self, grid, mem, base, source=None):
+    grid, mem: the fixed grid (of the level) and memory type; base: I1; src: the image the solver samples
+    (I0 on the level's grid, or the moving image on its own grid); M: the 4 x 4 map from fixed voxels into
+    src's voxels (None: src is on `grid`, sampled through phi_{1,0} itself)."""
+
+    def __init__(self, grid, mem, base, src, M=None):
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem = grid, mem
-        n = tuple(grid.size())
-        if source is None:
-            A, t, nm = np.eye(3), np.zeros(3), n
-        else:
-            M = np.asarray(source[1], float)
-            A, t, nm = M[:3, :3], M[:3, 3], tuple(source[0].grid().size())
-        self._A, self._t = A, t
-        self._axes = [k for k in range(3) if nm[k] > 1]  # an axis of size 1 is not interpolated
-        D = np.linalg.inv(A)
-        D[[i for i in range(3) if n[i] == 1], :] = 0.0  # no derivative along a fixed axis of size 1
-        self._steps = {k: D[:, k] for k in self._axes}
-        self.curv = {k: Im() for k in self._axes}
+        sg = src.grid()
+        self._axes = [k for k in range(3) if tuple(sg.size())[k] > 1]  # an axis of size 1 is not interpolated
+        self.curv = {k: ca.Image3D(sg, mem) for k in self._axes}
+        field, a = ca.Field3D(sg, mem), ca.Image3D(sg, mem)
+        for k in self._axes:  # curv_k = (src(x + e_k) + src(x - e_k) - 2 src(x)) / 2
+            c = self.curv[k]
+            for sign, out in ((1.0, c), (-1.0, a)):
+                ca.SetToIdentity(field)
+                ca.AddC_I(field, ca.Vec3Df(*(sign if i == k else 0.0 for i in range(3))))
+                ca.ApplyH(out, src, field)  # exact at whole-voxel shifts; CLAMP at the borders
+            ca.Add_I(c, a)
+            ca.Add_MulC_I(c, src, -2.0)
+            ca.MulC_I(c, 0.5)
+        del field, a
+        self._M = None if M is None else np.asarray(M, float)
+        self._points = None
+        if self._M is not None:
+            self._points = ca.Field3D(grid, mem)
+            self._scratch = scratch_for(self._points)
         self._bufs = [Im(), Im()]
-        self._y, self._w = Im(), Im()
-        self._comp = [Im() for _ in range(3)] if source is not None else None
+        self._t, self._w = Im(), Im()
         self._last = None
         self.image = self._bufs[0]
         self.set_base(base)
 
     def set_base(self, base):
-        """A new fixed image: its second derivatives, and the target at the points of the last update()
-        (base itself before any). Returns the target."""
+        """A new fixed image (the bias correction's): the target at the points of the last update() (base
+        itself before any). Returns the target."""
         self.base = base
-        self._curvatures()
         if self._last is None:
             ca.Copy(self.image, base)
         else:
@@ -135,58 +143,19 @@ class InterpTarget:
         return self.image
 
     def _compute(self, out, h):
-        y, w = self._y, self._w
+        t, w = self._t, self._w
+        y = h
+        if self._M is not None:
+            y = affine_hfield(self._points, self._M, h, self._scratch)
         ca.Copy(out, self.base)
-        if self._comp is not None:
-            for j in range(3):
-                ca.Copy(self._comp[j], h, j)
         for k in self._axes:
-            if self._comp is None:
-                ca.Copy(y, h, k)
-            else:  # y = (A h + t)_k, in affine_hfield's order
-                a, c = self._A[k], self._comp
-                ca.MulC_Add_MulC(y, c[0], float(a[0]), c[1], float(a[1]))
-                ca.Add_MulC_I(y, c[2], float(a[2]))
-                ca.AddC_I(y, float(self._t[k]))
-            ca.Floor(w, y)
-            ca.Sub_I(y, w)  # t
-            ca.Mul(w, y, y)
-            ca.Sub_I(y, w)  # t (1 - t)
-            ca.Add_Mul_I(out, y, self.curv[k])
-
-    def _shifted(self, out, field, s):
-        ca.SetToIdentity(field)
-        ca.AddC_I(field, ca.Vec3Df(*(float(x) for x in s)))
-        ca.ApplyH(out, self.base, field)  # exact at whole-voxel shifts; CLAMP at the borders
-
-    def _curvatures(self):
-        """curv[k] = (1/2) d_k^T H d_k, H the fixed image's Hessian by central differences."""
-        n = tuple(self.grid.size())
-        field, a, b = ca.Field3D(self.grid, self.mem), self._y, self._w
-        for k in self._axes:
-            ca.SetMem(self.curv[k], 0.0)
-        live = [i for i in range(3) if n[i] > 1]
-        for i in live:
-            for j in live:
-                if j < i:
-                    continue
-                coef = {k: (0.5 if i == j else 1.0) * d[i] * d[j] for k, d in self._steps.items()}
-                if max(abs(c) for c in coef.values()) < 1e-6:
-                    continue
-                e_i, e_j = np.eye(3)[i], np.eye(3)[j]
-                if i == j:  # H_ii = I(x + e_i) + I(x - e_i) - 2 I(x)
-                    self._shifted(a, field, e_i)
-                    self._shifted(b, field, -e_i)
-                    ca.Add_I(a, b)
-                    ca.Add_MulC_I(a, self.base, -2.0)
-                else:  # H_ij = (I(+i+j) - I(+i-j) - I(-i+j) + I(-i-j)) / 4
-                    ca.SetMem(a, 0.0)
-                    for si, sj, sign in ((1, 1, 0.25), (1, -1, -0.25), (-1, 1, -0.25), (-1, -1, 0.25)):
-                        self._shifted(b, field, si * e_i + sj * e_j)
-                        ca.Add_MulC_I(a, b, sign)
-                for k, c in coef.items():
-                    if c != 0.0:
-                        ca.Add_MulC_I(self.curv[k], a, float(c))
+            ca.Copy(t, y, k)
+            ca.Floor(w, t)
+            ca.Sub_I(t, w)  # t_k
+            ca.Mul(w, t, t)
+            ca.Sub_I(t, w)  # t_k (1 - t_k)
+            ca.ApplyH(w, self.curv[k], y)  # (D_k^2 src)(y) / 2
+            ca.Add_Mul_I(out, t, w)
 
 
 class _Level:
@@ -209,10 +178,12 @@ class _Level:
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
         self.I0, self.I1 = I0, I1
-        # interp: I0 o phi_{1,0} is compared with I1 as trilinear interpolation would show it at the points
-        # where I0 is sampled (InterpTarget; docs/lddmm.md, 'Interpolation blur'), so that I1 itself, not a
-        # blurred copy, is the target where those points are voxels (the identity of equal images).
-        self.target = InterpTarget(grid, mem, I1, source) if interp else None
+        # interp: I0 o phi_{1,0} is compared with I1 plus the bias trilinear interpolation gives it at the
+        # points where I0 is sampled (InterpTarget; docs/lddmm.md, 'Interpolation blur'): I1 itself where
+        # those points are voxels (the identity of equal images).
+        self.target = None
+        if interp:
+            self.target = InterpTarget(grid, mem, I1, *((I0,) if source is None else source))
         if self.target is not None:
             self.I1 = self.target.image
         # v, m and m_new each in one allocation, so that the regularisation energy sum_j <m_j, v_j>,

@@ -216,8 +216,8 @@ def register(fixed, moving, *, progress=False, **params):
     'none'), band_tol (the kernel K keeps, per axis, the frequencies where its symbol is above this
     fraction of its peak: a band-limited K, fewer transforms; 0: every frequency), bias_sigma
     (world units of the smooth gain that corrects a bias field at each scale; 0: off), interp_blur
-    ('matched': the fixed image compared as trilinear interpolation shows the warped moving image, voxel
-    by voxel; 'none'), fixed_blur (moving-image voxels of a Gaussian that also smooths the fixed image
+    ('matched': the warped moving image compared with the fixed image plus the bias trilinear
+    interpolation gives it, voxel by voxel; 'none'), fixed_blur (moving-image voxels of a Gaussian that also smooths the fixed image
     before any comparison; 0: off), affine ('auto' |
     'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid),
     moving_labels (integer label image on the moving grid, warped by

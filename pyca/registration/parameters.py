@@ -116,10 +116,11 @@ DECLARED = (
     Parameter("band_tol", "real", 1e-4, "the kernel K keeps, per axis, the frequencies where its symbol is above this "
               "fraction of its peak (band-limited velocities: fewer transforms); 0: every frequency "
               "(default %(default)g)", lo=0, hi=1, hi_open=True, group=_OPT),
-    Parameter("interp_blur", "choice", "matched", "'matched': at each iteration every fixed voxel is compared as "
-              "trilinear interpolation shows the warped moving image there (the blur t(1 - t) per axis at the "
-              "fraction t of the point it is sampled at: none at a voxel, so an image registered onto itself stays "
-              "put); 'none' (default %(default)s)", choices=INTERP_BLURS, group=_OPT),
+    Parameter("interp_blur", "choice", "matched", "'matched': at each iteration the warped moving image is compared "
+              "with the fixed image plus the bias trilinear interpolation gives it at each voxel (t(1 - t) / 2 times "
+              "the moving image's second difference per axis, t the fraction of the point where it is sampled: none "
+              "at a voxel, so an image registered onto itself stays put); 'none' (default %(default)s)",
+              choices=INTERP_BLURS, group=_OPT),
     Parameter("fixed_blur", "real", 0.0, "the fixed image is also smoothed by a Gaussian of this many moving-image "
               "voxels before any comparison (sqrt(1/6) = 0.41: trilinear interpolation's mean blur, the same for "
               "every voxel); 0: off (default %(default).3g)", unit="moving-image voxels", lo=0, hi=10, group=_OPT),

@@ -1,7 +1,7 @@
-"""The fixed image as trilinear interpolation shows the warped moving image (lddmm's interp_blur='matched',
-pyca.apps._lddmm_solver.InterpTarget; docs/lddmm.md, 'Interpolation blur'): against SciPy's trilinear
-interpolation of a quadratic image, where the compensation is exact; an image registered onto itself is
-the identity; the known-map brain pair keeps its accuracy."""
+"""The fixed image plus the bias trilinear interpolation gives the warped moving image (lddmm's
+interp_blur='matched', pyca.apps._lddmm_solver.InterpTarget; docs/lddmm.md, 'Interpolation blur'): against
+SciPy's trilinear interpolation of a quadratic image, where the second-order bias is the whole error; an
+image registered onto itself is the identity; the known-map brain pair keeps its accuracy."""
 import numpy as np
 import pytest
 
@@ -34,18 +34,21 @@ def _scipy_linear(M, pts):
     return ndimage.map_coordinates(M, np.moveaxis(pts, -1, 0), order=1, mode="nearest")
 
 
+def _inside(pts, shape, margin=1.0):
+    """Points whose trilinear taps and their second differences stay off the border (CLAMP there)."""
+    return np.all((pts >= margin) & (pts <= np.array(shape) - 1 - margin), axis=-1)
+
+
 def test_target_through_an_oblique_linear_stage_is_scipys_trilinear_sample():
-    # fixed voxel x -> moving voxel y = A x + t, A oblique (rotation and scaling: mixed second derivatives);
-    # F(x) = q(A x + t) exactly, M = q on the moving voxels. The target of F at the identity map is M's
-    # trilinear sample at A x + t (the warped moving image), exactly for a quadratic, where F's central
-    # differences are exact (away from the clamped border).
+    # fixed voxel x -> moving voxel y = A x + t, A oblique (rotation, scaling, shear); M = q on the moving
+    # voxels, F(x) = q(A x + t) exactly. The target of F at the identity map is then M's trilinear sample at
+    # A x + t (the warped moving image): F plus interpolation's bias, whole for a quadratic.
     c, s = np.cos(0.4), np.sin(0.4)
     A = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ np.diag([1.3, 0.8, 1.1])
     A[2, 0] = 0.2
     t = np.array([9.3, 3.6, 2.45])
     fshape, mshape = (14, 13, 12), (30, 28, 20)
     y = _index(fshape) @ A.T + t
-    assert y.min() >= 0 and (y.max(axis=(0, 1, 2)) <= np.array(mshape) - 1).all()
     M = _quadratic(_index(mshape)).astype(np.float32)
     F = _quadratic(y).astype(np.float32)
     fg, mg = ca.GridInfo(fshape), ca.GridInfo(mshape)
@@ -54,31 +57,35 @@ def test_target_through_an_oblique_linear_stage_is_scipys_trilinear_sample():
     Mmat[:3, :3], Mmat[:3, 3] = A, t
     h = ca.Field3D(fg, ca.MEM_HOST)
     ca.SetToIdentity(h)
-    target = InterpTarget(fg, ca.MEM_HOST, Fim, (Mim, Mmat)).update(h).numpy()
+    target = InterpTarget(fg, ca.MEM_HOST, Fim, Mim, Mmat).update(h).numpy()
     want = _scipy_linear(M.astype(np.float64), y)
-    inner = (slice(1, -1),) * 3
+    inner = _inside(y, mshape)
+    assert inner.sum() > 0.5 * inner.size
     err = np.abs(target - want)[inner].max()
-    bias = np.abs(F - want)[inner].max()  # what the target corrects: interpolation's blur
+    bias = np.abs(F - want)[inner].max()  # what the target adds: interpolation's bias
     assert err < 2e-4 and bias > 50 * err, (err, bias)
 
 
 def test_target_through_a_map_on_one_grid_is_scipys_trilinear_sample():
-    # The coarse scales: I0 on the fixed grid, sampled through phi_{1,0} itself. A translation by whole and
-    # fractional voxels (a different fraction per axis): F(x) = q(x + s), M = q.
+    # The coarse scales: I0 on the fixed grid, sampled through phi_{1,0} itself. A smooth map with every
+    # fraction: F(x) = q(h(x)), M = q.
     shape = (16, 15, 14)
-    s = np.array([1.3, -0.55, 2.8])
-    pts = _index(shape) + s
-    M = _quadratic(_index(shape)).astype(np.float32)
+    x = _index(shape)
+    pts = x + np.stack([1.3 + 0.4 * np.sin(x[..., 1] / 3.0), -0.55 + 0.3 * np.cos(x[..., 2] / 2.0),
+                        0.8 + 0.5 * np.sin(x[..., 0] / 4.0)], -1)
+    M = _quadratic(x).astype(np.float32)
     F = _quadratic(pts).astype(np.float32)
     g = ca.GridInfo(shape, (1.5, 1.0, 2.0))  # spacing plays no part: all in voxels
-    target = InterpTarget(g, ca.MEM_HOST, ca.Image3D.from_array(np.asfortranarray(F), g)).update(_field(pts, g))
+    Mim = ca.Image3D.from_array(np.asfortranarray(M), g)
+    target = InterpTarget(g, ca.MEM_HOST, ca.Image3D.from_array(np.asfortranarray(F), g), Mim).update(_field(pts, g))
     want = _scipy_linear(M.astype(np.float64), pts)
-    inner = (slice(2, -4), slice(2, -2), slice(2, -5))  # away from both grids' borders
+    inner = _inside(pts, shape)
+    assert inner.sum() > 0.3 * inner.size
     err = np.abs(target.numpy() - want)[inner].max()
-    assert err < 2e-4 and np.abs(F - want)[inner].max() > 50 * err
+    assert err < 2e-4 and np.abs(F - want)[inner].max() > 50 * err, err
     # whole-voxel points: the target is F itself, bit for bit
-    whole = _index(shape) + np.array([1.0, -2.0, 0.0])
-    t2 = InterpTarget(g, ca.MEM_HOST, ca.Image3D.from_array(np.asfortranarray(F), g)).update(_field(whole, g))
+    whole = x + np.array([1.0, -2.0, 0.0])
+    t2 = InterpTarget(g, ca.MEM_HOST, ca.Image3D.from_array(np.asfortranarray(F), g), Mim).update(_field(whole, g))
     np.testing.assert_array_equal(t2.numpy(), F)
 
 
@@ -123,8 +130,8 @@ def test_a_brain_registered_onto_itself_is_the_identity():
 @pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn (ships the MNI152 template)")
 def test_the_known_map_brain_pair_keeps_its_accuracy(tmp_path, monkeypatch):
     # data.brain_pair's exact map psi^-1 (seed 1, 4 mm) with lddmm's defaults. Measured (CPU): mean map error
-    # 0.1753 voxels, Dice GM 0.9595, WM 0.9339; with the fixed image blurred by sqrt(1/6) moving voxels
-    # instead (the earlier default) 0.1776, 0.9586, 0.9300; neither: docs/lddmm.md, 'Interpolation blur'.
+    # 0.1696 voxels, Dice GM 0.9609, WM 0.9339; with the fixed image blurred by sqrt(1/6) moving voxels
+    # instead (the earlier default) 0.1776, 0.9586, 0.9300 (docs/lddmm.md, 'Interpolation blur').
     from pyca.io import split_affine
 
     monkeypatch.setenv("PYCA_CACHE", str(tmp_path))
@@ -142,4 +149,4 @@ def test_the_known_map_brain_pair_keeps_its_accuracy(tmp_path, monkeypatch):
     err = np.linalg.norm(res.full_map.numpy() - true, axis=-1)[inside].mean()
     lab, ref = np.asarray(res.labels.numpy()), p["fixed_labels"]
     dice = [2 * np.sum((lab == k) & (ref == k)) / (np.sum(lab == k) + np.sum(ref == k)) for k in (1, 2)]
-    assert err < 0.185 and dice[0] > 0.955 and dice[1] > 0.928, (err, dice)
+    assert err < 0.18 and dice[0] > 0.956 and dice[1] > 0.929, (err, dice)
