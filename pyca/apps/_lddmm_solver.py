@@ -279,6 +279,7 @@ class _Level:
     # of that forward().
     def set_fixed(self, I1):
         self.I1 = I1 if self.target is None else self.target.set_base(I1)
+        self._matched = False  # the metric's last energy was of the fixed image before
 
     # The match energy of the last forward()'s J0_1 against I1 (after a change of I1 alone, without
     # transporting again).
