@@ -80,9 +80,9 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
             if eps is None:
                 dmax = lev.direction_max()
                 if dmax == 0:  # a stationary point (equal images at the identity): no step would move anything
-                    stop, it = "converged (the update direction is zero)", it - 1
-                    if pbar is not None:
+                    if pbar is not None:  # this iteration and the rest, none of them run
                         pbar.update(n_it - it)
+                    stop, it = "converged (the update direction is zero)", it - 1
                     break
                 eps = min(0.25, float(max_step) / dmax) if dmax > 0 else 0.25
             lev.update(eps)

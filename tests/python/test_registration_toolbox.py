@@ -320,6 +320,23 @@ def test_descend_halves_and_undoes_a_step_that_overshoots():
     assert prob.x[0] == pytest.approx(0.225 * 4.0)
 
 
+def test_descend_stops_at_a_zero_direction_and_fills_the_progress_bar_once():
+    class Bar:
+        n = 0
+
+        def update(self, k):
+            self.n += k
+
+        def set_postfix_str(self, *a, **k):
+            pass
+
+    prob, bar = _Quadratic([0.0, 0.0]), Bar()  # x = a = 0: the minimum itself, the direction exactly 0
+    rep = optimisers.descend(prob, 7, step="auto", tol=0.0, pbar=bar)
+    assert rep["iterations"] == 0 and rep["stop"] == "converged (the update direction is zero)"
+    assert bar.n == 7  # the scale's 7 iterations counted, not 8
+    assert not prob.x.any()
+
+
 def test_a_fixed_step_that_lowers_nothing_raises():
     class Never(_Quadratic):
         def forward(self):
