@@ -109,10 +109,8 @@ class InterpTarget:
             ca.MulC_I(c, 0.5)
         del field, a
         self._M = None if M is None else np.asarray(M, float)
-        self._points = None
-        if self._M is not None:
-            self._points = ca.Field3D(grid, mem)
-            self._scratch = scratch_for(self._points)
+        if self._M is not None:  # y = A h + t, and h's components for it
+            self._points, self._comp = ca.Field3D(grid, mem), [Im() for _ in range(3)]
         self._bufs = [Im(), Im()]
         self._t, self._w = Im(), Im()
         self._last = None
@@ -145,8 +143,8 @@ class InterpTarget:
     def _compute(self, out, h):
         t, w = self._t, self._w
         y = h
-        if self._M is not None:
-            y = affine_hfield(self._points, self._M, h, self._scratch)
+        if self._M is not None:  # y = A h + t (affine_hfield's scratch: h's components and t; no identity)
+            y = affine_hfield(self._points, self._M, h, (None, self._comp + [t]))
         ca.Copy(out, self.base)
         for k in self._axes:
             ca.Copy(t, y, k)
