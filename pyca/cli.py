@@ -216,7 +216,7 @@ def cmd_lddmm(a):
     try:
         check_out_dir(a.out, a.overwrite)
         checked = parameters.check({**lddmm.DEFAULTS, **params})  # (fills the metric's sigma and alpha)
-        parameters.schedule(params["scales"], params["iterations"])
+        parameters.schedule(checked["scales"], checked["iterations"])
         _, device = lddmm.resolve_device(a.device)
         if a.fixed is None:
             size = tuple(a.size) if a.size else data.DEFAULT_SIZE

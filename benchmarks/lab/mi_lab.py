@@ -7,7 +7,7 @@ What docs/performance.md's "Multi-modal registration" sweeps ran.
         --params '[{}, {"sigma": 0.05}, {"iterations": [30, 30, 30]}]'
 
 A setting is a dict of lddmm.register's parameters (metric mi unless given; contrast t1 takes pyca's
-defaults plus the setting); the key "_bins" sets the MI metric's bins (a lab-only override).
+defaults plus the setting).
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ def main(argv=None):
     a = ap.parse_args(argv)
     import pyca as ca
     from pyca.apps import data, lddmm
-    from pyca.registration import metrics
 
     imgs, aff = brains(a.resolution)
     sp = np.linalg.norm(aff[:3, :3], axis=0)
@@ -51,17 +50,12 @@ def main(argv=None):
             M = Mt1 if contrast == "t1" else data.other_contrast(Mt1, contrast, seed=1, centres=Mc,
                                                                   spacing=(a.resolution,) * 3)
             for prm in json.loads(a.params):
-                kw = dict(prm)
-                bins = kw.pop("_bins", None)
+                kw = {k.lstrip("_"): v for k, v in prm.items()}  # ("_bins": the spelling before bins was a parameter)
                 if contrast != "t1":
                     kw.setdefault("metric", "mi")
-                old = metrics.make_metric.__defaults__
-                if bins:
-                    metrics.make_metric.__defaults__ = (None, 4, int(bins))
                 t0 = time.perf_counter()
                 r = lddmm.register(im(F), im(M), moving_labels=im(Ml), device=a.device, **kw)
                 sec = time.perf_counter() - t0
-                metrics.make_metric.__defaults__ = old
                 lab = np.round(r.labels.numpy())
                 stops = [f"{s['stop'].split(' (')[0]}@{s['iterations']}" for s in r.timings["scales"]]
                 print(f"{direction} {contrast:5s} {json.dumps(prm):48s} Dice {dice(lab, Fl):.4f} "

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import core as ca
-from ..registration.metrics import make_metric
+from ..registration.metrics import MI_BINS, make_metric
 from ..registration.transforms import LINEAR_KINDS as KINDS
 from ..registration.transforms import affine_hfield, center_of_mass, centred_affine, coarse_grid, rotation, scratch_for
 from ..registration.transforms import vox2world
@@ -85,14 +85,14 @@ def identity(fixed_grid, moving_grid):
 class _Scale:
     """Arrays of one scale (allocated once)."""
 
-    def __init__(self, F, Mv, mask, metric, radius, c, rigid):
+    def __init__(self, F, Mv, mask, metric, radius, c, rigid, bins=MI_BINS):
         gf, gm, mem = F.grid(), Mv.grid(), F.memType()
         self.F, self.Mv, self.mask, self.c = F, Mv, mask, c
         self.dims = 2 if gm.size().z == 1 else 3
         self.Wp, self.Wm = ca.Image3D(gf, mem), ca.Image3D(gf, mem)
         self.grad_to_world = np.zeros((3, 4))
         self.grad_to_world[:, :3] = np.linalg.inv(vox2world(gm)[:3, :3]).T
-        self.metric = make_metric(metric, gf, mem, 1.0, mask, radius)
+        self.metric = make_metric(metric, gf, mem, 1.0, mask, radius, bins)
         self.H, self.G, self.P = ca.Field3D(gf, mem), ca.Field3D(gf, mem), ca.Field3D(gf, mem)
         self.W, self.r, self.pj = ca.Image3D(gf, mem), ca.Image3D(gf, mem), ca.Image3D(gf, mem)
         self.tmpF = ca.Field3D(gf, mem)
@@ -169,7 +169,7 @@ class _Scale:
 
 
 def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None, scales=(4, 2),
-             iterations=(100, 50), tol=1e-4, init=None):
+             iterations=(100, 50), tol=1e-4, init=None, bins=MI_BINS):
     """Rigid or affine registration of `moving` onto `fixed` (Image3D, same memory type, any two grids,
     intensities comparable: normalise first, as pyca.apps.lddmm does). mask: optional 0/1 Image3D on the fixed
     grid (the metric counts only its voxels). init: optional 4 x 4 starting matrix (default: the
@@ -211,7 +211,7 @@ def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None,
             mk = ca.Image3D(g1, mem)
             ca.ResampleAA(mk, mask)
             ca.GTC_I(mk, 0.5)
-        S = _Scale(F, Mv, mk, metric, radius, cf, kind == "rigid")
+        S = _Scale(F, Mv, mk, metric, radius, cf, kind == "rigid", bins)
         vox = min(x for x, n in zip(tuple(g1.spacing()), tuple(g1.size())) if n > 1)
         step, min_step = vox, 0.01 * vox
         E, grad, H = S.gradient(centred_affine(A, t, cf), A, kind == "rigid")

@@ -206,11 +206,12 @@ def register(fixed, moving, *, progress=False, **params):
     fixed, moving: Image3D (any memory type), NumPy arrays or file paths. Neither is modified.
     Parameters (defaults in DEFAULTS, meanings in docs/lddmm.md): alpha, beta, gamma, lpow (the
     fluid operator L; alpha None: the metric's default), metric ('lncc' | 'ssd' | 'mi'), radius (LNCC
-    window radius, voxels), sigma (weight of the match term; None: the metric's default), step
+    window radius, voxels), bins (mi: bins per image of the joint histogram), sigma (weight of the match
+    term; None: the metric's default), step
     ('auto' or eps in (0, 0.5)), max_step (voxels: the largest velocity change of the first step of
     each scale when step='auto'), tol (stop a scale when the energy falls by less than tol per
     iteration), time_steps (T), scales (downsampling factors, decreasing, ending with 1), iterations
-    (caps per scale, or one for every scale), normalize ('percentiles': per-image robust scaling
+    (caps per scale, or one for every scale; None: the metric's), normalize ('percentiles': per-image robust scaling
     to [0, 1] at `percentiles`; 'histogram': the moving image's quantiles matched to the fixed
     image's, then both scaled by the fixed image's range; 'none'; True / False as 'percentiles' /
     'none'), band_tol (the kernel K keeps, per axis, the frequencies where its symbol is above this
@@ -255,7 +256,7 @@ def register(fixed, moving, *, progress=False, **params):
     # LNCC's windows of a few voxels ignore flat regions and let it shrink an object (a phantom by
     # 21%: tests/python/test_registration.py, docs/lddmm.md).
     aff = affine.register(I1, Mn, kind, metric="mi" if _multimodal(p) else "ssd", mask=fmask,
-                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS)
+                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS, bins=p["bins"])
     Haff = aff.hfield(mem)
     check_overlap(Haff, Mn.grid(), names)
     I0 = on_fixed(grid, Mn, Haff)
@@ -274,7 +275,7 @@ def register(fixed, moving, *, progress=False, **params):
     tmp = ca.Image3D(grid, mem)
     # The checks of pyca.registration.quality: the match term at full resolution after the linear stage
     # (compared with the end), the contrasts of the aligned images, the fixed image's foreground.
-    judge = make_metric(p["metric"], grid, mem, p["sigma"], mask, p["radius"])
+    judge = make_metric(p["metric"], grid, mem, p["sigma"], mask, p["radius"], p["bins"])
     linear_match = judge.energy(I0, I1)
     contrast = _contrast(I1, Mn, I0, mask, p, grid, mem, tmp)
     ssd = SSD(grid, mem, 1.0)  # the mismatch reported before and after, whatever the metric
@@ -294,7 +295,7 @@ def register(fixed, moving, *, progress=False, **params):
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
             g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
-            metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"])
+            metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"], p["bins"])
             lev = _Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
                          interp=p["interp_blur"] == "matched")
             if prev is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import DEFAULT_ALPHA, DEFAULT_SIGMA, METRICS
+from .metrics import DEFAULT_ALPHA, DEFAULT_ITERATIONS, DEFAULT_SIGMA, METRICS, MI_BINS
 from .transforms import LINEAR_KINDS
 
 __all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_DEFAULTS", "get",
@@ -78,8 +78,9 @@ GROUPS = (_REG, _OPT, _MATCH)  # in the order of `pyca lddmm --help`
 
 
 def _per_metric(table):
-    """'1 for lncc, 0.05 for ssd': a per-metric default, for --help."""
-    return ", ".join(f"{v:g} for {k}" for k, v in sorted(table.items()))
+    """'1 for lncc, 0.05 for ssd' (or '10,150,150 for lncc, ...'): a per-metric default, for --help."""
+    text = lambda v: ",".join(str(x) for x in v) if isinstance(v, tuple) else f"{v:g}"  # noqa: E731
+    return ", ".join(f"{text(v)} for {k}" for k, v in sorted(table.items()))
 
 
 _INF = float("inf")
@@ -102,8 +103,8 @@ DECLARED = (
               lo=0, hi=0.5, lo_open=True, hi_open=True, group=_OPT),
     Parameter("max_step", "real", 0.5, "with --step auto: largest velocity change of a scale's first step, in voxels "
               "(default %(default)s)", unit="voxels", lo=0, lo_open=True, group=_OPT),
-    Parameter("iterations", "ints", (10, 150, 150), "iterations per scale, e.g. 60,40,20 (default %(default)s)",
-              lo=0, hi=_INF, cli_hi=100_000, group=_OPT),
+    Parameter("iterations", "ints", None, "iterations per scale, e.g. 60,40,20 (default: the metric's, "
+              f"{_per_metric(DEFAULT_ITERATIONS)})", lo=0, hi=_INF, cli_hi=100_000, group=_OPT),
     Parameter("scales", "ints", (4, 2, 1), "downsampling factors, coarse to fine, ending with 1 (default %(default)s)",
               lo=1, group=_OPT),
     Parameter("time_steps", "int", 4, "time steps T (default %(default)s)", lo=1, hi=10000, cli_hi=1000, group=_OPT),
@@ -130,6 +131,8 @@ DECLARED = (
               "images of different contrasts, e.g. T1 onto T2 or FLAIR (default %(default)s)", choices=METRICS,
               group=_MATCH, casefold=True),
     Parameter("radius", "int", 3, "LNCC window radius in voxels (default %(default)s)", unit="voxels", lo=1, hi=_INF,
+              group=_MATCH),
+    Parameter("bins", "int", MI_BINS, "mi: bins per image of the joint histogram (default %(default)s)", lo=4, hi=1024,
               group=_MATCH),
     Parameter("affine", "choice", "auto", "linear stage before LDDMM (default %(default)s: affine when the grids or "
               "the centres of mass differ)", choices=("auto",) + LINEAR_KINDS, group=_MATCH),
@@ -267,9 +270,10 @@ def check_declared(p, declared, prog):
 def check(p, prog="lddmm"):
     """Refuses a bad parameter of the dict p (every declared name present) in one line; fills sigma and
     alpha given as None with the metric's defaults, and normalize given as True / False (its earlier
-    spellings) as 'percentiles' / 'none' (in p). The schedule (scales, iterations) is schedule()'s."""
+    spellings) as 'percentiles' / 'none' (in p); iterations given as None with the metric's caps. The
+    schedule (scales, iterations) is schedule()'s."""
     check_value("metric", p["metric"], prog)
-    for k, table in (("sigma", DEFAULT_SIGMA), ("alpha", DEFAULT_ALPHA)):
+    for k, table in (("sigma", DEFAULT_SIGMA), ("alpha", DEFAULT_ALPHA), ("iterations", DEFAULT_ITERATIONS)):
         if p[k] is None:
             p[k] = table[str(p["metric"]).lower()]
     if isinstance(p["normalize"], (bool, np.bool_)):
@@ -384,7 +388,7 @@ def from_args(a, declared=None):
         if q.group is None or q.kind == "file" or not hasattr(a, q.name):
             continue
         v = getattr(a, q.name)
-        if q.name == "iterations" and len(v) == 1:
+        if q.name == "iterations" and v is not None and len(v) == 1:
             v = v[0]
         out[q.name] = v
     return out

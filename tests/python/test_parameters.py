@@ -125,3 +125,31 @@ def test_time_steps_are_the_velocity_fields(pair):
     for T in (2, 5):
         res = run(pair, time_steps=T, iterations=(2, 2))
         assert len(res.velocity) == T
+
+
+def test_iterations_and_bins_default_to_the_metrics(pair):
+    # iterations not given: the metric's caps (pyca.registration.metrics.DEFAULT_ITERATIONS), in the
+    # result's parameters and in --help; bins (mi's joint histogram) reaches the metric of every scale
+    from pyca.registration import metrics, parameters
+
+    for m in metrics.METRICS:
+        p = parameters.check(parameters.merged(parameters.DEFAULTS, {"metric": m}, "t"))
+        assert p["iterations"] == metrics.DEFAULT_ITERATIONS[m]
+        assert ",".join(map(str, metrics.DEFAULT_ITERATIONS[m])) in parameters.get("iterations").help
+    res = lddmm.register(*pair, device="cpu", metric="mi", affine="none", scales=(4, 2, 1), tol=0.5)
+    assert res.params["iterations"] == metrics.DEFAULT_ITERATIONS["mi"]
+    seen = []
+    real = metrics.MI.__init__
+
+    def spy(self, *a, **kw):
+        real(self, *a, **kw)
+        seen.append(self.bins)
+
+    try:
+        metrics.MI.__init__ = spy
+        lddmm.register(*pair, **{**BASE, "metric": "mi", "bins": 12, "iterations": (1, 1)})
+    finally:
+        metrics.MI.__init__ = real
+    assert seen and set(seen) == {12}
+    with pytest.raises(ValueError, match="bins"):
+        lddmm.register(*pair, **{**BASE, "metric": "mi", "bins": 2})
