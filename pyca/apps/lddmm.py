@@ -247,7 +247,14 @@ def register(fixed, moving, *, progress=False, **params):
     # the moving image's own voxels: the affine, then the affine after phiinv for the outputs).
     # With normalize 'histogram' the moving image's intensities are first matched to the fixed
     # image's, and both images take the fixed image's range.
-    I1, Mn = intensities.compared_images(fixed, moving, p, mem, extra["fixed_mask"], extra["moving_mask"])
+    # interp_blur 'matched' adds the moving image's own curvature to the fixed image: one contrast only.
+    # Images of different contrasts (mi) take its contrast-free form, the fixed image smoothed by
+    # trilinear interpolation's mean blur (fixed_blur sqrt(1/6), if no larger one is given), as mi's
+    # defaults were measured (docs/performance.md, 'Multi-modal registration').
+    interp = p["interp_blur"] == "matched" and not _multimodal(p)
+    matched = p["interp_blur"] == "matched"
+    blur = dict(p, fixed_blur=max(float(p["fixed_blur"]), INTERP_BLUR)) if matched and not interp else p
+    I1, Mn = intensities.compared_images(fixed, moving, blur, mem, extra["fixed_mask"], extra["moving_mask"])
     fmask = binary(extra["fixed_mask"], mem)
     mmask = binary(extra["moving_mask"], mem)
     kind = linear_kind(p["affine"], I1, Mn)
@@ -297,7 +304,7 @@ def register(fixed, moving, *, progress=False, **params):
             g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
             metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"], p["bins"])
             lev = _Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
-                         interp=p["interp_blur"] == "matched")
+                         interp=interp)
             if prev is not None:
                 lev.take_velocities(prev)
             prev = None
