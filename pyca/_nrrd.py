@@ -91,8 +91,10 @@ def check(path, what, deflate_ratio):
     except ValueError:
         raise NrrdError(f"{what} {path!r}: NRRD dimension / sizes ({fields.get('dimension')!r}, "
                         f"{fields.get('sizes')!r}) are not whole numbers") from None
-    if len(sizes) != dim or dim < 1 or min(sizes) < 1:
+    if len(sizes) != dim or dim < 1:
         raise NrrdError(f"{what} {path!r}: NRRD sizes {sizes} do not match dimension {dim}")
+    if min(sizes) < 1:
+        raise NrrdError(f"{what} {path!r}: NRRD sizes {sizes} must be positive")
     size = _type_size(fields.get("type", ""))
     if size is None:
         raise NrrdError(f"{what} {path!r}: NRRD type {fields.get('type')!r} is not supported")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import zlib
 
 import numpy as np
@@ -253,6 +254,15 @@ def _check_before_simpleitk(path, what):
         raise ImageFileError(str(e)) from None
 
 
+def _itk_reason(e):
+    """The last, most specific line of an ITK exception (its message runs over several lines: the source
+    file, the class, then the reader's own trail), so that the error stays one line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip().strip("()")]
+    if not lines:
+        return type(e).__name__
+    return re.sub(r"^itk::ERROR:\s*\w+\(0x[0-9a-fA-F]+\):\s*", "", lines[-1])
+
+
 def _read_itk(path, what):
     if _metaimage.is_metaimage(path) and not simpleitk_available():
         return _read_metaimage(path, what)
@@ -261,7 +271,7 @@ def _read_itk(path, what):
     try:
         img = sitk.ReadImage(path)
     except Exception as e:  # noqa: BLE001
-        raise ImageFileError(f"{what} {path!r}: cannot read it with SimpleITK ({e})") from None
+        raise ImageFileError(f"{what} {path!r}: cannot read it with SimpleITK ({_itk_reason(e)})") from None
     dim = img.GetDimension()
     if dim not in (2, 3):
         raise ImageFileError(f"{what} {path!r}: expected a 2-D or 3-D image, got a {dim}-D one (pyca does not read "

@@ -255,9 +255,26 @@ def test_simpleitk_files_shorter_than_declared_or_unreadable_are_named(tmp_path)
     (tmp_path / "bz.nrrd").write_bytes(raw.replace(b"encoding: raw", b"encoding: bzip2"))
     with pytest.raises(pio.ImageFileError, match=r"bz\.nrrd.*encoding 'bzip2' is not supported"):
         pio.load_image(str(tmp_path / "bz.nrrd"))
+    (tmp_path / "neg.nrrd").write_bytes(raw.replace(b"sizes: 8 8 8", b"sizes: 8 -8 8"))
+    with pytest.raises(pio.ImageFileError, match=r"neg\.nrrd.*sizes \[8, -8, 8\] must be positive"):
+        pio.load_image(str(tmp_path / "neg.nrrd"))
     (tmp_path / "notnrrd.nrrd").write_bytes(b"P5 8 8 255\n" + b"\0" * 64)
     with pytest.raises(pio.ImageFileError, match=r"notnrrd\.nrrd.*not a NRRD file"):
         pio.load_image(str(tmp_path / "notnrrd.nrrd"))
+
+
+def test_a_file_simpleitk_cannot_read_is_one_line_naming_the_reason(tmp_path):
+    """SimpleITK's exception runs over several lines (source file, class, the reader's trail): the error
+    keeps its last, specific one, so that the CLI's error is one line."""
+    sitk = pytest.importorskip("SimpleITK")
+    sitk.WriteImage(sitk.GetImageFromArray(np.ones((8, 8, 8), np.float32)), str(tmp_path / "ok.nrrd"))
+    raw = (tmp_path / "ok.nrrd").read_bytes()
+    assert b"endian: little\n" in raw
+    (tmp_path / "noendian.nrrd").write_bytes(raw.replace(b"endian: little\n", b""))  # raw float needs it
+    with pytest.raises(pio.ImageFileError) as e:
+        pio.load_image(str(tmp_path / "noendian.nrrd"))
+    msg = str(e.value)
+    assert "noendian.nrrd" in msg and "endian" in msg.split("SimpleITK", 1)[1] and "\n" not in msg, msg
 
 
 @pytest.mark.parametrize("where", ["../secret.raw", "ABSOLUTE"])
