@@ -192,7 +192,6 @@ def cmd_lddmm(a):
     import pyca as ca
     from .apps import data, lddmm
     from .apps._lddmm_outputs import output_names
-    from .apps._lddmm_report import ReportError
     from .io import prepare_writing
 
     prepare_writing()  # nibabel imported, and the compression threads started, while this one registers
