@@ -92,24 +92,23 @@ constexpr int kHistCopies = 8;
 // their 4 x 4 bins: their weights are summed in registers, one atomic per bin for the lot).
 constexpr int kHistChunk = 8;
 
-// A count of a block's shared histogram is two 32-bit words, lo and hi, worth hi 2^16 + lo: a value v <
-// 2^31 (a voxel's weight, or the sum of a few in registers) adds its low 16 bits to lo and the rest (<
-// 2^15) to hi, by native 32-bit atomics whose old values nothing waits for. A block takes at most
-// kHistBlockVoxels voxels (the launch sees to it), so at most that many values reach one word: lo stays
-// below 2^16 (2^16 - 1) < 2^32 and hi below 2^16 2^15, exact in any order. A larger value (a long run of
-// background) goes to the global 64-bit histogram directly.
-constexpr unsigned long long kSharedAddMax = 1ull << 31;
-constexpr std::size_t kHistBlockVoxels = std::size_t(1) << 16;
-__device__ inline void sharedAdd(unsigned* lo, unsigned* hi, unsigned long long v) {
-  const unsigned l = unsigned(v & 0xFFFFull), h = unsigned(v >> 16);
-  if (l) atomicAdd(lo, l);
-  if (h) atomicAdd(hi, h);
+// a += v in a 64-bit count kept as two 32-bit words of shared memory (native 32-bit atomics): the
+// carry out of the low word is read from atomicAdd's old value. Each add's carry is exact, so the
+// pair holds the same integer in any order of adds (sum < 2^64).
+__device__ inline void sharedAdd64(unsigned* lo, unsigned* hi, unsigned long long v) {
+  const unsigned vl = unsigned(v), vh = unsigned(v >> 32);
+  unsigned carry = 0u;
+  if (vl) {
+    const unsigned old = atomicAdd(lo, vl);
+    carry = old + vl < old ? 1u : 0u;
+  }
+  if (vh + carry) atomicAdd(hi, vh + carry);
 }
 
 // Parzen joint histogram, integer counts in math::kMiScale units. Shared: per-block histograms in
-// shared memory (`copies` of them, each its low words then its high words (sharedAdd), `pitch` words
-// apart, then merged into H by 64-bit atomics); else 64-bit atomics straight into H. Each thread takes
-// kHistChunk consecutive voxels per pass: runs of equal (I, J, mask) (math::MiRuns: the background) are
+// shared memory (`copies` of them, each its low words then its high words, `pitch` words apart, then
+// merged into H by 64-bit atomics); else 64-bit atomics straight into H. Each thread takes kHistChunk
+// consecutive voxels per pass: runs of equal (I, J, mask) (math::MiRuns: the background) are
 // weighed once, and the weights of successive runs with the same 4 x 4 bins are summed in registers
 // (uint64) until the bins change. Integer sums: the same H for any grouping, order or launch.
 template <bool Shared>
@@ -135,8 +134,8 @@ __global__ void __launch_bounds__(kBlock)
         const unsigned long long v = acc[4 * r + c];
         if (!v) continue;
         const int k = key + r * bins.nJ + c;
-        if (Shared && v < kSharedAddMax) {
-          sharedAdd(lo + k, lo + nb + k, v);
+        if (Shared) {
+          sharedAdd64(lo + k, lo + nb + k, v);
         } else {
           atomicAdd(H + k, v);
         }
@@ -184,7 +183,7 @@ __global__ void __launch_bounds__(kBlock)
       unsigned long long s = 0ull;
       for (int c = 0; c < copies; ++c) {
         const unsigned* cp = sh + std::size_t(c) * std::size_t(pitch);
-        s += (static_cast<unsigned long long>(cp[nb + k]) << 16) + cp[k];
+        s += (static_cast<unsigned long long>(cp[nb + k]) << 32) + cp[k];
       }
       if (s) atomicAdd(H + k, s);
     }
@@ -311,11 +310,8 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
         check(
             cudaFuncSetAttribute(miHistKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
             op, "cudaFuncSetAttribute");
-      // at least one block per kHistBlockVoxels voxels: each block's grid-stride share is at most that
-      const unsigned blocks = std::max<unsigned>(residentBlocks(chunks, 2, op),
-                                                 unsigned((nv + kHistBlockVoxels - 1) / kHistBlockVoxels));
-      miHistKernel<true>
-          <<<blocks, kBlock, bytes, stream()>>>(H.as<unsigned long long>(), I, J, mask, nv, b, copies, pitch);
+      miHistKernel<true><<<residentBlocks(chunks, 2, op), kBlock, bytes, stream()>>>(
+          H.as<unsigned long long>(), I, J, mask, nv, b, copies, pitch);
     } else {
       miHistKernel<false><<<residentBlocks(chunks, 8, op), kBlock, 0, stream()>>>(H.as<unsigned long long>(),
                                                                                   I, J, mask, nv, b, 1, 0);
