@@ -238,7 +238,8 @@ def schedule(scales, iterations, prog="lddmm"):
         raise ValueError(f"{prog}: scales must decrease and end with 1 (full resolution), got {scales}")
     its = [iterations] * len(scales) if isinstance(iterations, (int, np.integer)) else list(iterations)
     if len(its) != len(scales):
-        raise ValueError(f"{prog}: {len(its)} iteration counts for {len(scales)} scales ({scales})")
+        raise ValueError(f"{prog}: {len(its)} iteration counts ({its}) for {len(scales)} scales ({scales}): give "
+                         "the iterations too, one count per scale or one for every scale")
     if any(int(i) != i or i < 0 for i in its):
         raise ValueError(f"{prog}: iteration counts must be integers >= 0, got {its}")
     return scales, [int(i) for i in its]

@@ -153,3 +153,13 @@ def test_iterations_and_bins_default_to_the_metrics(pair):
     assert seen and set(seen) == {12}
     with pytest.raises(ValueError, match="bins"):
         lddmm.register(*pair, **{**BASE, "metric": "mi", "bins": 2})
+
+
+def test_scales_without_iterations_say_what_to_give():
+    # --scales 2,1 alone keeps the metric's three caps: the refusal names both lists and what to give
+    from pyca.registration import parameters
+
+    with pytest.raises(ValueError, match=r"3 iteration counts \(\[10, 150, 150\]\) for 2 scales \(\[2, 1\]\): give "
+                                         r"the iterations too"):
+        parameters.schedule((2, 1), (10, 150, 150))
+    assert parameters.schedule((2, 1), 7) == ([2, 1], [7, 7])
