@@ -150,3 +150,28 @@ def test_the_known_map_brain_pair_keeps_its_accuracy(tmp_path, monkeypatch):
     lab, ref = np.asarray(res.labels.numpy()), p["fixed_labels"]
     dice = [2 * np.sum((lab == k) & (ref == k)) / (np.sum(lab == k) + np.sum(ref == k)) for k in (1, 2)]
     assert err < 0.18 and dice[0] > 0.956 and dice[1] > 0.929, (err, dice)
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+def test_the_target_and_the_identity_on_the_gpu():
+    # The same target on both backends (an oblique linear stage, a random map; H100: 2.5e-6 of values up to
+    # 1.2), and an image onto itself is the identity on the GPU too.
+    rng = np.random.default_rng(0)
+    fs, ms = (40, 44, 36), (50, 48, 40)
+    F, M = rng.random(fs).astype(np.float32), rng.random(ms).astype(np.float32)
+    A = np.eye(4)
+    A[:3, :3] = [[1.1, 0.2, 0.0], [-0.15, 0.9, 0.05], [0.1, 0.0, 1.05]]
+    A[:3, 3] = [3.3, 2.7, 1.4]
+    g, mg = ca.GridInfo(fs), ca.GridInfo(ms)
+    h = _field(_index(fs) + rng.uniform(-2, 2, fs + (3,)), g)
+    out = []
+    for mem in (ca.MEM_HOST, ca.MEM_DEVICE):
+        Fi = ca.Image3D.from_array(np.asfortranarray(F), g).clone(mem)
+        Mi = ca.Image3D.from_array(np.asfortranarray(M), mg).clone(mem)
+        out.append(InterpTarget(g, mem, Fi, Mi, A).update(h.clone(mem)).clone(ca.MEM_HOST).numpy())
+    np.testing.assert_allclose(out[1], out[0], atol=2e-5)
+    im, _ = data.builtin_pair()
+    res = lddmm.register(im, im, device="gpu")
+    j, m = res.jacobian.clone(ca.MEM_HOST).numpy(), res.full_map.clone(ca.MEM_HOST).numpy()
+    assert abs(j.min() - 1.0) < 1e-3 and abs(j.max() - 1.0) < 1e-3
+    assert np.abs(m - _index(tuple(im.grid().size()))).max() < 0.01
