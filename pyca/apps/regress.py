@@ -80,7 +80,21 @@ def time_steps_of(times, T):
     lo, hi = float(t.min()), float(t.max())
     if not hi > lo:
         raise ValueError(f"regress: the times must not all be equal, got {list(times)}")
-    return [int(round((x - lo) / (hi - lo) * T)) for x in t]
+    steps = [int(round((x - lo) / (hi - lo) * T)) for x in t]
+    for i in range(t.size):
+        for j in range(i):
+            if steps[i] == steps[j] and t[i] != t[j]:
+                raise ValueError(f"regress: the times {t[j]:g} and {t[i]:g} fall on the same time step of {T} "
+                                 "(raise time_steps / --time-steps)")
+    return steps
+
+
+def _checked(params, prog):
+    p = shoot.check(_parameters.merged(DEFAULTS, params, prog), prog)
+    if tuple(int(f) for f in p["scales"]) != (1,):
+        raise ValueError(f"{prog}: scales {tuple(p['scales'])} are not supported: geodesic regression runs at full "
+                         "resolution (scales=(1,)); coarse to fine is pyca shoot's")
+    return p
 
 
 def fit(observations, *, progress=False, **params):
@@ -88,7 +102,7 @@ def fit(observations, *, progress=False, **params):
     Returns a RegressionResult."""
     from .._progress import progress_bar
 
-    p = shoot.check(_parameters.merged(DEFAULTS, params, "regress"), "regress")
+    p = _checked(params, "regress")
     obs = sorted(((float(t), im) for t, im in observations), key=lambda o: o[0])
     t_start = time.perf_counter()
     mem, device = shoot.device_of(p, "regress")
@@ -138,7 +152,7 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
     image gradients (the adjoint's I^_0: T <- T + sigma^2 / n sum_i I^_0,i, which is the Jacobian-weighted
     mean of the subjects pulled back when the Jacobians are near 1). images: Image3D, arrays or paths,
     placed on the first one's grid; the template starts as their mean. Python only (no command)."""
-    p = shoot.check(_parameters.merged(DEFAULTS, dict(params, iterations=iterations), "atlas"), "atlas")
+    p = _checked(dict(params, iterations=iterations), "atlas")
     mem, _ = shoot.device_of(p, "atlas")
     first = as_image(images[0], "image 0")
     grid = first.grid()
@@ -196,7 +210,7 @@ def add_parser(sub):
     p.add_argument("--out", default="pyca-regress-out", help="output folder (default %(default)s)")
     p.add_argument("--fixed-base", action="store_true", help="keep the earliest image as the base image I0 (default: "
                    "estimate it)")
-    shoot.add_model_arguments(p, DEFAULTS)
+    shoot.add_model_arguments(p, DEFAULTS, scales=False)
     add_verbosity(p, False)
     p.set_defaults(func=run)
     return p
@@ -211,7 +225,7 @@ def run(a):
     params = shoot.model_params(a, shoot.DEFAULTS)
     params["estimate_base"] = not a.fixed_base
     try:
-        shoot.device_of(shoot.check(_parameters.merged(DEFAULTS, params, "regress"), "regress"), "regress")
+        shoot.device_of(_checked(params, "regress"), "regress")
         obs = [(t, pio.load_image(path)) for t, path in a.observations]
         time_steps_of([t for t, _ in obs], params["time_steps"])
     except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:

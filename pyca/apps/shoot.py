@@ -269,8 +269,9 @@ def _number(text):
     return text if text == "auto" else float(text)
 
 
-def add_model_arguments(p, defaults):
-    """The geodesic's and the descent's options (shared by `pyca shoot` and `pyca regress`)."""
+def add_model_arguments(p, defaults, scales=True):
+    """The geodesic's and the descent's options (shared by `pyca shoot` and `pyca regress`; regress runs at
+    full resolution only: scales=False leaves out --scales)."""
     p.add_argument("--device", default=defaults["device"], choices=["auto", "cpu", "gpu"],
                    help="where to run (default %(default)s)")
     g = p.add_argument_group("geodesic: L = (-alpha Laplacian - beta grad div + gamma)^lpow, K = L^-1")
@@ -279,8 +280,9 @@ def add_model_arguments(p, defaults):
                        help=f"{_HELP[k]} (default %(default)s)")
     g.add_argument("--keep", choices=list(KEEP), default=defaults["keep"], help=f"{_HELP['keep']} (default %(default)s)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--scales", type=_scales, default=list(defaults["scales"]), help=f"{_HELP['scales']} (default "
-                   "%(default)s)")
+    if scales:
+        g.add_argument("--scales", type=_scales, default=list(defaults["scales"]), help=f"{_HELP['scales']} (default "
+                       "%(default)s)")
     for k, typ in (("sigma", float), ("iterations", int), ("step", _number), ("max_step", float), ("tol", float)):
         g.add_argument("--" + k.replace("_", "-"), type=typ, default=defaults[k],
                        help=f"{_HELP[k]} (default %(default)s)")

@@ -214,13 +214,23 @@ def test_parameters_are_refused_in_one_line():
         shoot.register(np.arange(512.0).reshape(8, 8, 8), bad)
     with pytest.raises(ValueError, match="regress: need at least two"):
         regress.fit([(0.0, np.zeros((8, 8, 8)))])
+    # regression runs at full resolution: scales are refused, not ignored
+    with pytest.raises(ValueError, match="regress: scales"):
+        regress.fit([(0.0, np.zeros((8, 8, 8))), (1.0, np.zeros((8, 8, 8)))], scales=(2, 1))
+    with pytest.raises(ValueError, match="atlas: scales"):
+        regress.atlas([np.zeros((8, 8, 8))] * 2, scales=(2, 1))
+    # two different times on one time step would fit one image at the other's time
+    assert regress.time_steps_of([0, 1, 2], 10) == [0, 5, 10]
+    with pytest.raises(ValueError, match="0.01 fall on the same time step of 10"):
+        regress.time_steps_of([0, 0.01, 2], 10)
+    assert regress.time_steps_of([0, 0.01, 2], 400) == [0, 2, 400]
     with pytest.raises(ValueError, match="keep"):
         Geodesic(ca.GridInfo(ca.Vec3Di(8, 8, 1)), MEM, 4, None, keep="some")
 
 
 def _pyca(*args, cwd):
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(ca.__file__)))  # the imported pyca, never the checkout
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return subprocess.run([sys.executable, "-m", "pyca", *args], cwd=cwd, capture_output=True, text=True, env=env,
                           timeout=300)
@@ -270,6 +280,8 @@ def test_cli_shoot_and_regress(tmp_path):
     assert os.path.isfile(tmp_path / "reg" / "fitted_2.nii.gz")
     r = _pyca("regress", "m.nii.gz:0", "--out", "reg2", cwd=tmp_path)
     assert r.returncode == 2 and "at least two" in r.stderr
+    r = _pyca("regress", "m.nii.gz:0", "f.nii.gz:2", "--out", "reg3", "--scales", "2,1", cwd=tmp_path)
+    assert r.returncode == 2 and "--scales" in r.stderr  # not an option of regress
 
 
 def test_fused_adjoint_passes_equal_the_chain_of_operations():
