@@ -195,9 +195,10 @@ inline void clampedCopy(float* v, const float* row, long long nx, long long x0, 
 }
 // The n values a[x0 + l, j, k] (l < n), clamped to the grid as rd: a pointer into the image when they
 // lie in the row, else into c (the strip starts at i0).
-inline const float* rowOf(const float* base, const pyca::Vec3Di& s, long long x0, int j, int k, int n, long long i0,
-                          RowCache& c) {
-  const float* row = base + (static_cast<long long>(clampi(k, s.z)) * s.y + clampi(j, s.y)) * static_cast<long long>(s.x);
+inline const float* rowOf(const float* base, const pyca::Vec3Di& s, long long x0, int j, int k, int n,
+                          long long i0, RowCache& c) {
+  const float* row =
+      base + (static_cast<long long>(clampi(k, s.z)) * s.y + clampi(j, s.y)) * static_cast<long long>(s.x);
   if (x0 >= 0 && x0 + n <= s.x) return row + x0;
   const long long u = x0 - i0;
   if (u >= -PYCA_K_PAD && u <= PYCA_K_PAD) {
@@ -217,7 +218,8 @@ inline const float* rdrow(const pyca::ImageView& a, int x0, int j, int k, int n,
   return rowOf(a.data, a.size, x0, j, k, n, i0, c);
 }
 template <class Idx>
-inline const float* rdfrow(const pyca::FieldView& a, int x0, int j, int k, int comp, int n, int i0, RowCache& c) {
+inline const float* rdfrow(const pyca::FieldView& a, int x0, int j, int k, int comp, int n, int i0,
+                           RowCache& c) {
   return rowOf(plane(a, comp), a.size, x0, j, k, n, i0, c);
 }
 // The row a[i0 .. i0 + n - 1, j, k] to store into when it lies inside the grid, else nullptr (the
@@ -229,7 +231,8 @@ inline float* wrrow(const pyca::ImageView& a, int i0, int j, int k, int n) {
 }
 template <class Idx>
 inline float* wrfrow(const pyca::FieldView& a, int i0, int j, int k, int c, int n) {
-  if (!(inside(a, i0, j, k) & (c >= 0) & (c <= 2) & (static_cast<long long>(i0) + n <= a.size.x))) return nullptr;
+  if (!(inside(a, i0, j, k) & (c >= 0) & (c <= 2) & (static_cast<long long>(i0) + n <= a.size.x)))
+    return nullptr;
   return const_cast<float*>(plane(a, c)) + lin<long long>(a, i0, j, k);
 }
 #endif
