@@ -107,10 +107,10 @@ def fit(observations, *, progress=False, **params):
     t_start = time.perf_counter()
     mem, device = shoot.device_of(p, "regress")
     steps = time_steps_of([t for t, _ in obs], p["time_steps"])
-    first = as_image(obs[0][1], "the first image")
-    grid = first.grid()
-    ims = [shoot.prepared(on_grid(as_image(im, f"image {k}"), grid), mem, p, f"the image at time {t:g}", "regress")
-           for k, (t, im) in enumerate(obs)]
+    hosts = [(f"the image at time {t:g}", as_image(im, f"image {k}")) for k, (t, im) in enumerate(obs)]
+    shoot.check_images(hosts, "regress")
+    grid = hosts[0][1].grid()
+    ims = [shoot.prepared(on_grid(im, grid), mem, p, what, "regress") for what, im in hosts]
     base = ims[0].clone(mem)
     K = shoot.kernel_of(grid, p)
     geo = Geodesic(grid, mem, p["time_steps"], K, keep=p["keep"])
@@ -154,10 +154,10 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
     placed on the first one's grid; the template starts as their mean. Python only (no command)."""
     p = _checked(dict(params, iterations=iterations), "atlas")
     mem, _ = shoot.device_of(p, "atlas")
-    first = as_image(images[0], "image 0")
-    grid = first.grid()
-    ims = [shoot.prepared(on_grid(as_image(im, f"image {k}"), grid), mem, p, f"image {k}", "atlas")
-           for k, im in enumerate(images)]
+    hosts = [(f"image {k}", as_image(im, f"image {k}")) for k, im in enumerate(images)]
+    shoot.check_images(hosts, "atlas")
+    grid = hosts[0][1].grid()
+    ims = [shoot.prepared(on_grid(im, grid), mem, p, what, "atlas") for what, im in hosts]
     n = len(ims)
     if n < 2:
         raise ValueError(f"atlas: need at least two images, got {n}")
@@ -227,6 +227,8 @@ def run(a):
     try:
         shoot.device_of(_checked(params, "regress"), "regress")
         obs = [(t, pio.load_image(path)) for t, path in a.observations]
+        shoot.check_images([(f"{path} (time {t:g})", im) for (t, im), (_, path) in zip(obs, a.observations)],
+                           "regress")
         time_steps_of([t for t, _ in obs], params["time_steps"])
     except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:
         print(f"pyca regress: error: {e}", file=sys.stderr)

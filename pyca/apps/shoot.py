@@ -154,6 +154,21 @@ def prepared(im, mem, p, what, prog="shoot"):
     return intensities.normalised(im, mem, p)
 
 
+def check_images(images, prog="shoot"):
+    """Before any work: the images [(what, Image3D)] are all 2-D (z = 1) or all 3-D, finite and not
+    constant; refused in one line naming the image otherwise."""
+    first_what, first = images[0]
+    for what, im in images:
+        lo, hi = (float(x) for x in ca.MinMax(im))
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise ValueError(f"{prog}: {what} holds NaN or infinite values")
+        if not hi > lo:
+            raise ValueError(f"{prog}: {what} is constant ({lo:g}): nothing to register")
+        if (im.grid().size().z == 1) != (first.grid().size().z == 1):
+            raise ValueError(f"{prog}: cannot register a 2-D image with a 3-D one ({first_what} "
+                             f"{tuple(first.grid().size())}, {what} {tuple(im.grid().size())})")
+
+
 def register(fixed, moving, *, progress=False, m0=None, **params):
     """Registers `moving` onto `fixed` (Image3D, arrays or file paths; the moving image is placed on
     the fixed grid by its affine) by geodesic shooting. m0: an initial momentum to start from (a Field3D
@@ -163,8 +178,9 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     p = check(_parameters.merged(DEFAULTS, params, "shoot"))
     t_start = time.perf_counter()
     mem, device = device_of(p)
-    I1h = as_image(fixed, "fixed")
-    I0h = on_grid(as_image(moving, "moving"), I1h.grid())
+    I1h, I0h = as_image(fixed, "fixed"), as_image(moving, "moving")
+    check_images([("the fixed image", I1h), ("the moving image", I0h)])
+    I0h = on_grid(I0h, I1h.grid())
     grid = I1h.grid()
     I1, I0 = prepared(I1h, mem, p, "the fixed image"), prepared(I0h, mem, p, "the moving image")
     diff = ca.Image3D(grid, mem)
@@ -324,6 +340,7 @@ def run(a):
     try:
         device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
         fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
+        check_images([("the fixed image", fixed), ("the moving image", moving)])
     except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:
         print(f"pyca shoot: error: {e}", file=sys.stderr)
         return 2
