@@ -189,6 +189,9 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     scales = [int(f) for f in p["scales"]]
     if m0 is not None and len(scales) > 1:
         raise ValueError("shoot: a starting m0 is for a single scale (scales=(1,))")
+    if m0 is not None and not (isinstance(m0, ca.Field3D) and tuple(m0.grid().size()) == tuple(grid.size())):
+        what = f"a Field3D of size {tuple(m0.grid().size())}" if isinstance(m0, ca.Field3D) else type(m0).__name__
+        raise TypeError(f"shoot: m0 must be a Field3D on the fixed grid {tuple(grid.size())}, got {what}")
     wait(mem)
     t0 = time.perf_counter()
     records, reports = [], []

@@ -212,6 +212,9 @@ def test_parameters_are_refused_in_one_line():
     bad[2, 2, 2] = np.nan
     with pytest.raises(ValueError, match="shoot: the moving image holds NaN"):
         shoot.register(np.arange(512.0).reshape(8, 8, 8), bad)
+    with pytest.raises(TypeError, match="shoot: m0 must be a Field3D on the fixed grid"):
+        shoot.register(np.arange(512.0).reshape(8, 8, 8), np.arange(512.0).reshape(8, 8, 8), device="cpu",
+                       m0=ca.Field3D(ca.GridInfo(ca.Vec3Di(8, 8, 1)), ca.MEM_HOST))
     with pytest.raises(ValueError, match="regress: need at least two"):
         regress.fit([(0.0, np.zeros((8, 8, 8)))])
     # regression runs at full resolution: scales are refused, not ignored
