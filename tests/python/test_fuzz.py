@@ -203,6 +203,8 @@ def _fuzz_readers(budget_s, seed, case_log, folder):
         raw = bytearray(raw)
         changes = []
         for _ in range(int(rng.integers(1, 4))):
+            if not raw:  # truncated to nothing by an earlier change of this case
+                break
             kind = int(rng.integers(5))
             if text and kind in (0, 4):  # a number of the text header (sizes, type size, offsets) replaced
                 end = raw.find(b"ElementDataFile") if ext == ".mha" else raw.find(b"\n\n")
