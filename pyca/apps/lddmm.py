@@ -255,6 +255,8 @@ def register(fixed, moving, *, progress=False, **params):
     matched = p["interp_blur"] == "matched"
     blur = dict(p, fixed_blur=max(float(p["fixed_blur"]), INTERP_BLUR)) if matched and not interp else p
     I1, Mn = intensities.compared_images(fixed, moving, blur, mem, extra["fixed_mask"], extra["moving_mask"])
+    blur_note = [f"the fixed image was smoothed by fixed_blur {blur['fixed_blur']:.3g} moving-image voxels (interp_blur "
+                 f"'matched' with metric {p['metric']}: its contrast-free form)"] if blur is not p else []
     fmask = binary(extra["fixed_mask"], mem)
     mmask = binary(extra["moving_mask"], mem)
     kind = linear_kind(p["affine"], I1, Mn)
@@ -362,5 +364,5 @@ def register(fixed, moving, *, progress=False, **params):
     return LDDMMResult(deformed=deformed, phiinv=phiinv, phi=phi, moving=moved, jacobian=jac, velocity=list(lev.v),
                        energies=energies, initial_mismatch=float(initial_mismatch),
                        final_mismatch=float(final_mismatch), timings=timings, device=device, mem=mem, params=p,
-                       notes=[note], affine=aff, full_map=full, labels=labels,
+                       notes=[note] + blur_note, affine=aff, full_map=full, labels=labels,
                        linear_mismatch=float(linear_mismatch), final_match=float(final_match), quality=quality)

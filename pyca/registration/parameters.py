@@ -120,7 +120,8 @@ DECLARED = (
     Parameter("interp_blur", "choice", "matched", "'matched': at each iteration the warped moving image is compared "
               "with the fixed image plus the bias trilinear interpolation gives it at each voxel (t(1 - t) / 2 times "
               "the moving image's second difference per axis, t the fraction of the point where it is sampled: none "
-              "at a voxel, so an image registered onto itself stays put); 'none' (default %(default)s)",
+              "at a voxel, so an image registered onto itself stays put); with metric mi (other contrasts) its contrast-free "
+              "form, the fixed image smoothed by fixed_blur of at least sqrt(1/6); 'none' (default %(default)s)",
               choices=INTERP_BLURS, group=_OPT),
     Parameter("fixed_blur", "real", 0.0, "the fixed image is also smoothed by a Gaussian of this many moving-image "
               "voxels before any comparison (sqrt(1/6) = 0.41: trilinear interpolation's mean blur, the same for "

@@ -190,6 +190,8 @@ def test_cli_mi_registers_the_t2_pair(t2_files, t2_pair, tmp_path):
     assert "registration failed" not in p.stderr
     s = json.loads((tmp_path / "mi" / "summary.json").read_text())
     assert s["quality"]["ok"] is True and s["params"]["metric"] == "mi"
+    # the blur that ran is recorded: params say fixed_blur 0 (the default), the notes the 0.408 mi used
+    assert s["params"]["fixed_blur"] == 0 and any("fixed_blur 0.408" in n for n in s["notes"]), s["notes"]
     lab = np.asarray(nib.load(str(tmp_path / "mi" / "labels.nii")).dataobj)
     assert _dice(np.round(lab), t2_pair["fixed_labels"]) > 0.84
 
