@@ -26,6 +26,7 @@ import threading
 import time
 
 from ._docs import page
+from .distributed import Terminated  # at import, inside the console entry's guard (_pyca_console)
 from ._files import check_out_dir, claim_out_dir, clear_previous
 
 _EPILOG_LDDMM = """\
@@ -406,14 +407,10 @@ def _seal_stderr():
 
 
 def _terminated(signum, frame):
-    from .distributed import Terminated
-
     raise Terminated()
 
 
 def _run(argv):
-    from .distributed import Terminated
-
     cmd = "pyca"
     a = None
     try:

@@ -198,7 +198,8 @@ def _fuzz_readers(budget_s, seed, case_log, folder):
     count = 0
     tracemalloc.start()
     while time.monotonic() < deadline:
-        group = [b for b in base if b[2] == (len(base) > 3 and bool(rng.integers(2)))]  # NIfTI half the time
+        want_text = len(base) > 3 and bool(rng.integers(2))  # NIfTI half the time (one draw per case)
+        group = [b for b in base if b[2] == want_text]
         ext, raw, text = group[int(rng.integers(len(group)))]
         raw = bytearray(raw)
         changes = []
