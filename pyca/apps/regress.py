@@ -218,7 +218,7 @@ def add_parser(sub):
 
 def run(a):
     from .._files import claim_out_dir
-    from ..io import ImageFileError
+    from ..cli import input_errors
 
     quiet = getattr(a, "quiet", False)
     say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
@@ -230,7 +230,7 @@ def run(a):
         shoot.check_images([(f"{path} (time {t:g})", im) for (t, im), (_, path) in zip(obs, a.observations)],
                            "regress")
         time_steps_of([t for t, _ in obs], params["time_steps"])
-    except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:
+    except input_errors() as e:
         print(f"pyca regress: error: {e}", file=sys.stderr)
         return 2
     n = len(obs)

@@ -335,7 +335,7 @@ def add_parser(sub):
 
 def run(a):
     from .._files import claim_out_dir
-    from ..io import ImageFileError
+    from ..cli import input_errors
 
     quiet = getattr(a, "quiet", False)
     say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
@@ -344,7 +344,9 @@ def run(a):
         device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
         fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
         check_images([("the fixed image", fixed), ("the moving image", moving)])
-    except (ValueError, TypeError, OSError, ImageFileError, ca.CudaError) as e:
+        check_images([("the moving image placed on the fixed grid (do the two overlap in the world?)",
+                       on_grid(moving, fixed.grid()))])
+    except input_errors() as e:
         print(f"pyca shoot: error: {e}", file=sys.stderr)
         return 2
     names = {"fixed": a.fixed, "moving": a.moving}

@@ -287,10 +287,15 @@ def test_cli_shoot_and_regress(tmp_path):
     nib.save(nib.Nifti1Image(np.random.default_rng(1).random((24, 24, 8), dtype=np.float32), np.eye(4)),
              str(tmp_path / "m3.nii.gz"))
     nib.save(nib.Nifti1Image(np.ones((24, 24, 8), np.float32), np.eye(4)), str(tmp_path / "c3.nii.gz"))
+    far = np.eye(4)
+    far[:3, 3] = 1000.0  # the same image 1 m away in the world: no overlap
+    nib.save(nib.Nifti1Image(np.random.default_rng(2).random((24, 24, 8), dtype=np.float32), far),
+             str(tmp_path / "far3.nii.gz"))
     nib.save(nib.Nifti1Image(a1[:, :, 0].astype(np.float32), aff), str(tmp_path / "f2.nii.gz"))
     for args, says in ((("shoot", "--fixed", "f2.nii.gz", "--moving", "m3.nii.gz"), "2-D image with a 3-D one"),
                        (("shoot", "--fixed", "m3.nii.gz", "--moving", "c3.nii.gz"), "is constant"),
-                       (("regress", "m3.nii.gz:0", "c3.nii.gz:1"), "c3.nii.gz (time 1) is constant")):
+                       (("regress", "m3.nii.gz:0", "c3.nii.gz:1"), "c3.nii.gz (time 1) is constant"),
+                       (("shoot", "--fixed", "m3.nii.gz", "--moving", "far3.nii.gz"), "do the two overlap")):
         r = _pyca(*args, "--out", "bad", "--device", "cpu", cwd=tmp_path)
         assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert not os.path.exists(tmp_path / "bad")
