@@ -1,6 +1,6 @@
 """LDDMM wall time: `pyca.apps.lddmm.register` on the built-in pair (one scale, T time steps, a fixed
 number of iterations), the fused solver next to the unfused one (today's chain of single operations,
-`_Level.fused = False`), next to peers and the bandwidth limit, all in one process.
+`Level.fused = False`), next to peers and the bandwidth limit, all in one process.
 
 - CPU (128^3): pyca fused vs unfused, and the same Beg iteration written with NumPy/SciPy.
 - GPU (--gpu; 128^3 and 256^3): pyca fused vs unfused, a PyTorch peer written as a PyTorch user
@@ -55,8 +55,8 @@ def time_pyca(n, iterations, device, T, fused=True):
 
     mem = ca.MEM_DEVICE if device == "gpu" else ca.MEM_HOST
     fixed, moving = _pair(n, mem)
-    old = getattr(_lddmm_solver._Level, "fused", True)  # (a pyca without the fused path ignores it)
-    _lddmm_solver._Level.fused = fused
+    old = getattr(_lddmm_solver.Level, "fused", True)  # (a pyca without the fused path ignores it)
+    _lddmm_solver.Level.fused = fused
     try:
         # Warm-up (FFT plans, kernel caches) on a short run.
         # tol=0: every iteration runs (no stop rule); no linear stage: the LDDMM loop alone is timed;
@@ -65,7 +65,7 @@ def time_pyca(n, iterations, device, T, fused=True):
         lddmm.register(fixed, moving, iterations=2, **kw)
         res = lddmm.register(fixed, moving, iterations=iterations, **kw)
     finally:
-        _lddmm_solver._Level.fused = old
+        _lddmm_solver.Level.fused = old
     return res.timings["registration_s"], len(res.energies), res
 
 

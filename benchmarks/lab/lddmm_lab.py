@@ -114,9 +114,9 @@ def lab(n, T, rate):
 
     # One solver iteration, split into its phases (fused and unfused).
     for fused in (True, False):
-        _lddmm_solver._Level.fused = fused
+        _lddmm_solver.Level.fused = fused
         p = dict(alpha=1.0, beta=0.0, gamma=0.04, lpow=2, sigma=0.05)
-        lev = _lddmm_solver._Level(g, dev, T, moving, fixed, p)
+        lev = _lddmm_solver.Level(g, dev, T, moving, fixed, p)
         lev.forward()
         lev.gradients()
         lev.update(1e-3)
@@ -131,7 +131,7 @@ def lab(n, T, rate):
         t_sw = per_call(sweep, calls=3, repeat=5)
         print(f"| iteration ({tag}): forward {1e3 * t_fwd:.3f} ms, gradients+update+reg energy "
               f"{1e3 * t_sw:.3f} ms; sum {1e3 * (t_fwd + t_sw):.3f} ms | T={T}", flush=True)
-    _lddmm_solver._Level.fused = True
+    _lddmm_solver.Level.fused = True
 
 
 def main():

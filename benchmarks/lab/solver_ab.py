@@ -26,7 +26,7 @@ def _load_old(path):
     src = open(path).read().replace("from .. import core as ca", "from pyca import core as ca")
     mod = type(sys)("old_solver")
     exec(compile(src, path, "exec"), mod.__dict__)  # noqa: S102 - a lab script running a given file
-    base = mod._Level
+    base = getattr(mod, "Level", None) or mod._Level  # (older solvers named it _Level)
     if "J0_prev" in src and "source=None" in src and "def halve" in src:
         return base
 
@@ -46,7 +46,7 @@ def _load_old(path):
             self.last_eps = eps
             super().update(eps)
 
-        def halve(self):  # what the loop did before _Level.halve: new gradients, half the step
+        def halve(self):  # what the loop did before Level.halve: new gradients, half the step
             self.gradients()
             self.update(0.5 * self.last_eps)
 
@@ -61,7 +61,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--old-unfused", action="store_true")
     a = ap.parse_args(argv)
-    old, new = _load_old(a.old), _lddmm_solver._Level
+    old, new = _load_old(a.old), _lddmm_solver.Level
     old.fused = not a.old_unfused
     mem = ca.MEM_DEVICE if a.device == "gpu" else ca.MEM_HOST
     for spec in a.sizes.split(","):
@@ -71,12 +71,12 @@ def main(argv=None):
         per_it = {"old": [], "new": []}
         for rep in range(a.repeat):
             for name, cls in (("old", old), ("new", new)):
-                lddmm._Level = cls
+                lddmm.Level = cls
                 try:
                     lddmm.register(f, m, iterations=2, **kw)
                     r = lddmm.register(f, m, iterations=its, **kw)
                 finally:
-                    lddmm._Level = new
+                    lddmm.Level = new
                 t = r.timings["scales"][0]["seconds"]
                 k = len(r.energies)
                 rej = sum(not e["accepted"] for e in r.energies)

@@ -156,7 +156,7 @@ class InterpTarget:
             ca.Add_Mul_I(out, t, w)
 
 
-class _Level:
+class Level:
     """All arrays of one scale, allocated once; the iterations allocate nothing.
 
     Two paths compute the same iteration. The fused path (the sum-of-squared-differences match, and

@@ -44,7 +44,7 @@ from ..registration.inputs import (LabelImage, as_image, binary, check_inputs, c
 from ..registration.metrics import SSD, make_metric, metric_class
 from ..registration.parameters import INTERP_BLUR, NORMALIZE
 from ..registration.transforms import jacobian_det, level_images
-from ._lddmm_solver import _Level
+from ._lddmm_solver import Level
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
            "make_report"]
@@ -305,7 +305,7 @@ def register(fixed, moving, *, progress=False, **params):
             t0 = time.perf_counter()
             g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
             metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"], p["bins"])
-            lev = _Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
+            lev = Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
                          interp=interp)
             if prev is not None:
                 lev.take_velocities(prev)

@@ -13,7 +13,7 @@ import numbers
 
 from ..dispatch import DispatchedOp
 from . import host as _host
-from .voxel import CompiledSource, _LazyFunction, assemble, raise_cpu_error
+from .voxel import CompiledSource, LazyFunction, assemble, raise_cpu_error
 from .translate import DOUBLE, FLOAT, Context, Func, FuncTranslator, function_node
 
 __all__ = ["map", "reduce", "scan"]
@@ -115,7 +115,7 @@ def _map_op(f, n: int, kind: str):
     vc = ctypes.POINTER(_host.ImageViewC if kind == "Image3D" else _host.FieldViewC)
     cs = CompiledSource(src, "pyca_map", {"pyca_map_cpu": ([vc] * (n + 1) + [ctypes.POINTER(ctypes.c_int)], ctypes.c_int)})
     pack = _host.image_view if kind == "Image3D" else _host.field_view
-    gpu = _LazyFunction("pyca_map_gpu", [(view, a) for a in names], ("I" if kind == "Image3D" else "F") * (n + 1),
+    gpu = LazyFunction("pyca_map_gpu", [(view, a) for a in names], ("I" if kind == "Image3D" else "F") * (n + 1),
                         lambda: cs)
 
     def cpu(*args):
@@ -294,7 +294,7 @@ def _scan_op(f):
     cs = CompiledSource(assemble(f"scan of {title}", ctx.helpers, device, host), "pyca_scan",
                         {"pyca_scan_cpu": ([ctypes.POINTER(_host.ImageViewC)] * 2 + [ctypes.c_int,
                                            ctypes.POINTER(ctypes.c_int)], ctypes.c_int)})
-    gpu = _LazyFunction("pyca_scan_gpu", [("pyca::ImageView", "out"), ("pyca::ImageView", "in"), ("int", "axis")],
+    gpu = LazyFunction("pyca_scan_gpu", [("pyca::ImageView", "out"), ("pyca::ImageView", "in"), ("int", "axis")],
                         "IIi", lambda: cs)
 
     def cpu(out, image, axis):

@@ -16,7 +16,7 @@ from . import host as _host
 from .strip import NotUniform, StripTranslator, strip_body
 from .translate import ARRAY_TYPES, Context, FuncTranslator, KernelSyntaxError, function_node
 
-__all__ = ["Kernel", "kernel", "CompiledSource", "assemble", "runtime_header"]
+__all__ = ["Kernel", "kernel", "CompiledSource", "LazyFunction", "assemble", "runtime_header"]
 
 _RT_PATH = Path(__file__).resolve().parent / "kernel_rt.h"
 _rt_text: str | None = None
@@ -108,7 +108,7 @@ def register_cap(source: str, name: str, arch: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-class _LazyFunction(_cuda.Function):
+class LazyFunction(_cuda.Function):
     """A pyca.cuda.Function whose source is generated and compiled only when a device call needs it."""
 
     def __init__(self, name, params, codes, build):
@@ -182,7 +182,7 @@ class Kernel(DispatchedOp):
         names = list(self._kinds)
         params = [(_PARAM_C[self._kinds[n]][0], f"p_{n}") for n in names]
         codes = "".join(_PARAM_C[self._kinds[n]][1] for n in names)
-        gpu = _LazyFunction(f"{self._cname}_gpu", params, codes, self._translate)
+        gpu = LazyFunction(f"{self._cname}_gpu", params, codes, self._translate)
         signature = "(" + ", ".join(f"{n}: {self._kinds[n]}" for n in names) + ")"
         self._cpu_types = [_CTYPES[self._kinds[n]] for n in names]
         self._packers = [_host.image_view if self._kinds[n] == "Image3D" else

@@ -1,6 +1,6 @@
 """The fused LDDMM time steps (ops/lddmm.yaml) against the chains of single operations they replace
 (the unfused solver's), on the CPU and, with a GPU, on the GPU; and the fused solver against the
-unfused one (pyca.apps._lddmm_solver._Level.fused). CPU/GPU parity of the two operations is in
+unfused one (pyca.apps._lddmm_solver.Level.fused). CPU/GPU parity of the two operations is in
 test_parity.py (generated from the registry)."""
 import numpy as np
 import pytest
@@ -268,7 +268,7 @@ def _count_fused_steps(monkeypatch):
 
 
 def _register(pair, fused, device, monkeypatch, **kw):
-    monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
+    monkeypatch.setattr(_lddmm_solver.Level, "fused", fused)
     calls = _count_fused_steps(monkeypatch)
     r = lddmm.register(*pair, device=device, **{**SMALL, **kw})
     assert bool(calls) == fused
@@ -312,7 +312,7 @@ def test_fused_solver_matches_unfused_with_mutual_information(device, monkeypatc
     np.testing.assert_allclose(new.deformed.numpy(), ref.deformed.numpy(), atol=1e-3 * float(ref.deformed.numpy().max()))
 
 
-class _RecomputingLevel(_lddmm_solver._Level):
+class _RecomputingLevel(_lddmm_solver.Level):
     """undo() as the solver did before it kept the previous state: v = K m from the restored
     momenta, then the images J0 by a new forward()."""
 
@@ -331,9 +331,9 @@ def test_undo_restores_the_state_a_recomputation_gives(device, fused, monkeypatc
     decisions, result) is the one recomputing them gives. The schedule forces rejected steps."""
     pair = data.builtin_pair(size=(24, 24, 16), spacing=(2.0, 2.0, 3.0))
     kw = dict(scales=(1,), iterations=25, time_steps=3, tol=0.0, affine="none", device=device, metric="ssd")
-    monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
+    monkeypatch.setattr(_lddmm_solver.Level, "fused", fused)
     new = lddmm.register(*pair, **kw)
-    monkeypatch.setattr(lddmm, "_Level", _RecomputingLevel)
+    monkeypatch.setattr(lddmm, "Level", _RecomputingLevel)
     ref = lddmm.register(*pair, **kw)
     assert sum(not e["accepted"] for e in ref.energies) >= 2  # the case under test happened
     assert [e["accepted"] for e in new.energies] == [e["accepted"] for e in ref.energies]
@@ -346,7 +346,7 @@ def test_undo_restores_the_state_a_recomputation_gives(device, fused, monkeypatc
     np.testing.assert_allclose(new.phiinv.numpy(), ref.phiinv.numpy(), atol=1e-5)
 
 
-class _HalvingByUpdateLevel(_lddmm_solver._Level):
+class _HalvingByUpdateLevel(_lddmm_solver.Level):
     """halve() as update(eps / 2) from new gradients: the backward sweep and the T kernel
     applications that halve() spares."""
 
@@ -368,9 +368,9 @@ def test_halving_a_rejected_step_equals_the_update_of_half_the_step(device, fuse
     pair = data.builtin_pair(size=(24, 24, 16), spacing=(2.0, 2.0, 3.0))
     kw = dict(scales=(1,), iterations=25, time_steps=3, tol=0.0, affine="none", device=device, metric="ssd",
               max_step=16.0)
-    monkeypatch.setattr(_lddmm_solver._Level, "fused", fused)
+    monkeypatch.setattr(_lddmm_solver.Level, "fused", fused)
     new = lddmm.register(*pair, **kw)
-    monkeypatch.setattr(lddmm, "_Level", _HalvingByUpdateLevel)
+    monkeypatch.setattr(lddmm, "Level", _HalvingByUpdateLevel)
     ref = lddmm.register(*pair, **kw)
     accepted = [e["accepted"] for e in ref.energies]
     assert any(not a and not b for a, b in zip(accepted, accepted[1:]))  # two rejections in a row happened
