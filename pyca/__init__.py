@@ -7,6 +7,17 @@ runs on the CPU for host arguments and on the GPU for device arguments.
 """
 from __future__ import annotations
 
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # `python -m pyca`: a Ctrl-C while the package loads is one line (pyca/__main__.py)
+    try:
+        import _pyca_console
+    except ImportError:  # (a tree without the console entry's package: Python's own traceback)
+        pass
+    else:
+        if _pyca_console.running_python_m("pyca"):
+            _pyca_console.guard()
+
 __version__ = "0.1.0"
 
 from . import _openmp  # noqa: F401,I001 - before the core loads the OpenMP runtime (see the module)
