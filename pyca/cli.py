@@ -383,11 +383,15 @@ def main(argv=None):
 
     main_thread = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # discards files being written,
-    try:  # as Ctrl-C does
+    old_hook = sys.unraisablehook  # as Ctrl-C does
+    if main_thread:
+        sys.unraisablehook = _redeliver_interrupt(old_hook)
+    try:
         rc = _run(argv)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, old)
+            sys.unraisablehook = old_hook
     if argv is None:  # the console script: nothing after the command's last line (Dask's objects
         _seal_stderr()  # may still report their shutdown while the interpreter exits)
     return rc
@@ -408,6 +412,27 @@ def _seal_stderr():
 
 def _terminated(signum, frame):
     raise Terminated()
+
+
+def _redeliver_interrupt(previous):
+    """An unraisable-exception hook: a Ctrl-C or SIGTERM whose exception was raised where Python can only
+    ignore it (a gc callback, such as Dask's GCDiagnosis, or a __del__) is delivered again to the main
+    thread, so that it ends the command as anywhere else; any other unraisable exception goes to
+    `previous`."""
+    import _thread
+    import signal
+
+    def hook(unraisable):
+        exc = unraisable.exc_value
+        if isinstance(exc, KeyboardInterrupt):
+            # From another thread, once this hook has returned: raised inside the hook, it would be
+            # ignored again. Raised again where it can only be ignored, it comes back here.
+            sig = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+            threading.Timer(0.01, _thread.interrupt_main, (sig,)).start()
+            return
+        previous(unraisable)
+
+    return hook
 
 
 def _run(argv):

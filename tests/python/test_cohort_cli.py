@@ -349,6 +349,56 @@ def test_sigterm_while_lddmm_writes_leaves_no_temporary_folder(tmp_path):
     assert "summary.json" not in os.listdir(out)  # not reported complete
 
 
+# A gc callback that holds the main thread inside the command (as Dask's GCDiagnosis does): a signal that
+# lands there raises where Python can only ignore the exception ("Exception ignored in ...").
+GC_CALLBACK = '''
+import gc, os, sys, time
+
+_armed = [True]
+
+def _in_command():
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "cmd_lddmm":
+            return True
+        f = f.f_back
+    return False
+
+def _hold(phase, info):
+    if _armed[0] and phase == "start" and _in_command():
+        _armed[0] = False
+        open(os.environ["PYCA_TEST_MARKER"], "a").close()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5.0:
+            time.sleep(0.01)
+
+gc.callbacks.append(_hold)
+'''
+
+
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"),
+                                           (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_a_signal_inside_a_gc_callback_still_ends_the_command(tmp_path, sig, code, word):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GC_CALLBACK)
+    marker, out = tmp_path / "held", tmp_path / "out"
+    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+               PYCA_TEST_MARKER=str(marker))
+    p = _start("lddmm", "--size", "24,24,16", "--scales", "2,1", "--iterations", "400,400", "--no-progress",
+               "--no-report", "--device", "cpu", "--out", out, env=env)
+    t0 = time.perf_counter()
+    while not marker.exists():
+        assert p.poll() is None and time.perf_counter() - t0 < 120, p.stderr.read() if p.poll() is not None else ""
+        time.sleep(0.02)
+    os.kill(p.pid, sig)
+    _, err = p.communicate(timeout=120)
+    # Without the redelivery the exception is printed as ignored and the registration runs to its end (exit 0).
+    assert p.returncode == code, (p.returncode, err)
+    assert [ln for ln in err.splitlines() if ln.strip()] == [f"pyca lddmm: {word}"], err
+    _no_temporary(out)
+
+
 # ------------------------------------------------------------------------------------------------
 # Items 5, 6, 7: refused before Dask starts, in one line
 @pytest.mark.parametrize("workers,needle", [("1000", "got 1000"), ("-1", "got -1")])
