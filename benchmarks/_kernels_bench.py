@@ -39,7 +39,18 @@ def apply_h(out: ca.Image3D, im: ca.Image3D, h: ca.Field3D):
 def gauss_pass(out: ca.Image3D, im: ca.Image3D, w: ca.Image3D, r: int, axis: int):
     """One pass of a symmetric separable filter along `axis`, as pyca's GaussianFilter computes it:
     out = w[0] im + sum_{d=1..r} w[d] (im[. - d] + im[. + d]) along axis, w the half kernel (the
-    border value beyond the border)."""
+    border value beyond the border). The taps read a ca.line (a tile in shared memory on the GPU)."""
+    i, j, k = ca.index()
+    t = ca.line(im, axis, r)
+    s = w[0, 0, 0] * t[0]
+    for d in range(1, r + 1):
+        s += w[d, 0, 0] * (t[-d] + t[d])
+    out[i, j, k] = s
+
+
+@ca.kernel(check_sizes=False, register=False)
+def gauss_pass_taps(out: ca.Image3D, im: ca.Image3D, w: ca.Image3D, r: int, axis: int):
+    """gauss_pass with the taps read from the image (im[i - d, j, k], ...: the L1 cache, no tile)."""
     i, j, k = ca.index()
     s = w[0, 0, 0] * im[i, j, k]
     if axis == 0:
@@ -61,16 +72,10 @@ def gauss_pass_fixed(radius: int):
     @ca.kernel(check_sizes=False, register=False)
     def gauss_pass_r(out: ca.Image3D, im: ca.Image3D, w: ca.Image3D, axis: int):
         i, j, k = ca.index()
-        s = w[0, 0, 0] * im[i, j, k]
-        if axis == 0:
-            for d in range(1, radius + 1):
-                s += w[d, 0, 0] * (im[i - d, j, k] + im[i + d, j, k])
-        elif axis == 1:
-            for d in range(1, radius + 1):
-                s += w[d, 0, 0] * (im[i, j - d, k] + im[i, j + d, k])
-        else:
-            for d in range(1, radius + 1):
-                s += w[d, 0, 0] * (im[i, j, k - d] + im[i, j, k + d])
+        t = ca.line(im, axis, radius)
+        s = w[0, 0, 0] * t[0]
+        for d in range(1, radius + 1):
+            s += w[d, 0, 0] * (t[-d] + t[d])
         out[i, j, k] = s
 
     return gauss_pass_r

@@ -167,6 +167,62 @@ def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
 
         tg = timeit_median(g3, sync=pyca_sync, repeat=21)
         table.add(f"lab 3-D Gaussian: {name}", size, tg, "shipped @ca.kernel", t_gauss)
+    line_rows(table, n, out, im, tmp, wim, r, t_gauss)
+
+
+# ca.line's tiles (pyca/kernels/kernel_rt.h, lineTiles) with one choice changed.
+_TILE = "TX = AX == 0 ? 128 : 32, TY = AX == 0 ? 8 : (AX == 1 ? 64 : 1), TZ = AX == 2 ? 64 : 1"
+_SMEM = "#define PYCA_K_LINE_SMEM (32 * (64 + 2 * PYCA_K_LINE_RMAX))"
+LINE_VARIANTS = {
+    "no tile (ca.line read from the image)": [("pyca_ax >= 0 && pyca_ax <= 2", "false && pyca_ax <= 2")],
+    "radius <= 16 staged (12 KiB of shared memory)": [("#define PYCA_K_LINE_RMAX 32", "#define PYCA_K_LINE_RMAX 16")],
+    "tiles of 32 along y/z": [(_TILE, _TILE.replace("64", "32"))],
+    "tiles of 128 along y/z": [(_TILE, _TILE.replace("64", "128")),
+                               (_SMEM, _SMEM.replace("(64 + ", "(128 + "))],
+    "tiles of 256 x 4 along x": [(_TILE, _TILE.replace("128 : 32", "256 : 32").replace("AX == 0 ? 8", "AX == 0 ? 4"))],
+    "tiles of 64 x 16 along x": [(_TILE, _TILE.replace("128 : 32", "64 : 32").replace("AX == 0 ? 8", "AX == 0 ? 16"))],
+}
+
+
+def line_rows(table, n, out, im, tmp, wim, r, t_gauss):
+    """The 3-D Gaussian through ca.line (shipped) beside the taps read from the image, tile shapes,
+    launch shapes, and a grid of exactly the tiles (no blocks that find no tile)."""
+    from _kernels_bench import gauss_pass, gauss_pass_taps
+
+    size = f"{n}^3"
+
+    def g3(f, **kw):
+        def run():
+            f(out, im, wim, r, 0, **kw)
+            f(tmp, out, wim, r, 1, **kw)
+            f(out, tmp, wim, r, 2, **kw)
+        return timeit_median(run, sync=pyca_sync, repeat=21)
+
+    table.add("lab 3-D Gaussian: taps read from the image (no ca.line)", size, g3(gauss_pass_taps),
+              "shipped @ca.kernel (ca.line)", t_gauss)
+    for axis in range(3):
+        tl = timeit_median(lambda: gauss_pass(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
+        tt = timeit_median(lambda: gauss_pass_taps(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
+        table.add(f"lab Gaussian pass along {'xyz'[axis]}: ca.line", size, tl, "taps read from the image", tt)
+    base = _variant(gauss_pass, [])
+    t_base = g3(base)
+    table.add("lab 3-D Gaussian: shipped source, no register cap", size, t_base, "shipped @ca.kernel", t_gauss)
+    for name, edits in LINE_VARIANTS.items():
+        table.add(f"lab 3-D Gaussian, ca.line: {name}", size, g3(_variant(gauss_pass, edits)),
+                  "shipped source, no register cap", t_base)
+    for block in ((32, 4, 1), (32, 16, 1), (32, 32, 1)):
+        table.add(f"lab 3-D Gaussian, ca.line: block {block}", size, g3(gauss_pass, block=block),
+                  "shipped (256 threads)", t_gauss)
+    cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
+    tiles = [cdiv(n, 128) * cdiv(n, 8) * n, cdiv(n, 32) * cdiv(n, 64) * n, cdiv(n, 32) * cdiv(n, 64) * n]
+
+    def exact():
+        gauss_pass(out, im, wim, r, 0, grid=(tiles[0], 1, 1))
+        gauss_pass(tmp, out, wim, r, 1, grid=(tiles[1], 1, 1))
+        gauss_pass(out, tmp, wim, r, 2, grid=(tiles[2], 1, 1))
+
+    table.add("lab 3-D Gaussian, ca.line: grid of exactly the tiles", size,
+              timeit_median(exact, sync=pyca_sync, repeat=21), "shipped (a block per 256 voxels)", t_gauss)
 
 
 def geodesic_rows(table, n):

@@ -218,6 +218,8 @@ def compile_times(table: Table, cpu: bool = True):
             table.add("first call, CPU half (translate + g++ -O3)", "16^3", t, "target", 2.0)
         _, t = run("apply_h.compile(cpu=False, gpu=True)")
         table.add("first compile, CUDA half (translate + NVRTC)", "-", t, "target", 2.0)
+        _, t = run("from _kernels_bench import gauss_pass; gauss_pass.compile(cpu=False, gpu=True)")
+        table.add("first compile, CUDA half, Gaussian pass (ca.line tiles)", "-", t, "target", 2.0)
         if cpu:
             imp, t = run("apply_h(out, im, h)")
             table.add("cached call in a new process (CPU)", "16^3", t, "target", 0.050, f"import pyca {imp:.2f} s apart")

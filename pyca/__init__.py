@@ -59,7 +59,7 @@ from .multiscale import (  # noqa: E402,F401 - PyCA's multi-scale classes
     Multiscale, MultiscaleManager, MultiscaleResampler, MultiscaleResamplerCPU, MultiscaleResamplerGauss,
     MultiscaleResamplerGaussCPU, MultiscaleResamplerGaussGPU, MultiscaleResamplerGPU)
 from . import _pickle  # noqa: E402,F401 - pickle / copy / Dask serialization of Image3D and Field3D
-from .kernels import func, index, kernel, map, on_device, reduce, scan  # noqa: E402,F401,A004
+from .kernels import func, index, kernel, line, map, on_device, reduce, scan  # noqa: E402,F401,A004
 from ._paths import get_include, get_libraries, get_library_dirs  # noqa: E402,F401
 from .managed import ManagedField3D, ManagedImage3D, MemoryManager, ThreadMemoryManager  # noqa: E402,F401
 from .registration.apply import apply_transforms  # noqa: E402,F401 - pyca's registrations and ANTs' (docs/transforms.md)

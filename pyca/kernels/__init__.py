@@ -2,7 +2,8 @@
 
 * ``@ca.kernel``: a per-voxel Python function (``i, j, k = ca.index()``, ``im[i, j, k]``,
   ``f[i, j, k, c]``, ``im.shape``, locals, if/else, for-range, while, arithmetic, comparisons,
-  and/or/not, min/max/abs, math.*, float()/int(), ``@ca.func`` helpers) compiled into a parallel CPU
+  and/or/not, min/max/abs, math.*, float()/int(), ``@ca.func`` helpers, ``ca.line`` for stencils
+  along an axis, staged in shared memory on the GPU) compiled into a parallel CPU
   loop and a CUDA kernel, dispatched by memory type like ``@pyca_dispatch`` and registered for the
   parity tests;
 * ``ca.map``, ``ca.reduce``, ``ca.scan``: one fused pass each from a lambda or a ``@ca.func``;
@@ -18,9 +19,10 @@ from .host import HostCompileError, NoCompilerError
 from .voxel import Kernel, kernel
 from .patterns import map, reduce, scan  # noqa: A004
 from .translate import INDEX as index
+from .line import LINE as line
 from .translate import Func, KernelSyntaxError
 
-__all__ = ["kernel", "func", "index", "map", "reduce", "scan", "on_device", "Kernel", "Func", "KernelSyntaxError",
+__all__ = ["kernel", "func", "index", "line", "map", "reduce", "scan", "on_device", "Kernel", "Func", "KernelSyntaxError",
            "NoCompilerError", "HostCompileError", "MAP_TYPES"]
 
 

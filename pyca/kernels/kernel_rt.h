@@ -10,7 +10,7 @@ namespace pyca_k {
 // Errors of a CPU call: code << 24 | source line of the last offence. The loops give each row (or
 // each thread) an Err of its own, which the compiler keeps in a register, and merge it into the
 // call's at the end, so that reporting does not keep the loop from being vectorised.
-enum { kErrWrite = 1, kErrDivZero = 2, kErrRange = 3, kErrInt = 4 };
+enum { kErrWrite = 1, kErrDivZero = 2, kErrRange = 3, kErrInt = 4, kErrAxis = 6 };
 struct Err {
   int v;
 };
@@ -324,6 +324,97 @@ PYCA_HD float fnan() { return __int_as_float(0x7fffffff); }
 #else
 PYCA_HD float finf() { return __builtin_inff(); }
 PYCA_HD float fnan() { return __builtin_nanf(""); }
+#endif
+
+// ca.line(im, axis, radius): t[d] is im at this voxel moved d along axis, clamped to the grid as any
+// read. On the GPU a kernel with a line stages, per block, a tile of im with `radius` voxels of halo
+// along the axis in shared memory (lineTiles); t[d] with |d| <= radius then reads the tile, any other
+// d (and the CPU, and the GPU's paths without a tile) reads the image (pyca/kernels/line.py).
+struct Line {
+  const float* s;  // this voxel's value in the tile, or nullptr (no tile)
+  int stride;      // floats between neighbours along the axis in the tile
+  int r;           // offsets -r .. r are in the tile
+};
+template <class Idx, bool RO = false>
+PYCA_HD float line_rd(const Line& L, const pyca::ImageView& a, int i, int j, int k, int ax, int d) {
+#if defined(__CUDA_ARCH__)
+  if (L.s != nullptr && unsigned(d + L.r) <= unsigned(2 * L.r)) return L.s[d * L.stride];
+#else
+  (void)L;
+#endif
+  return rd<Idx, RO>(a, ax == 0 ? i + d : i, ax == 1 ? j + d : j, ax == 2 ? k + d : k);
+}
+// An axis other than 0, 1, 2: the CPU call raises; t[d] reads this voxel for every d.
+PYCA_HD void line_check(int ax, Err* e, int line) {
+  if (ax < 0 || ax > 2) report(e, kErrAxis, line);
+}
+
+#if defined(__CUDA_ARCH__)
+// The tiles of the GPU's line kernels: the largest radius staged and the tile (floats, static shared
+// memory, 16 KiB). Along x a tile is 128 x 8 voxels (x, y) of one plane; along y (z) 32 x-columns of
+// 64 voxels along y (z). A warp loads rows of the tile (coalesced) and computes 32 neighbouring voxels
+// of x at a time (consecutive banks).
+#define PYCA_K_LINE_RMAX 32
+#define PYCA_K_LINE_SMEM (32 * (64 + 2 * PYCA_K_LINE_RMAX))
+// Whether a block of this launch can run lineTiles: its threads a whole number of warps.
+__device__ __forceinline__ bool lineBlockOk() {
+  const unsigned n = blockDim.x * blockDim.y * blockDim.z;
+  return n % 32u == 0u;
+}
+// Runs body(i, j, k, Line) for every voxel of the grid `dom`, tile by tile; each block takes the
+// tiles of its linear index, stepping by the number of blocks (blocks beyond the tiles exit). Every
+// thread of the block reaches each __syncthreads (the tile loop's bounds are the block's).
+template <int AX, class F>
+__device__ __forceinline__ void lineTilesAx(float* sh, const pyca::Vec3Di& dom, const pyca::ImageView& im,
+                                            int r, F body) {
+  constexpr int TX = AX == 0 ? 128 : 32, TY = AX == 0 ? 8 : (AX == 1 ? 64 : 1), TZ = AX == 2 ? 64 : 1;
+  const int tid = int(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const int lane = tid & 31, wid = tid >> 5;
+  const int nw = int(blockDim.x * blockDim.y * blockDim.z) >> 5;
+  const int ntx = (dom.x + TX - 1) / TX, nty = (dom.y + TY - 1) / TY, ntz = (dom.z + TZ - 1) / TZ;
+  const long long nt = (long long)ntx * nty * ntz;
+  const long long nb = (long long)gridDim.x * gridDim.y * gridDim.z;
+  const int W = AX == 0 ? TX + 2 * r : 32;  // floats per row of the tile
+  for (long long t = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+       t < nt; t += nb) {
+    const int tx = int(t % ntx), rest = int(t / ntx), ty = rest % nty, tz = rest / nty;
+    const int x0 = tx * TX, y0 = ty * TY, z0 = tz * TZ;
+    __syncthreads();  // the previous tile's reads are done
+    if (AX == 0) {
+      for (int ly = wid; ly < TY; ly += nw)
+        for (int lx = lane; lx < W; lx += 32) sh[ly * W + lx] = rd<int, true>(im, x0 - r + lx, y0 + ly, z0);
+    } else {
+      for (int la = wid; la < (AX == 1 ? TY : TZ) + 2 * r; la += nw)
+        sh[la * 32 + lane] = AX == 1 ? rd<int, true>(im, x0 + lane, y0 - r + la, z0)
+                                     : rd<int, true>(im, x0 + lane, y0, z0 - r + la);
+    }
+    __syncthreads();
+    if (AX == 0) {
+      for (int ly = wid; ly < TY; ly += nw)
+        for (int lx = lane; lx < TX; lx += 32) {
+          const int i = x0 + lx, j = y0 + ly;
+          if (i < dom.x && j < dom.y) body(i, j, z0, Line{sh + ly * W + r + lx, 1, r});
+        }
+    } else {
+      const int i = x0 + lane;
+      for (int la = wid; la < (AX == 1 ? TY : TZ); la += nw) {
+        const int j = AX == 1 ? y0 + la : y0, k = AX == 2 ? z0 + la : z0;
+        if (i < dom.x && j < dom.y && k < dom.z) body(i, j, k, Line{sh + (la + r) * 32 + lane, 32, r});
+      }
+    }
+  }
+}
+template <class F>
+__device__ __forceinline__ void lineTiles(const pyca::Vec3Di& dom, const pyca::ImageView& im, int ax, int r,
+                                          F body) {
+  __shared__ float sh[PYCA_K_LINE_SMEM];  // one array for the three axes
+  if (ax == 0)
+    lineTilesAx<0>(sh, dom, im, r, body);
+  else if (ax == 1)
+    lineTilesAx<1>(sh, dom, im, r, body);
+  else
+    lineTilesAx<2>(sh, dom, im, r, body);
+}
 #endif
 
 }  // namespace pyca_k

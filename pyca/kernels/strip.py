@@ -286,4 +286,6 @@ def strip_body(make, cname: str, param_types: dict, args: list) -> str:
                   .get(t, f"{t} p_{n}"))
     ps.append("pyca_k::Err* pyca_err")
     caches = "".join(f"  pyca_k::RowCache {c};\n" for c in tr.caches)
+    if tr.line is not None:  # reads of the line that are not rows: through the image (no tile on the CPU)
+        caches += "  const pyca_k::Line pyca_line{nullptr, 0, 0};\n  (void)pyca_line;\n"
     return f"template <class Idx>\nstatic inline void {cname}({', '.join(ps)}) {{\n{tr.decl()}{caches}{code}}}\n"

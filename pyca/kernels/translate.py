@@ -18,6 +18,7 @@ import math
 import numbers
 
 from . import interior
+from . import line as linemod
 from .source import KernelSyntaxError, function_node
 
 __all__ = ["KernelSyntaxError", "Func", "FuncTranslator", "Context", "function_node", "INDEX"]
@@ -201,6 +202,11 @@ class FuncTranslator:
                 self.ret_type = self._ann_type(node.returns)
         self.locals: dict[str, str] = {}
         self.local_names = self._assigned_names()
+        # ca.line: its reads rewritten as image reads marked with their offset (pyca/kernels/line.py)
+        self.node, self.line = linemod.rewrite(self, node)
+        if self.line is not None:
+            node = self.node
+            self.local_names = self._assigned_names()
         # Device code generation: arrays never stored into (their reads before any store of this voxel's
         # thread go through the read-only data cache, __ldg) and names assigned once (i, j, k of
         # ca.index(): a store at exactly (i, j, k) of the domain array needs no bounds check).
@@ -306,6 +312,8 @@ class FuncTranslator:
                 t = self.params[n]
                 ps.append({"Image3D": f"const pyca::ImageView& p_{n}", "Field3D": f"const pyca::FieldView& p_{n}"}
                           .get(t, f"{t} p_{n}"))
+            if self.line is not None:
+                ps.append("pyca_k::Line pyca_line")
             ps.append("pyca_k::Err* pyca_err")
             return f"template <class Idx>\nPYCA_HD void {self.cname}({', '.join(ps)}) {{\n{decl}{code}}}\n"
         ps = [f"{self.params[n]} p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
@@ -351,6 +359,12 @@ class FuncTranslator:
         return f"{ind}{self.var(name)} = {cast(e, t)};\n"
 
     def _stmt(self, s, depth, ind) -> str:
+        info = getattr(s, "pyca_line", None)
+        if info is not None:  # t = ca.line(im, axis, radius): the axis checked (the CPU raises)
+            ax = self.expr(info.axis)
+            if self.infer or ax.const in (0, 1, 2):
+                return ""
+            return f"{ind}pyca_k::line_check({ax.code}, pyca_err, {self._line(s)});\n"
         if isinstance(s, ast.Assign):
             out = ""
             for tgt in s.targets:
@@ -612,6 +626,11 @@ class FuncTranslator:
                 return Expr(f"p_{arr}.size.{'xyz'[k.value]}", INT)
             arr, idx = self.subscript_parts(node)
             ro = ", true" if arr not in self.stored and not self.after_store else ""
+            if getattr(node, "pyca_line_d", None) is not None:  # t[d] of t = ca.line(im, axis, radius)
+                d = self.expr(node.pyca_line_d)
+                own = ", ".join(self.expr(ast.Name(id=x, ctx=ast.Load())).code for x in self.line.own)
+                return Expr(f"pyca_k::line_rd<Idx{ro}>(pyca_line, p_{arr}, {own}, {self.expr(self.line.axis).code}, "
+                            f"{cast(d, INT)})", FLOAT)
             fn = ("rd" if self.params[arr] == "Image3D" else "rdf") + ("u" if id(node) in self.fast_reads else "")
             return Expr(f"pyca_k::{fn}<Idx{ro}>(p_{arr}, {', '.join(idx)})", FLOAT)
         if isinstance(node, ast.Attribute):

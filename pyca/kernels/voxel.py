@@ -138,7 +138,8 @@ _ERRORS = {1: (IndexError, "wrote outside the grid of an output (line {line}): w
                            "not done; check the indices"),
            2: (ZeroDivisionError, "integer division or modulo by zero (line {line})"),
            3: (ValueError, "range() step is 0 (line {line})"),
-           4: (ValueError, "int() of NaN or of a float beyond the 32-bit int range (line {line}); it gave 0")}
+           4: (ValueError, "int() of NaN or of a float beyond the 32-bit int range (line {line}); it gave 0"),
+           6: (ValueError, "ca.line's axis is not 0, 1 or 2 (line {line})")}
 
 
 _WIDE = 1 << 31  # arrays of this many voxels or more run the build with 64-bit indices
@@ -212,8 +213,10 @@ class Kernel(DispatchedOp):
         node, lines, filename = function_node(fn)
         self._where = f"{Path(filename).name}:{node.lineno}"
         ctx = Context()
-        body = FuncTranslator(fn, node, lines, filename, ctx, kind="kernel", param_types=self._kinds,
-                              cname=f"{self._cname}_body", domain=self._domain).translate()
+        tr = FuncTranslator(fn, node, lines, filename, ctx, kind="kernel", param_types=self._kinds,
+                            cname=f"{self._cname}_body", domain=self._domain)
+        body = tr.translate()
+        self.line = tr.line
         names = list(self._kinds)
         strip = None
         if "PYCA_K_SCALAR_LOOP" in body:  # a loop in the body: run it per strip of a row when it can be
@@ -230,11 +233,23 @@ class Kernel(DispatchedOp):
         # index arithmetic took most of the instructions of the body (docs/design/kernels.md).
         arrays = [n for n in names if self._kinds[n] in ARRAY_TYPES]
         narrow = " && ".join(f"p_{n}.nVox() < (1ull << 31)" for n in arrays)
-        device = (f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n'
+        lcall = hcall = call
+        staged = ""
+        if tr.line is not None:  # ca.line: per block, a tile of the image with its halo in shared memory
+            lcall, hcall = f"{call}, pyca_k::Line{{nullptr, 0, 0}}", f"{call}, pyca_k::Line{{nullptr, 0, 0}}"
+            ax, rad = tr.expr(tr.line.axis).code, tr.expr(tr.line.radius).code
+            staged = (f"  const int pyca_ax = {ax}, pyca_r = {rad};\n"
+                      f"  if (({narrow}) && pyca_ax >= 0 && pyca_ax <= 2 && pyca_r >= 0 && pyca_r <= PYCA_K_LINE_RMAX"
+                      f" && pyca_k::lineBlockOk()) {{\n"
+                      f"    pyca_k::lineTiles({dom}.size, p_{tr.line.image}, pyca_ax, pyca_r, [&](int i, int j, int k, "
+                      f"const pyca_k::Line& pyca_line) {{\n"
+                      f"      {self._cname}_body<int>(i, j, k, {call}, pyca_line, nullptr);\n    }});\n"
+                      f"    return;\n  }}\n")
+        device = (f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n{staged}'
                   f"  if ({narrow}) {{\n"
-                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<int>(i, j, k, {call}, nullptr);\n"
+                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<int>(i, j, k, {lcall}, nullptr);\n"
                   f"  }} else {{\n"
-                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<long long>(i, j, k, {call}, nullptr);\n"
+                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<long long>(i, j, k, {lcall}, nullptr);\n"
                   f"  }}\n}}\n")
         hparams, unpack, refs = [], "", []
         for n in names:
@@ -257,7 +272,7 @@ class Kernel(DispatchedOp):
                 f"    const int j = int(r % ny), k = int(r / ny);\n"
                 f"    pyca_k::Err row{{0}};\n"
                 f"#if defined(__clang__)\n#pragma clang loop vectorize(assume_safety)\n#else\n#pragma GCC ivdep\n#endif\n"
-                + (f"    for (int i = 0; i < nx; ++i) {self._cname}_body<Idx>(i, j, k, {call}, &row);\n" if strip is None
+                + (f"    for (int i = 0; i < nx; ++i) {self._cname}_body<Idx>(i, j, k, {hcall}, &row);\n" if strip is None
                    else f"    for (int i0 = 0; i0 < nx; i0 += PYCA_K_W)\n"
                         f"      {self._cname}_strip<Idx>(i0, nx - i0 < PYCA_K_W ? nx - i0 : PYCA_K_W, j, k, {call}, &row);\n")
                 + 

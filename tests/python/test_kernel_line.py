@@ -1,0 +1,204 @@
+"""ca.line(im, axis, radius) in @ca.kernel: t[d] is im at this voxel moved d along axis, clamped to
+the grid. Checked against NumPy/SciPy on the CPU (per-voxel body and strips), on the GPU against the
+CPU (the tiles in shared memory, offsets beyond the radius, radii too large for a tile, blocks that are
+not whole warps, an image of another grid), and its refusals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.ndimage import correlate1d
+
+import pyca as ca
+from pyca.kernels import KernelSyntaxError
+from pyca.testing import needs_gpu, parity_params
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel_cache(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kernel-cache")
+    ca.cuda.set_cache_dir(str(d))
+    yield d
+    ca.cuda.set_cache_dir(None)
+
+
+def image(a, mem=ca.MEM_HOST):
+    im = ca.Image3D.from_array(np.asfortranarray(a, dtype=np.float32), ca.GridInfo(a.shape))
+    return im if mem == ca.MEM_HOST else im.clone(mem)
+
+
+def rand(seed, shape):
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
+def half_gauss(sigma):
+    r = int(4 * sigma + 0.5)
+    d = np.arange(-r, r + 1, dtype=np.float64)
+    w = np.exp(-d * d / (2 * sigma * sigma))
+    return (w / w.sum())[r:].astype(np.float32), r
+
+
+@ca.kernel(check_sizes=False, register=False)
+def line_pass(out: ca.Image3D, im: ca.Image3D, w: ca.Image3D, r: int, axis: int):
+    """A symmetric separable filter pass (the Gaussian's), taps read through ca.line."""
+    i, j, k = ca.index()
+    t = ca.line(im, axis, r)
+    s = w[0, 0, 0] * t[0]
+    for d in range(1, r + 1):
+        s += w[d, 0, 0] * (t[-d] + t[d])
+    out[i, j, k] = s
+
+
+@ca.kernel(check_sizes=False, register=False)
+def line_wide(out: ca.Image3D, im: ca.Image3D, r: int, axis: int):
+    """Offsets beyond the radius (read from the image on the GPU), one that varies per voxel (the CPU's
+    per-voxel body) and a condition on a voxel's value."""
+    i, j, k = ca.index()
+    t = ca.line(im, axis, r)
+    s = 0.0
+    for d in range(-r - 2, r + 3):
+        s += (d + 0.25) * t[d]
+    if t[0] > 0.0:
+        s += t[(i + 2 * j + k) % 7 - 3]
+    out[i, j, k] = s
+
+
+def _example(overload, grid, rng):
+    sz = grid.size()
+    a = rng.uniform(-1, 1, (sz.x, sz.y, sz.z)).astype(np.float32)
+    out = ca.Image3D(grid, ca.MEM_HOST)
+    return [out, image(a), 3, int(rng.integers(0, 3))]
+
+
+@ca.kernel(check_sizes=False, example=_example)
+def line_parity(out: ca.Image3D, im: ca.Image3D, r: int, axis: int):
+    """Registered: the generated CPU/GPU parity tests run it (a random axis)."""
+    i, j, k = ca.index()
+    t = ca.line(im, axis, r)
+    s = t[0]
+    for d in range(1, r + 1):
+        s += (t[d] - t[-d]) * d
+    out[i, j, k] = s
+
+
+def np_line(a, axis, d):
+    """a moved d along axis, clamped (t[d] for every voxel)."""
+    n = a.shape[axis]
+    idx = np.clip(np.arange(n) + d, 0, n - 1)
+    return np.take(a, idx, axis=axis)
+
+
+def ref_wide(a, r, axis):
+    s = np.zeros(a.shape, np.float64)
+    for d in range(-r - 2, r + 3):
+        s += (d + 0.25) * np_line(a, axis, d)
+    x, y, z = np.indices(a.shape)
+    off = (x + 2 * y + z) % 7 - 3
+    var = np.choose(off + 3, [np_line(a, axis, d) for d in range(-3, 4)])
+    return s + np.where(a > 0, var, 0.0)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_line_pass_matches_scipy_and_the_image_reads(axis):
+    """CPU (strips): the Gaussian pass through ca.line is SciPy's correlate1d(mode='nearest')."""
+    w, r = half_gauss(2.0)
+    a = rand(1, (37, 29, 23))
+    im, out = image(a), image(np.zeros_like(a))
+    line_pass(out, im, image(w.reshape(-1, 1, 1)), r, axis)
+    full = np.concatenate([w[:0:-1], w]).astype(np.float64)
+    ref = correlate1d(a.astype(np.float64), full, axis=axis, mode="nearest")
+    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_line_beyond_the_radius_and_varying_offsets(axis):
+    a = rand(2, (19, 11, 9))
+    out = image(np.zeros_like(a))
+    line_wide(out, image(a), 2, axis)
+    np.testing.assert_allclose(out.numpy(), ref_wide(a, 2, axis), rtol=1e-5, atol=1e-5)
+
+
+def test_line_axis_out_of_range_raises():
+    a = rand(3, (8, 7, 6))
+    with pytest.raises(ValueError, match=r"line_pass .*ca.line's axis is not 0, 1 or 2 \(line \d+\)"):
+        line_pass(image(a), image(a), image(np.ones((2, 1, 1), np.float32)), 1, 3)
+
+
+def test_line_device_code():
+    """The device code stages tiles (the 32-bit path) and reads the line through line_rd; the host reads
+    the image (rows in the strips)."""
+    src = line_pass.source
+    assert "pyca_k::lineTiles(p_out.size, p_im, pyca_ax, pyca_r" in src
+    assert "line_rd<Idx, true>(pyca_line, p_im, v_i, v_j, v_k, p_axis, v_d)" in src
+    assert "pyca_k::rdrow<Idx>(p_im" in src and "line_check(p_axis" in src
+
+
+def test_line_cuda_half_compiles():
+    try:
+        ok = bool(ca.core._cuda_nvrtc_version())
+    except Exception:  # noqa: BLE001 - a build without CUDA
+        ok = False
+    if not ok:
+        pytest.skip("pyca built without NVRTC")
+    m = ca.cuda.SourceModule(line_pass.source, ["--ptxas-options=-v"], name="line_pass.cu", arch="sm_90")
+    assert "16384 bytes smem" in m.log and "0 bytes spill stores" in m.log
+
+
+def _bad(src, path):
+    import importlib.util
+
+    path.write_text("import pyca as ca\n\n\n" + src)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.k
+
+
+@pytest.mark.parametrize("body, what", [
+    ("t = ca.line(im, 0, 1)\n    t = ca.line(im, 1, 1)\n    out[i, j, k] = t[0]", "a second ca.line"),
+    ("if i > 0:\n        t = ca.line(im, 0, 1)\n        out[i, j, k] = t[0]", "ca.line other than as"),
+    ("t = ca.line(out, 0, 1)\n    out[i, j, k] = t[0]", "which the kernel also writes"),
+    ("t = ca.line(im, 0.5, 1)\n    out[i, j, k] = t[0]", "axis other than an int constant"),
+    ("t = ca.line(im, 0, i)\n    out[i, j, k] = t[0]", "radius other than an int constant"),
+    ("t = ca.line(im, 0, 1)\n    out[i, j, k] = t[0, 1]", "indexed with other than one offset"),
+    ("t = ca.line(im, 0, 1)\n    u = t\n    out[i, j, k] = u[0]", r"used other than as t\[d\]"),
+])
+def test_line_refusals(body, what, tmp_path):
+    k = _bad("@ca.kernel(register=False)\ndef k(out: ca.Image3D, im: ca.Image3D):\n    i, j, k = ca.index()\n"
+             f"    {body}\n", tmp_path / "bad_line.py")
+    with pytest.raises(KernelSyntaxError, match=what):
+        k.source  # noqa: B018
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape", [(37, 29, 23), (130, 70, 67)])
+def test_line_gpu_matches_cpu(shape):
+    """Tiles of every axis, radii 0 .. beyond PYCA_K_LINE_RMAX (no tile), a block that is not whole
+    warps (no tile), offsets beyond the radius, an input of another grid than the output."""
+    w, r = half_gauss(2.0)
+    a = rand(4, shape)
+    wim = image(w.reshape(-1, 1, 1))
+    for axis in range(3):
+        for rr in (0, 1, r, 33):
+            ww = image(np.resize(w, rr + 1).reshape(-1, 1, 1))
+            ref, got = image(np.zeros_like(a)), image(np.zeros_like(a), ca.MEM_DEVICE)
+            line_pass(ref, image(a), ww, rr, axis)
+            line_pass(got, image(a, ca.MEM_DEVICE), ww.clone(ca.MEM_DEVICE), rr, axis)
+            np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"axis {axis} r {rr}")
+        ref, got = image(np.zeros_like(a)), image(np.zeros_like(a), ca.MEM_DEVICE)
+        line_pass(ref, image(a), wim, r, axis)
+        line_pass(got, image(a, ca.MEM_DEVICE), wim.clone(ca.MEM_DEVICE), r, axis, block=(5, 3, 2))
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+        ref, got = image(np.zeros_like(a)), image(np.zeros_like(a), ca.MEM_DEVICE)
+        line_wide(ref, image(a), 2, axis)
+        line_wide(got, image(a, ca.MEM_DEVICE), 2, axis)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+        small = rand(5, (shape[0] // 2, shape[1] - 3, shape[2] // 3))
+        o1, o2 = image(np.zeros_like(a)), image(np.zeros_like(a), ca.MEM_DEVICE)
+        line_wide(o1, image(small), 2, axis)
+        line_wide(o2, image(small, ca.MEM_DEVICE), 2, axis)
+        np.testing.assert_allclose(o2.numpy(), o1.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", parity_params(names=[f"{__name__}.line_parity"]))
+def test_line_parity(case):
+    case.run()
