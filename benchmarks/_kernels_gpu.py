@@ -167,7 +167,7 @@ def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
 
         tg = timeit_median(g3, sync=pyca_sync, repeat=21)
         table.add(f"lab 3-D Gaussian: {name}", size, tg, "shipped @ca.kernel", t_gauss)
-    line_rows(table, n, out, im, tmp, wim, r, t_gauss)
+    line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin)
 
 
 # ca.line's tiles (pyca/kernels/kernel_rt.h, lineTiles) with one choice changed.
@@ -184,7 +184,7 @@ LINE_VARIANTS = {
 }
 
 
-def line_rows(table, n, out, im, tmp, wim, r, t_gauss):
+def line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin=None):
     """The 3-D Gaussian through ca.line (shipped) beside the taps read from the image, tile shapes,
     launch shapes, and a grid of exactly the tiles (no blocks that find no tile)."""
     from _kernels_bench import gauss_pass, gauss_pass_taps
@@ -203,7 +203,8 @@ def line_rows(table, n, out, im, tmp, wim, r, t_gauss):
     for axis in range(3):
         tl = timeit_median(lambda: gauss_pass(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
         tt = timeit_median(lambda: gauss_pass_taps(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
-        table.add(f"lab Gaussian pass along {'xyz'[axis]}: ca.line", size, tl, "taps read from the image", tt)
+        note = f"{tl / (t_builtin / 3):.2f}x GaussianFilter.filter / 3" if t_builtin else ""
+        table.add(f"lab Gaussian pass along {'xyz'[axis]}: ca.line", size, tl, "taps read from the image", tt, note)
     base = _variant(gauss_pass, [])
     t_base = g3(base)
     table.add("lab 3-D Gaussian: shipped source, no register cap", size, t_base, "shipped @ca.kernel", t_gauss)

@@ -30,7 +30,7 @@ from _harness import Table, machine_line, optional_import, pyca_env, pyca_sync, 
 import pyca as ca  # noqa: E402
 from _kernels_bench import (SIGMA, apply_h, gauss3, gauss_pass, gauss_weights, numba_cpu, numba_gpu,  # noqa: E402
                             warp_kernels)
-from _kernels_gpu import geodesic_rows, lab_rows, startup_rows  # noqa: E402
+from _kernels_gpu import geodesic_rows, lab_rows, line_rows, startup_rows  # noqa: E402
 
 
 def data(n, rng):
@@ -110,7 +110,7 @@ def peers_gauss(table, size, t_1, a, w, r, device="cpu"):
         table.add("Gaussian pass along z: @ca.kernel", size, t_1, f"warp ({device})", timeit_median(fn, repeat=7))
 
 
-def run_gpu(table: Table, n: int, lab: bool = False):
+def run_gpu(table: Table, n: int, lab: bool = False, line_lab: bool = False):
     rng = np.random.default_rng(0)
     g, a, h = data(n, rng)
     size = f"{n}^3"
@@ -135,8 +135,10 @@ def run_gpu(table: Table, n: int, lab: bool = False):
     t_b = timeit_median(lambda: filt.filter(out2, im, tmp), sync=pyca_sync, repeat=21)
     table.add(f"3-D Gaussian sigma={SIGMA} r={r} (3 passes): @ca.kernel (GPU)", size, t_k3, "GaussianFilter.filter",
               t_b, f"max |diff| {err:.1e}")
-    if lab:
+    if lab or line_lab:
         labs = [(lab_rows, (out, im, hf, tmp, wim, r, t_k, t_k3, t_b))] + ([(geodesic_rows, ())] if n >= 256 else [])
+        if not lab:
+            labs = [(line_rows, (out, im, tmp, wim, r, t_k3, t_b))]
         for rows, extra in labs:
             try:
                 rows(table, n, *extra)
@@ -249,6 +251,8 @@ def main():
     ap.add_argument("--gpu-only", action="store_true", help="only the GPU rows (no CPU rows)")
     ap.add_argument("--lab", action="store_true", help="with the GPU rows: the code-generation lab (variants of the "
                     "generated kernels, launch shapes) and the phases of a cached call in a new process")
+    ap.add_argument("--line-lab", action="store_true", help="with the GPU rows: only the lab's ca.line rows (tile "
+                    "and launch shapes of the Gaussian)")
     ap.add_argument("--no-compile", action="store_true", help="skip the compile-time rows")
     args = ap.parse_args()
     gpu = (args.gpu or args.gpu_only) and ca.cuda_available()
@@ -268,7 +272,7 @@ def main():
         if not args.gpu_only:
             run_cpu(t, n)
         if gpu:
-            run_gpu(t, n, lab=args.lab)
+            run_gpu(t, n, lab=args.lab, line_lab=args.line_lab)
     print(machine_line(), f"OMP threads: {os.environ.get('OMP_NUM_THREADS', 'default')}")
     t.print()
 
