@@ -13,6 +13,8 @@ written, so an image saved by pyca has the affine of the one it was read from (s
 right, y anterior, z superior, as nibabel gives it); MetaImage/NRRD files hold ITK's LPS+ world, so their
 origin and direction are converted (x and y negated) on reading and writing. Voxels are used in stored
 order: nothing is resampled or flipped. 2-D images (or a z extent of 1) give a grid with size z = 1.
+Other files go to nibabel, then to SimpleITK; pictures (PNG, TIFF, ...) get ITK's grid and one value
+per pixel, colour is refused (docs/io.md, 'Pictures').
 See docs/io.md and docs/design/orientation.md.
 
 Errors come before any data is used: a missing file raises FileNotFoundError; a file that cannot be
@@ -263,6 +265,40 @@ def _itk_reason(e):
     return re.sub(r"^itk::ERROR:\s*\w+\(0x[0-9a-fA-F]+\):\s*", "", lines[-1])
 
 
+# SimpleITK's readers of pictures: pixels with no place in the world (no origin, no direction; a spacing
+# only where the format has one that ITK reads: TIFF's resolution). Their images get ITK's grid (origin 0,
+# direction the identity in ITK's LPS+ world: diag(-1, -1, 1) in pyca's RAS+ one; x the column, y the row
+# from the top), and a pixel of several channels is one grey value only where its channels are equal.
+_PICTURE_IOS = {"PNGImageIO": "PNG", "JPEGImageIO": "JPEG", "JPEG2000ImageIO": "JPEG 2000", "BMPImageIO": "BMP",
+                "TIFFImageIO": "TIFF", "LSMImageIO": "LSM (TIFF)", "BioRadImageIO": "Bio-Rad PIC"}
+
+
+def _picture_format(sitk, path):
+    """The picture format SimpleITK reads `path` as ('PNG', 'TIFF', ...), or None for any other format."""
+    try:
+        return _PICTURE_IOS.get(sitk.ImageFileReader.GetImageIOFromFileName(path))
+    except Exception:  # noqa: BLE001 - no reader for it: ReadImage says so
+        return None
+
+
+def _picture_grey(arr, fmt, path, what):
+    """A picture's pixels of several channels (y, x, c) or (z, y, x, c) as one grey value each, when the
+    colour channels are equal everywhere (a grey image stored as RGB, or a grey palette) and an alpha
+    channel, if any, is constant: nothing is lost. Colour is refused (pyca's images are scalar)."""
+    c = arr.shape[-1]
+    colour = arr[..., :3] if c in (3, 4) else arr
+    same = c in (3, 4) and np.array_equal(colour[..., 0], colour[..., 1]) and \
+        np.array_equal(colour[..., 0], colour[..., 2])
+    if same and c == 4:
+        same = bool(np.all(arr[..., 3] == arr.flat[3]))
+    if not same:
+        hint = ("save the labels as grey values, one value per label" if what == "load_labels" else
+                "convert it to grey first (e.g. Pillow's Image.convert('L'))")
+        raise ImageFileError(f"{what} {path!r}: a {fmt} picture with {c} channels per pixel that differ (colour"
+                             f"{' or transparency' if c == 4 else ''}); pyca reads one value per voxel: {hint}")
+    return np.ascontiguousarray(arr[..., 0])
+
+
 def _read_itk(path, what):
     if _metaimage.is_metaimage(path) and not simpleitk_available():
         return _read_metaimage(path, what)
@@ -280,6 +316,9 @@ def _read_itk(path, what):
     ncomp = img.GetNumberOfComponentsPerPixel()
     if np.iscomplexobj(arr):
         raise ImageFileError(f"{what} {path!r}: expected real voxels, got dtype {arr.dtype}")
+    fmt = _picture_format(sitk, path) if ncomp > 1 else None
+    if fmt is not None:  # never a vector field: one grey value per pixel, or refused
+        arr, ncomp = _picture_grey(arr, fmt, path, what), 1
     if ncomp > 1:  # (..., c): reverse the spatial axes only
         arr = np.transpose(arr, tuple(range(dim - 1, -1, -1)) + (dim,))
         if dim == 2:
@@ -545,9 +584,32 @@ def load_labels(path):
     GridInfo (the file's spacing, origin and direction)."""
     what = "load_labels"
     data, sp, org, direction = read_array(path, what, _image_shape)
+    _check_palette_labels(os.fspath(path), what, data)
     shape = _image_shape(path, what, data.shape)
     data = np.reshape(data, shape, order="F") if tuple(data.shape) != tuple(shape) else data
     return np.asfortranarray(data), _to_grid(os.fspath(path), what, sp, org, direction, shape)
+
+
+def _check_palette_labels(path, what, data):
+    """An indexed-colour picture (a PNG, BMP, GIF or TIFF with a palette) stores labels as palette
+    indices, but SimpleITK reads its colours: refused unless each index's colour is the index itself."""
+    if _kind(path) != "unknown":
+        return
+    try:
+        from PIL import Image
+
+        with Image.open(path) as pic:
+            if pic.mode not in ("P", "PA"):
+                return
+            index = np.asarray(pic.convert("P") if pic.mode == "PA" else pic)  # (y, x): the first frame
+    except Exception:  # noqa: BLE001 - not a picture Pillow reads: nothing to compare
+        return
+    first = data if data.ndim == 2 else data.reshape(data.shape[:2] + (-1,), order="F")[:, :, 0]
+    if first.shape == index.T.shape and np.array_equal(first, index.T):
+        return
+    raise ImageFileError(f"{what} {path!r}: an indexed-colour picture whose palette colours are not its indices: "
+                         "the labels would be read as colours; save them as grey values (Pillow mode 'L' or 'I;16') "
+                         "or as NIfTI")
 
 
 def _label_dtype(values):
