@@ -249,8 +249,8 @@ def geodesic_rows(table, n):
     h = ca.Field3D(g)
     ca.SetToIdentity(h)
     h = h.to(D)
-    cases = {"force": (gk.force, (fld(), img(), img(), fld(), fld(), 1.0, 1.0, 1.0, True)),
-             "step_forward": (gk.step_forward, (fld(), h, fld(0.5), fld(0.5), 0.5, 0.5, 0.1, 1.0, 1.0, 1.0, False))}
+    cases = {"force": (gk.force, (fld(), img(), h, img(), fld(), fld(), 1.0, 1.0, 1.0, True, True)),
+             "step": (gk.step, (fld(), h, fld(0.5), fld(0.5), 0.5, 0.5, 0.1, -1.0, 1.0, 1.0, 1.0, True))}
     arch = cuda.default_arch()
     for name, (k, args) in cases.items():
         src = k.source

@@ -247,6 +247,91 @@ def phases(ca, I0, I1, mem, T, sigma, reps=5):
             f"iteration: {2 * T * k_ms:.2f} ms)")
 
 
+class _OpTimer:
+    """Wraps every operation of pyca.core, the geodesic's fused kernels and the kernel K's applications
+    with a timer that synchronises the device before and after (the outermost call only): what each
+    costs, launch and Python call included, and how often it runs."""
+
+    def __init__(self, ca, mem):
+        import pyca.core as core
+        from pyca.registration import _geodesic_kernels as gk
+
+        self.mem, self.rows, self._depth, self._undo = mem, {}, 0, []
+        for mod, prefix in ((core, ""), (gk, "fused ")):
+            for name in dir(mod):
+                fn = getattr(mod, name)
+                if name[:1].isupper() and callable(fn) and not isinstance(fn, type) or (mod is gk and name in gk.__all__):
+                    self._wrap(mod, name, prefix + name)
+        for name in ("applyInverseOperator", "applyOperator", "applyInverseOperatorDot"):
+            if hasattr(core.FluidKernelFFT, name):
+                self._wrap(core.FluidKernelFFT, name, "K." + name)
+
+    def _wrap(self, owner, name, label):
+        fn = getattr(owner, name)
+
+        def timed(*args, **kw):
+            if self._depth:
+                return fn(*args, **kw)
+            self._depth += 1
+            try:
+                sync(self.mem)
+                t0 = time.perf_counter()
+                r = fn(*args, **kw)
+                sync(self.mem)
+                c, t = self.rows.get(label, (0, 0.0))
+                self.rows[label] = (c + 1, t + time.perf_counter() - t0)
+                return r
+            finally:
+                self._depth -= 1
+
+        setattr(owner, name, timed)
+        self._undo.append((owner, name, fn))
+
+    def restore(self):
+        for owner, name, fn in reversed(self._undo):
+            setattr(owner, name, fn)
+
+    def table(self, per):
+        tot = sum(t for _, t in self.rows.values())
+        lines = [f"    {tot / per * 1e3:8.3f} ms  {sum(c for c, _ in self.rows.values()) / per:6.1f} calls  (all)"]
+        for label, (c, t) in sorted(self.rows.items(), key=lambda kv: -kv[1][1]):
+            lines.append(f"    {t / per * 1e3:8.3f} ms  {c / per:6.1f} calls  {label}")
+        return "\n".join(lines)
+
+
+def profile(ca, I0, I1, mem, T, sigma, its=3):
+    """Per-operation time of one iteration of pyca shoot (forward, gradients, update) and of pyca lddmm
+    (its defaults, one scale, no affine), each operation synchronised (_OpTimer); and pyca shoot's
+    time per iteration on a 16^3 grid, where the voxels cost nothing: the launches and Python calls."""
+    from pyca.apps import shoot
+    from pyca.registration.geodesic import Geodesic, GeodesicFit
+
+    grid = I0.grid()
+    fit = GeodesicFit(Geodesic(grid, mem, T, shoot.kernel_of(grid, dict(shoot.DEFAULTS))), I0, [(T, I1)], sigma)
+    fit.forward()
+    fit.gradients()
+    timer = _OpTimer(ca, mem)
+    try:
+        for _ in range(its):
+            fit.forward()
+            fit.gradients()
+            fit.update(2e-5)
+        print(f"profile pyca shoot (T {T}), per iteration, each operation synchronised:\n" + timer.table(its))
+        timer.rows.clear()
+        from pyca.apps import lddmm
+
+        kw = dict(device=mem, scales=[1], affine="none", tol=0.0, normalize="none", bias_sigma=0.0, fixed_blur=0.0)
+        r = lddmm.register(I1, I0, iterations=its, **kw)
+        n = max(1, r.timings["scales"][0]["iterations"])
+        print(f"profile pyca lddmm (T {r.params['time_steps']}), per iteration ({n} iterations; setup "
+              f"included):\n" + timer.table(n))
+    finally:
+        timer.restore()
+    small = [ca.Image3D.from_array(np.asfortranarray(x)).clone(mem) for x in pair(16)]
+    t16 = shoot_run(ca, *small, mem, 10, 2e-5, T, sigma)[0]
+    print(f"profile pyca shoot at 16^3 (launches and Python calls only): {t16 * 1e3:.2f} ms/iteration")
+
+
 def _dice(lab_a, lab_b):
     return [float(2 * np.sum((lab_a == c) & (lab_b == c)) / max(1, np.sum(lab_a == c) + np.sum(lab_b == c)))
             for c in (1, 2, 3)]
@@ -307,6 +392,10 @@ def main():
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")
     ap.add_argument("--brain-iterations", type=int, default=100)
     ap.add_argument("--brain-scales", default="1", help="pyca shoot's scales on the brains, e.g. 2,1")
+    ap.add_argument("--profile", action="store_true", help="also each operation's time in one iteration of "
+                    "shoot and of lddmm, and shoot's time per iteration at 16^3")
+    ap.add_argument("--sample-apart", action="store_true", help="fused passes: the image I0 o h_j sampled by "
+                    "ApplyH before the force pass (default: inside it)")
     ap.add_argument("--fused", choices=["auto", "on", "off"], default="auto",
                     help="the adjoint sweep's fused passes: auto (on the GPU), on, off")
     a = ap.parse_args()
@@ -316,6 +405,7 @@ def main():
     from pyca.registration.geodesic import Geodesic
 
     Geodesic.fused = {"auto": None, "on": True, "off": False}[a.fused]
+    Geodesic.fuse_sample = not a.sample_apart
     dev = ca.device_info() if a.gpu else f"cpu ({os.cpu_count()} cores)"
     print(f"# bench_shoot: {dev}; size {a.size}^3, {a.iterations} iterations, T {a.time_steps}, step {a.step:g}, "
           f"sigma {a.sigma:g}")
@@ -349,6 +439,8 @@ def main():
             print(f"energies after {n} iterations of step {a.step:g}: client {e_c[-1]:.6g}, pyca {e_s2[-1]:.6g} "
                   f"(relative difference {(e_s2[-1] - e_c[-1]) / e_c[-1]:+.4f}); client {[round(x, 6) for x in e_c]} "
                   f"pyca {[round(x, 6) for x in e_s2]}")
+    if a.profile and a.size:
+        profile(ca, I0, I1, mem, a.time_steps, a.sigma)
     if a.parity:
         i0, i1 = pair(32)
         out = {}

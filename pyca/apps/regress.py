@@ -18,7 +18,6 @@ earliest image. Every image is placed on the first image's grid by its affine. d
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import dataclass
 
@@ -216,27 +215,25 @@ def add_parser(sub):
     return p
 
 
+def _load(a, params):
+    shoot.device_of(_checked(params, "regress"), "regress")
+    obs = [(t, pio.load_image(path)) for t, path in a.observations]
+    shoot.check_images([(f"{path} (time {t:g})", im) for (t, im), (_, path) in zip(obs, a.observations)], "regress")
+    time_steps_of([t for t, _ in obs], params["time_steps"])
+    return obs
+
+
 def run(a):
     from .._files import claim_out_dir
-    from ..cli import input_errors
 
-    quiet = getattr(a, "quiet", False)
-    say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
-    params = shoot.model_params(a, shoot.DEFAULTS)
-    params["estimate_base"] = not a.fixed_base
-    try:
-        shoot.device_of(_checked(params, "regress"), "regress")
-        obs = [(t, pio.load_image(path)) for t, path in a.observations]
-        shoot.check_images([(f"{path} (time {t:g})", im) for (t, im), (_, path) in zip(obs, a.observations)],
-                           "regress")
-        time_steps_of([t for t, _ in obs], params["time_steps"])
-    except input_errors() as e:
-        print(f"pyca regress: error: {e}", file=sys.stderr)
+    started = shoot.start(a, "regress", lambda params: _load(a, params), estimate_base=not a.fixed_base)
+    if started is None:
         return 2
+    say, params, obs = started
     n = len(obs)
     outputs = [f"{x}{e}" for x in ["m0", "base"] + [f"fitted_{k}" for k in range(n)] for e in (".nii", ".nii.gz")]
     with claim_out_dir(a.out, a.overwrite, outputs=outputs, inputs=[path for _, path in a.observations]):
-        res = fit(obs, progress=not quiet, **params)
+        res = fit(obs, progress=not getattr(a, "quiet", False), **params)
         ext = ".nii" if a.no_compress else ".nii.gz"
         os.makedirs(a.out, exist_ok=True)
         paths = []

@@ -333,27 +333,43 @@ def add_parser(sub):
     return p
 
 
-def run(a):
-    from .._files import claim_out_dir
+def start(a, name, load, **extra):
+    """The start of `pyca shoot` and `pyca regress`: say (print, silent with --quiet), the model's
+    parameters from the arguments (and extra), and load(params) (checks and reads the inputs) with the
+    input errors (cli.input_errors()) said in one line. Returns (say, params, load's result), or None
+    after such an error (the command then exits 2)."""
     from ..cli import input_errors
 
-    quiet = getattr(a, "quiet", False)
-    say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
-    params = model_params(a, DEFAULTS)
+    say = (lambda *x: None) if getattr(a, "quiet", False) else (lambda *x: print(*x, flush=True))
+    params = dict(model_params(a, DEFAULTS), **extra)
     try:
-        device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
-        fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
-        check_images([("the fixed image", fixed), ("the moving image", moving)])
-        check_images([("the moving image placed on the fixed grid (do the two overlap in the world?)",
-                       on_grid(moving, fixed.grid()))])
+        return say, params, load(params)
     except input_errors() as e:
-        print(f"pyca shoot: error: {e}", file=sys.stderr)
+        print(f"pyca {name}: error: {e}", file=sys.stderr)
+        return None
+
+
+def _load(a, params):
+    device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
+    fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
+    check_images([("the fixed image", fixed), ("the moving image", moving)])
+    check_images([("the moving image placed on the fixed grid (do the two overlap in the world?)",
+                   on_grid(moving, fixed.grid()))])
+    return fixed, moving
+
+
+def run(a):
+    from .._files import claim_out_dir
+
+    started = start(a, "shoot", lambda params: _load(a, params))
+    if started is None:
         return 2
+    say, params, (fixed, moving) = started
     names = {"fixed": a.fixed, "moving": a.moving}
     outputs = [n + e for n in OUTPUTS + (transform_files.FORWARD_WARP, transform_files.INVERSE_WARP)
                for e in (".nii", ".nii.gz")] + [transform_files.AFFINE, transform_files.AFFINE_TEXT]
     with claim_out_dir(a.out, a.overwrite, outputs=outputs, inputs=[a.fixed, a.moving]):
-        res = register(fixed, moving, progress=not quiet, **params)
+        res = register(fixed, moving, progress=not getattr(a, "quiet", False), **params)
         paths = write_outputs(res, a.out, compress=not a.no_compress, names=names)
     s = res.summary()
     say(f"pyca shoot: {res.device}; {s['iterations']} iterations ({s['stop']}), energy {res.report['energy_start']:.6g} "

@@ -1,126 +1,32 @@
-"""Fused passes of the geodesic's adjoint sweep (pyca.registration.geodesic, Geodesic.fused): each
-kernel does in one pass over the grid what a chain of pyca operations does in several, with the same
-arithmetic (central differences with clamped reads, PyCA's border rule; trilinear sampling with the
-same background strategies). tests/python/test_shoot.py compares them with the chains."""
+"""Fused passes of the geodesic's shooting and adjoint sweep (pyca.registration.geodesic,
+Geodesic.fused): each kernel does in one pass over the grid what a chain of pyca operations does in
+several, with the same arithmetic (central differences with clamped reads, PyCA's border rule;
+trilinear sampling with the same background strategies). tests/python/test_shoot.py compares them
+with the chains."""
 from __future__ import annotations
 
 import math
 
 import pyca as ca  # (the kernels: pyca.kernel; imported by geodesic.py when first used)
 
-__all__ = ["step_back", "transport", "momentum_update"]
+__all__ = ["step", "transport", "force", "momentum_update"]
 
 
-@ca.kernel(register=False)
-def step_back(s: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sx: float, sy: float,
-              sz: float):
-    """s = x + dt w(x + dt/2 w(x)) / spacing (voxels), w = a v + b vp: the H-field of a step back
-    (ApplyV with the border clamped, as Geodesic's op chain)."""
-    i, j, k = ca.index()
-    nx, ny, nz = s.shape
-    wx = a * v[i, j, k, 0] + b * vp[i, j, k, 0]
-    wy = a * v[i, j, k, 1] + b * vp[i, j, k, 1]
-    wz = a * v[i, j, k, 2] + b * vp[i, j, k, 2]
-    px = min(max(i + 0.5 * dt * wx / sx, 0.0), nx - 1.0)
-    py = min(max(j + 0.5 * dt * wy / sy, 0.0), ny - 1.0)
-    pz = min(max(k + 0.5 * dt * wz / sz, 0.0), nz - 1.0)
-    x0 = int(math.floor(px))
-    y0 = int(math.floor(py))
-    z0 = int(math.floor(pz))
-    fx = px - x0
-    fy = py - y0
-    fz = pz - z0
-    for c in range(3):
-        q000 = a * v[x0, y0, z0, c] + b * vp[x0, y0, z0, c]
-        q100 = a * v[x0 + 1, y0, z0, c] + b * vp[x0 + 1, y0, z0, c]
-        q010 = a * v[x0, y0 + 1, z0, c] + b * vp[x0, y0 + 1, z0, c]
-        q110 = a * v[x0 + 1, y0 + 1, z0, c] + b * vp[x0 + 1, y0 + 1, z0, c]
-        q001 = a * v[x0, y0, z0 + 1, c] + b * vp[x0, y0, z0 + 1, c]
-        q101 = a * v[x0 + 1, y0, z0 + 1, c] + b * vp[x0 + 1, y0, z0 + 1, c]
-        q011 = a * v[x0, y0 + 1, z0 + 1, c] + b * vp[x0, y0 + 1, z0 + 1, c]
-        q111 = a * v[x0 + 1, y0 + 1, z0 + 1, c] + b * vp[x0 + 1, y0 + 1, z0 + 1, c]
-        q00 = q000 + fx * (q100 - q000)
-        q10 = q010 + fx * (q110 - q010)
-        q01 = q001 + fx * (q101 - q001)
-        q11 = q011 + fx * (q111 - q011)
-        q0 = q00 + fy * (q10 - q00)
-        q1 = q01 + fy * (q11 - q01)
-        q = q0 + fz * (q1 - q0)
-        if c == 0:
-            s[i, j, k, 0] = i + dt * q / sx
-        elif c == 1:
-            s[i, j, k, 1] = j + dt * q / sy
-        else:
-            s[i, j, k, 2] = k + dt * q / sz
+@ca.func
+def _lerp3(q000, q100, q010, q110, q001, q101, q011, q111, fx: float, fy: float, fz: float) -> float:
+    """Trilinear interpolation of the corner values q_xyz at the fractions (fx, fy, fz)."""
+    q00 = q000 + fx * (q100 - q000)
+    q10 = q010 + fx * (q110 - q010)
+    q01 = q001 + fx * (q101 - q001)
+    q11 = q011 + fx * (q111 - q011)
+    q0 = q00 + fy * (q10 - q00)
+    q1 = q01 + fy * (q11 - q01)
+    return q0 + fz * (q1 - q0)
 
 
 @ca.func
 def _w(inside: bool) -> float:
     return 1.0 if inside else 0.0
-
-
-@ca.kernel(register=False)
-def transport(I_out: ca.Image3D, m_out: ca.Field3D, I_in: ca.Image3D, m_in: ca.Field3D, s: ca.Field3D,
-              jac: ca.Image3D, with_m: bool):
-    """I_out = jac I_in o s, m_out = m_in o s (trilinear, corners outside the grid count as 0: PyCA's
-    BACKGROUND_STRATEGY_PARTIAL_ZERO); m only when with_m."""
-    i, j, k = ca.index()
-    nx, ny, nz = I_in.shape
-    px = s[i, j, k, 0]
-    py = s[i, j, k, 1]
-    pz = s[i, j, k, 2]
-    x0 = int(math.floor(px))
-    y0 = int(math.floor(py))
-    z0 = int(math.floor(pz))
-    fx = px - x0
-    fy = py - y0
-    fz = pz - z0
-    ax0 = _w(x0 >= 0 and x0 < nx) * (1.0 - fx)
-    ax1 = _w(x0 + 1 >= 0 and x0 + 1 < nx) * fx
-    ay0 = _w(y0 >= 0 and y0 < ny) * (1.0 - fy)
-    ay1 = _w(y0 + 1 >= 0 and y0 + 1 < ny) * fy
-    az0 = _w(z0 >= 0 and z0 < nz) * (1.0 - fz)
-    az1 = _w(z0 + 1 >= 0 and z0 + 1 < nz) * fz
-    w000 = ax0 * ay0 * az0
-    w100 = ax1 * ay0 * az0
-    w010 = ax0 * ay1 * az0
-    w110 = ax1 * ay1 * az0
-    w001 = ax0 * ay0 * az1
-    w101 = ax1 * ay0 * az1
-    w011 = ax0 * ay1 * az1
-    w111 = ax1 * ay1 * az1
-    xa = min(max(x0, 0), nx - 1)
-    xb = min(max(x0 + 1, 0), nx - 1)
-    ya = min(max(y0, 0), ny - 1)
-    yb = min(max(y0 + 1, 0), ny - 1)
-    za = min(max(z0, 0), nz - 1)
-    zb = min(max(z0 + 1, 0), nz - 1)
-    I_out[i, j, k] = jac[i, j, k] * (
-        w000 * I_in[xa, ya, za] + w100 * I_in[xb, ya, za] + w010 * I_in[xa, yb, za] + w110 * I_in[xb, yb, za]
-        + w001 * I_in[xa, ya, zb] + w101 * I_in[xb, ya, zb] + w011 * I_in[xa, yb, zb] + w111 * I_in[xb, yb, zb])
-    if with_m:
-        for c in range(3):
-            m_out[i, j, k, c] = (
-                w000 * m_in[xa, ya, za, c] + w100 * m_in[xb, ya, za, c] + w010 * m_in[xa, yb, za, c]
-                + w110 * m_in[xb, yb, za, c] + w001 * m_in[xa, ya, zb, c] + w101 * m_in[xb, ya, zb, c]
-                + w011 * m_in[xa, yb, zb, c] + w111 * m_in[xb, yb, zb, c])
-
-
-@ca.kernel(register=False)
-def momentum_update(mhat: ca.Field3D, mt: ca.Field3D, f: ca.Field3D, v: ca.Field3D, dt: float, sx: float,
-                    sy: float, sz: float):
-    """mhat = mt - dt (f + (D v) mt), D v by central differences per world unit with clamped reads
-    (JacobianXY's rule; no z derivative on a 2-D grid)."""
-    i, j, k = ca.index()
-    nx, ny, nz = v.shape
-    ax = mt[i, j, k, 0]
-    ay = mt[i, j, k, 1]
-    az = mt[i, j, k, 2]
-    for c in range(3):
-        dx = (v[i + 1, j, k, c] - v[i - 1, j, k, c]) / (2.0 * sx)
-        dy = (v[i, j + 1, k, c] - v[i, j - 1, k, c]) / (2.0 * sy)
-        dz = (v[i, j, k + 1, c] - v[i, j, k - 1, c]) / (2.0 * sz) if nz > 1 else 0.0
-        mhat[i, j, k, c] = mt[i, j, k, c] - dt * (f[i, j, k, c] + dx * ax + dy * ay + dz * az)
 
 
 @ca.func
@@ -129,19 +35,21 @@ def _tap(inside: bool, value: float, identity: float) -> float:
 
 
 @ca.kernel(register=False)
-def step_forward(hn: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float,
-                 sx: float, sy: float, sz: float, first: bool):
-    """hn = h(x - dt d(x) / spacing), d(x) = w(x - dt/2 w(x) / spacing), w = a v + b vp (the w sampled with
-    its border clamped, as ApplyVInv; h trilinear with taps outside the grid at their identity value,
-    ComposeHVInv's PARTIAL_ID); first: h is the identity (not read)."""
+def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: float,
+         sx: float, sy: float, sz: float, compose: bool):
+    """p = x + sign dt d(x) / spacing, d(x) = w(x + sign dt/2 w(x) / spacing), w = a v + b vp (sampled
+    with its border clamped, as ApplyV / ApplyVInv); out = p (not compose: sign +1, the step back
+    x + dt w(x + dt/2 w) of the adjoint sweep; sign -1 from the identity, the first shooting step) or
+    out = h(p) (compose: h trilinear with taps outside the grid at their identity value, ComposeHVInv's
+    PARTIAL_ID; sign -1, a shooting step)."""
     i, j, k = ca.index()
-    nx, ny, nz = hn.shape
+    nx, ny, nz = out.shape
     wx = a * v[i, j, k, 0] + b * vp[i, j, k, 0]
     wy = a * v[i, j, k, 1] + b * vp[i, j, k, 1]
     wz = a * v[i, j, k, 2] + b * vp[i, j, k, 2]
-    px = min(max(i - 0.5 * dt * wx / sx, 0.0), nx - 1.0)
-    py = min(max(j - 0.5 * dt * wy / sy, 0.0), ny - 1.0)
-    pz = min(max(k - 0.5 * dt * wz / sz, 0.0), nz - 1.0)
+    px = min(max(i + sign * 0.5 * dt * wx / sx, 0.0), nx - 1.0)
+    py = min(max(j + sign * 0.5 * dt * wy / sy, 0.0), ny - 1.0)
+    pz = min(max(k + sign * 0.5 * dt * wz / sz, 0.0), nz - 1.0)
     x0 = int(math.floor(px))
     y0 = int(math.floor(py))
     z0 = int(math.floor(pz))
@@ -152,31 +60,23 @@ def step_forward(hn: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a
     qy = 0.0
     qz = 0.0
     for c in range(3):
-        q000 = a * v[x0, y0, z0, c] + b * vp[x0, y0, z0, c]
-        q100 = a * v[x0 + 1, y0, z0, c] + b * vp[x0 + 1, y0, z0, c]
-        q010 = a * v[x0, y0 + 1, z0, c] + b * vp[x0, y0 + 1, z0, c]
-        q110 = a * v[x0 + 1, y0 + 1, z0, c] + b * vp[x0 + 1, y0 + 1, z0, c]
-        q001 = a * v[x0, y0, z0 + 1, c] + b * vp[x0, y0, z0 + 1, c]
-        q101 = a * v[x0 + 1, y0, z0 + 1, c] + b * vp[x0 + 1, y0, z0 + 1, c]
-        q011 = a * v[x0, y0 + 1, z0 + 1, c] + b * vp[x0, y0 + 1, z0 + 1, c]
-        q111 = a * v[x0 + 1, y0 + 1, z0 + 1, c] + b * vp[x0 + 1, y0 + 1, z0 + 1, c]
-        q00 = q000 + fx * (q100 - q000)
-        q10 = q010 + fx * (q110 - q010)
-        q01 = q001 + fx * (q101 - q001)
-        q11 = q011 + fx * (q111 - q011)
-        q0 = q00 + fy * (q10 - q00)
-        q1 = q01 + fy * (q11 - q01)
-        q = q0 + fz * (q1 - q0)
+        q = _lerp3(a * v[x0, y0, z0, c] + b * vp[x0, y0, z0, c], a * v[x0 + 1, y0, z0, c] + b * vp[x0 + 1, y0, z0, c],
+                   a * v[x0, y0 + 1, z0, c] + b * vp[x0, y0 + 1, z0, c],
+                   a * v[x0 + 1, y0 + 1, z0, c] + b * vp[x0 + 1, y0 + 1, z0, c],
+                   a * v[x0, y0, z0 + 1, c] + b * vp[x0, y0, z0 + 1, c],
+                   a * v[x0 + 1, y0, z0 + 1, c] + b * vp[x0 + 1, y0, z0 + 1, c],
+                   a * v[x0, y0 + 1, z0 + 1, c] + b * vp[x0, y0 + 1, z0 + 1, c],
+                   a * v[x0 + 1, y0 + 1, z0 + 1, c] + b * vp[x0 + 1, y0 + 1, z0 + 1, c], fx, fy, fz)
         if c == 0:
-            qx = i - dt * q / sx
+            qx = i + sign * dt * q / sx
         elif c == 1:
-            qy = j - dt * q / sy
+            qy = j + sign * dt * q / sy
         else:
-            qz = k - dt * q / sz
-    if first:
-        hn[i, j, k, 0] = qx
-        hn[i, j, k, 1] = qy
-        hn[i, j, k, 2] = qz
+            qz = k + sign * dt * q / sz
+    if not compose:
+        out[i, j, k, 0] = qx
+        out[i, j, k, 1] = qy
+        out[i, j, k, 2] = qz
         return
     u0 = int(math.floor(qx))
     v0 = int(math.floor(qy))
@@ -196,22 +96,134 @@ def step_forward(hn: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a
                     ident = float(ti) if c == 0 else (float(tj) if c == 1 else float(tk))
                     wgt = (gx if dx == 1 else 1.0 - gx) * (gy if dy == 1 else 1.0 - gy) * (gz if dz == 1 else 1.0 - gz)
                     acc += wgt * _tap(inside, h[ti, tj, tk, c], ident)
-        hn[i, j, k, c] = acc
+        out[i, j, k, c] = acc
 
 
 @ca.kernel(register=False)
-def force(f: ca.Field3D, It: ca.Image3D, Ihat: ca.Image3D, X: ca.Field3D, m: ca.Field3D, sx: float, sy: float,
-          sz: float, with_ad: bool):
-    """f = Ihat grad(It) - ad*_X m, ad*_X m = (DX)^T m + div(m (x) X) (Gradient, JacobianXtY and
+def transport(I_out: ca.Image3D, m_out: ca.Field3D, I_in: ca.Image3D, m_in: ca.Field3D, s: ca.Field3D,
+              with_m: bool):
+    """I_out = |D s| I_in o s, m_out = m_in o s (trilinear, corners outside the grid count as 0: PyCA's
+    BACKGROUND_STRATEGY_PARTIAL_ZERO); m only when with_m. |D s|: the determinant of the H-field's
+    differences in voxels, central inside, one-sided at the border (JacDetH's DIFF_CENTRAL, BC_APPROX,
+    times the voxel volume: transforms.jacobian_det); 2 x 2 on a 2-D grid."""
+    i, j, k = ca.index()
+    nx, ny, nz = I_in.shape
+    cx = 0.5 if i > 0 and i < nx - 1 else 1.0
+    cy = 0.5 if j > 0 and j < ny - 1 else 1.0
+    cz = 0.5 if k > 0 and k < nz - 1 else 1.0
+    a00 = cx * (s[i + 1, j, k, 0] - s[i - 1, j, k, 0])
+    a10 = cx * (s[i + 1, j, k, 1] - s[i - 1, j, k, 1])
+    a20 = cx * (s[i + 1, j, k, 2] - s[i - 1, j, k, 2])
+    a01 = cy * (s[i, j + 1, k, 0] - s[i, j - 1, k, 0])
+    a11 = cy * (s[i, j + 1, k, 1] - s[i, j - 1, k, 1])
+    a21 = cy * (s[i, j + 1, k, 2] - s[i, j - 1, k, 2])
+    jac = a00 * a11 - a01 * a10
+    if nz > 1:
+        a02 = cz * (s[i, j, k + 1, 0] - s[i, j, k - 1, 0])
+        a12 = cz * (s[i, j, k + 1, 1] - s[i, j, k - 1, 1])
+        a22 = cz * (s[i, j, k + 1, 2] - s[i, j, k - 1, 2])
+        jac = a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
+    px = s[i, j, k, 0]
+    py = s[i, j, k, 1]
+    pz = s[i, j, k, 2]
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz))
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    # PARTIAL_ZERO: a corner outside the grid counts as 0 (w: 1 inside, 0 outside)
+    ax0 = _w(x0 >= 0 and x0 < nx)
+    ax1 = _w(x0 + 1 >= 0 and x0 + 1 < nx)
+    ay0 = _w(y0 >= 0 and y0 < ny)
+    ay1 = _w(y0 + 1 >= 0 and y0 + 1 < ny)
+    az0 = _w(z0 >= 0 and z0 < nz)
+    az1 = _w(z0 + 1 >= 0 and z0 + 1 < nz)
+    xa = min(max(x0, 0), nx - 1)
+    xb = min(max(x0 + 1, 0), nx - 1)
+    ya = min(max(y0, 0), ny - 1)
+    yb = min(max(y0 + 1, 0), ny - 1)
+    za = min(max(z0, 0), nz - 1)
+    zb = min(max(z0 + 1, 0), nz - 1)
+    w000 = ax0 * ay0 * az0
+    w100 = ax1 * ay0 * az0
+    w010 = ax0 * ay1 * az0
+    w110 = ax1 * ay1 * az0
+    w001 = ax0 * ay0 * az1
+    w101 = ax1 * ay0 * az1
+    w011 = ax0 * ay1 * az1
+    w111 = ax1 * ay1 * az1
+    I_out[i, j, k] = jac * _lerp3(w000 * I_in[xa, ya, za], w100 * I_in[xb, ya, za], w010 * I_in[xa, yb, za],
+                                  w110 * I_in[xb, yb, za], w001 * I_in[xa, ya, zb], w101 * I_in[xb, ya, zb],
+                                  w011 * I_in[xa, yb, zb], w111 * I_in[xb, yb, zb], fx, fy, fz)
+    if with_m:
+        for c in range(3):
+            m_out[i, j, k, c] = _lerp3(w000 * m_in[xa, ya, za, c], w100 * m_in[xb, ya, za, c],
+                                       w010 * m_in[xa, yb, za, c], w110 * m_in[xb, yb, za, c],
+                                       w001 * m_in[xa, ya, zb, c], w101 * m_in[xb, ya, zb, c],
+                                       w011 * m_in[xa, yb, zb, c], w111 * m_in[xb, yb, zb, c], fx, fy, fz)
+
+
+@ca.kernel(register=False)
+def momentum_update(mhat: ca.Field3D, mt: ca.Field3D, f: ca.Field3D, v: ca.Field3D, dt: float, sx: float,
+                    sy: float, sz: float):
+    """mhat = mt - dt (f + (D v) mt), D v by central differences per world unit with clamped reads
+    (JacobianXY's rule; no z derivative on a 2-D grid)."""
+    i, j, k = ca.index()
+    nx, ny, nz = v.shape
+    ax = mt[i, j, k, 0]
+    ay = mt[i, j, k, 1]
+    az = mt[i, j, k, 2]
+    for c in range(3):
+        dx = (v[i + 1, j, k, c] - v[i - 1, j, k, c]) / (2.0 * sx)
+        dy = (v[i, j + 1, k, c] - v[i, j - 1, k, c]) / (2.0 * sy)
+        dz = (v[i, j, k + 1, c] - v[i, j, k - 1, c]) / (2.0 * sz) if nz > 1 else 0.0
+        mhat[i, j, k, c] = mt[i, j, k, c] - dt * (f[i, j, k, c] + dx * ax + dy * ay + dz * az)
+
+
+@ca.kernel(register=False)
+def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.Field3D, m: ca.Field3D, sx: float,
+          sy: float, sz: float, sampled: bool, with_ad: bool):
+    """f = Ihat grad(I) - ad*_X m with I = I0 o h (sampled: trilinear with the coordinate clamped,
+    ApplyH's default; else I = I0), ad*_X m = (DX)^T m + div(m (x) X) (Gradient, JacobianXtY and
     DivergenceTensor: central differences per world unit with clamped reads; no z term on a 2-D grid);
-    without with_ad, f = Ihat grad(It)."""
+    without with_ad, f = Ihat grad(I)."""
     i, j, k = ca.index()
     nx, ny, nz = f.shape
     zz = 1.0 if nz > 1 else 0.0
+    # the central differences of I: I at the six neighbours (indices clamped), sampled when I = I0 o h
+    g0 = 0.0
+    g1 = 0.0
+    g2 = 0.0
+    for n in range(6 if nz > 1 else 4):
+        ax = n // 2
+        sg = 1 - 2 * (n % 2)
+        ii = i + sg if ax == 0 else i
+        jj = j + sg if ax == 1 else j
+        kk = k + sg if ax == 2 else k
+        val = 0.0
+        if not sampled:
+            val = I0[ii, jj, kk]
+        else:
+            px = min(max(h[ii, jj, kk, 0], 0.0), nx - 1.0)
+            py = min(max(h[ii, jj, kk, 1], 0.0), ny - 1.0)
+            pz = min(max(h[ii, jj, kk, 2], 0.0), nz - 1.0)
+            x0 = int(math.floor(px))
+            y0 = int(math.floor(py))
+            z0 = int(math.floor(pz))
+            val = _lerp3(I0[x0, y0, z0], I0[x0 + 1, y0, z0], I0[x0, y0 + 1, z0], I0[x0 + 1, y0 + 1, z0],
+                         I0[x0, y0, z0 + 1], I0[x0 + 1, y0, z0 + 1], I0[x0, y0 + 1, z0 + 1],
+                         I0[x0 + 1, y0 + 1, z0 + 1], px - x0, py - y0, pz - z0)
+        if ax == 0:
+            g0 += sg * val
+        elif ax == 1:
+            g1 += sg * val
+        else:
+            g2 += sg * val
     ih = Ihat[i, j, k]
-    gx = (It[i + 1, j, k] - It[i - 1, j, k]) / (2.0 * sx)
-    gy = (It[i, j + 1, k] - It[i, j - 1, k]) / (2.0 * sy)
-    gz = zz * (It[i, j, k + 1] - It[i, j, k - 1]) / (2.0 * sz)
+    gx = g0 / (2.0 * sx)
+    gy = g1 / (2.0 * sy)
+    gz = zz * g2 / (2.0 * sz)
     for c in range(3):
         g = gx if c == 0 else (gy if c == 1 else gz)
         out = ih * g

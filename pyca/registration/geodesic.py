@@ -71,6 +71,7 @@ class Geodesic:
     h_{j+1} = h_j(x - dt d_j(x)). The adjoint sweep steps back along x + dt w_j(x + dt/2 w_j(x))."""
 
     fused = None  # None: fused passes on the GPU only; True / False: everywhere / nowhere (tests, benchmarks)
+    fuse_sample = True  # fused: I_j = I0 o h_j sampled inside the force pass (False: ApplyH before it)
 
     def __init__(self, grid, mem, T, K, keep="auto"):
         if int(T) < 1:
@@ -155,8 +156,8 @@ class Geodesic:
                 self.v0_dot = float(ca.Dot(m, v))
             if self.fused:  # the three passes below in one
                 vp = self._at(j - 1)[1] if j else v
-                gk.step_forward(self.hs[j], self.hs[j - 1] if j else v, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0,
-                                self.dt, *sp, j == 0)
+                gk.step(self.hs[j], self.hs[j - 1] if j else v, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0,
+                        self.dt, -1.0, *sp, j > 0)
                 continue
             self._step_field(j, w)
             ca.ApplyVInv(d, w, w, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)  # w at x - dt/2 w
@@ -214,29 +215,32 @@ class Geodesic:
             # s_j = x + dt w_j(x + dt/2 w_j) (an H-field), the step back from t_{j+1} to t_j
             if fused:
                 v, vp = self._at(j)[1], self._at(max(j - 1, 0))[1]
-                gk.step_back(s, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0, self.dt, *sp)
+                gk.step(s, v, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0, self.dt, 1.0, *sp, False)
             else:
                 self._step_field(j, f)
                 ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)
                 ca.MulC_I(s, self.dt)
                 ca.VtoH_I(s)
             # I^ <- |D s_j| I^ o s_j ;  m~ = m^ o s_j
-            jacobian_det(jac, s)
             if fused:
-                gk.transport(Ihat2, mt, Ihat, mhat, s, jac, not zero_m)
+                gk.transport(Ihat2, mt, Ihat, mhat, s, not zero_m)
                 Ihat, Ihat2 = Ihat2, Ihat
             else:
+                jacobian_det(jac, s)
                 ca.ApplyH(It, Ihat, s, bg0)
                 ca.Mul(Ihat, It, jac)
                 if not zero_m:
                     ca.ApplyH(mt, mhat, s, bg0)
             # f = I^ grad I_j - ad*_{m~} m_j ; v^ = K f
             m, v = self._at(j)
-            if j > 0:
+            if fused and (self.fuse_sample or j == 0):  # the five operations below in one pass
+                gk.force(f, I0, self.hs[j - 1] if j else m, Ihat, mt, m, *sp, j > 0, not zero_m)
+            elif fused:
                 ca.ApplyH(It, I0, self.hs[j - 1])
-            if fused:  # the four operations below in one pass
-                gk.force(f, It if j else I0, Ihat, mt, m, *sp, not zero_m)
+                gk.force(f, It, m, Ihat, mt, m, *sp, False, not zero_m)
             else:
+                if j > 0:
+                    ca.ApplyH(It, I0, self.hs[j - 1])
                 ca.Gradient(f, It if j else I0)
                 ca.Mul_I(f, Ihat)
                 if not zero_m:

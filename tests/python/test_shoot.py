@@ -313,7 +313,7 @@ def test_fused_adjoint_passes_equal_the_chain_of_operations():
     grids = [None, ca.GridInfo(ca.Vec3Di(20, 18, 12), ca.Vec3Df(1.0, 1.2, 1.5), ca.Vec3Df(0, 0, 0))]
     for g in grids:
         out = []
-        for fused in (False, True):
+        for fused in (False, True, "sample apart"):  # the chains; the fused passes (I0 o h_j sampled in or out)
             if g is None:
                 I0, grid, K, G = _setup(6)
                 m0 = _momentum(K=K, vmax=1.0)
@@ -332,7 +332,7 @@ def test_fused_adjoint_passes_equal_the_chain_of_operations():
                 v = m0.clone()
                 K.applyInverseOperator(v)
                 ca.MulC_I(m0, 1.5 / float(ca.LInf(v)))  # velocities of 1.5 world units at most
-            G.fused = fused
+            G.fused, G.fuse_sample = bool(fused), fused is True
             f = GeodesicFit(G, I0, [(3, I1), (6, I1)], 0.5, m0=m0, estimate_base=True)
             f.forward()
             try:
@@ -340,8 +340,9 @@ def test_fused_adjoint_passes_equal_the_chain_of_operations():
             except NoCompilerError as e:
                 pytest.skip(f"no C++ compiler for the kernels' CPU loops: {e}")
             out.append((common.AsNPCopy(f.g).copy(), common.AsNPCopy(f.gI).copy(), common.AsNPCopy(G.hs[-1]).copy()))
-        for a, b in zip(*out):
-            np.testing.assert_allclose(b, a, atol=1e-5 * np.abs(a).max())  # float32 positions, rounded apart
+        for other in out[1:]:
+            for a, b in zip(out[0], other):
+                np.testing.assert_allclose(b, a, atol=1e-5 * np.abs(a).max())  # float32 positions, rounded apart
 
 
 def test_atlas_finds_the_centre_of_two_geodesics():
