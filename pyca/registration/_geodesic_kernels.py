@@ -187,20 +187,29 @@ def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.
     """f = Ihat grad(I) - ad*_X m with I = I0 o h (sampled: trilinear with the coordinate clamped,
     ApplyH's default; else I = I0), ad*_X m = (DX)^T m + div(m (x) X) (Gradient, JacobianXtY and
     DivergenceTensor: central differences per world unit with clamped reads; no z term on a 2-D grid);
-    without with_ad, f = Ihat grad(I)."""
+    without with_ad, f = Ihat grad(I). Each neighbour is read once: (DX)^T m is the difference of
+    X . m(x) (m at the voxel itself), div(m (x) X)_c the difference of m_c X_axis."""
     i, j, k = ca.index()
     nx, ny, nz = f.shape
-    zz = 1.0 if nz > 1 else 0.0
-    # the central differences of I: I at the six neighbours (indices clamped), sampled when I = I0 o h
-    g0 = 0.0
+    mx = m[i, j, k, 0]
+    my = m[i, j, k, 1]
+    mz = m[i, j, k, 2]
+    g0 = 0.0  # the differences of I, of X . m(x), of m (x) X along x, y, z
     g1 = 0.0
     g2 = 0.0
-    for n in range(6 if nz > 1 else 4):
+    t0 = 0.0
+    t1 = 0.0
+    t2 = 0.0
+    d0 = 0.0
+    d1 = 0.0
+    d2 = 0.0
+    for n in range(6 if nz > 1 else 4):  # the six neighbours (indices clamped), -x, +x, -y, ...
         ax = n // 2
-        sg = 1 - 2 * (n % 2)
+        sg = 2 * (n % 2) - 1
         ii = i + sg if ax == 0 else i
         jj = j + sg if ax == 1 else j
         kk = k + sg if ax == 2 else k
+        w = sg / (2.0 * (sx if ax == 0 else (sy if ax == 1 else sz)))
         val = 0.0
         if not sampled:
             val = I0[ii, jj, kk]
@@ -214,33 +223,27 @@ def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.
             val = _lerp3(I0[x0, y0, z0], I0[x0 + 1, y0, z0], I0[x0, y0 + 1, z0], I0[x0 + 1, y0 + 1, z0],
                          I0[x0, y0, z0 + 1], I0[x0 + 1, y0, z0 + 1], I0[x0, y0 + 1, z0 + 1],
                          I0[x0 + 1, y0 + 1, z0 + 1], px - x0, py - y0, pz - z0)
-        if ax == 0:
-            g0 += sg * val
-        elif ax == 1:
-            g1 += sg * val
-        else:
-            g2 += sg * val
-    ih = Ihat[i, j, k]
-    gx = g0 / (2.0 * sx)
-    gy = g1 / (2.0 * sy)
-    gz = zz * g2 / (2.0 * sz)
-    for c in range(3):
-        g = gx if c == 0 else (gy if c == 1 else gz)
-        out = ih * g
+        tx = 0.0
+        dd = 0.0
         if with_ad:
-            # (DX)^T m: sum_k d_c X_k m_k
-            ad = 0.0
-            for q in range(3):
-                if c == 0:
-                    d = (X[i + 1, j, k, q] - X[i - 1, j, k, q]) / (2.0 * sx)
-                elif c == 1:
-                    d = (X[i, j + 1, k, q] - X[i, j - 1, k, q]) / (2.0 * sy)
-                else:
-                    d = zz * (X[i, j, k + 1, q] - X[i, j, k - 1, q]) / (2.0 * sz)
-                ad += d * m[i, j, k, q]
-            # div(m (x) X)_c: sum_k d_k (m_c X_k)
-            ad += (m[i + 1, j, k, c] * X[i + 1, j, k, 0] - m[i - 1, j, k, c] * X[i - 1, j, k, 0]) / (2.0 * sx)
-            ad += (m[i, j + 1, k, c] * X[i, j + 1, k, 1] - m[i, j - 1, k, c] * X[i, j - 1, k, 1]) / (2.0 * sy)
-            ad += zz * (m[i, j, k + 1, c] * X[i, j, k + 1, 2] - m[i, j, k - 1, c] * X[i, j, k - 1, 2]) / (2.0 * sz)
-            out -= ad
-        f[i, j, k, c] = out
+            xa = X[ii, jj, kk, 0]
+            xb = X[ii, jj, kk, 1]
+            xc = X[ii, jj, kk, 2]
+            tx = w * (xa * mx + xb * my + xc * mz)
+            dd = w * (xa if ax == 0 else (xb if ax == 1 else xc))
+            d0 += dd * m[ii, jj, kk, 0]
+            d1 += dd * m[ii, jj, kk, 1]
+            d2 += dd * m[ii, jj, kk, 2]
+        if ax == 0:
+            g0 += w * val
+            t0 += tx
+        elif ax == 1:
+            g1 += w * val
+            t1 += tx
+        else:
+            g2 += w * val
+            t2 += tx
+    ih = Ihat[i, j, k]
+    f[i, j, k, 0] = ih * g0 - (t0 + d0)
+    f[i, j, k, 1] = ih * g1 - (t1 + d1)
+    f[i, j, k, 2] = ih * g2 - (t2 + d2)
