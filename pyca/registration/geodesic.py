@@ -67,8 +67,11 @@ class Geodesic:
 
     A step moves the map along the characteristics of the velocity at mid-step, extrapolated from the
     last two (Adams-Bashforth), from the mid-point departure point (second order in dt, one kernel
-    application per step): w_j = 3/2 v_j - 1/2 v_{j-1} (w_0 = v_0), d_j = w_j(x - dt/2 w_j(x)),
-    h_{j+1} = h_j(x - dt d_j(x)). The adjoint sweep steps back along x + dt w_j(x + dt/2 w_j(x))."""
+    application per step): w_j = 3/2 v_j - 1/2 v_{j-1}, d_j = w_j(x - dt/2 w_j(x)),
+    h_{j+1} = h_j(x - dt d_j(x)). The first step has no v_{-1}: it is predicted with w = v_0 and taken
+    again with w_0 = (v_0 + v_1) / 2, v_1 that of the predicted h_1 (Heun; one kernel application more
+    per shooting; a first step with w_0 = v_0 alone made most of the error at T = 5). The adjoint sweep
+    steps back along x + dt w_j(x + dt/2 w_j(x)), w_0 = (v_0 + v_1) / 2 with the v_1 of the shooting."""
 
     fused = None  # None: fused passes on the GPU only; True / False: everywhere / nowhere (tests, benchmarks)
     fuse_sample = True  # fused: I_j = I0 o h_j sampled inside the force pass (False: ApplyH before it)
@@ -129,14 +132,34 @@ class Geodesic:
         self._cached[slot] = j
         return self._mvs[slot]
 
+    def _weights(self, j):
+        """(a, b, k): w_j = a v_j + b v_k (the velocity of step j)."""
+        if j > 0:
+            return 1.5, -0.5, j - 1
+        return (0.5, 0.5, 1) if self.T > 1 else (1.0, 0.0, 0)
+
     def _step_field(self, j, w):
-        """w_j = 3/2 v_j - 1/2 v_{j-1} (v_0 at j = 0) into w; returns w."""
-        if j == 0:
-            ca.Copy(w, self._at(0)[1])
-        else:
-            vj, vp = self._at(j)[1], self._at(j - 1)[1]
-            ca.MulC_Add_MulC(w, vj, 1.5, vp, -0.5)
+        """w_j into w (after shoot()); returns w."""
+        a, b, k = self._weights(j)
+        ca.MulC_Add_MulC(w, self._at(j)[1], a, self._at(k)[1], b)
         return w
+
+    def _step(self, j, w, d, a, b, vk):
+        """h_{j+1} = h_j(x - dt d(x)), d = w(x - dt/2 w), w = a v_j + b vk (w, d: scratch)."""
+        v = self._at(j)[1]
+        if self.fused:
+            from . import _geodesic_kernels as gk
+
+            gk.step(self.hs[j], self.hs[j - 1] if j else v, v, vk, a, b, self.dt, -1.0,
+                    *(float(x) for x in self.grid.spacing()), j > 0)
+            return
+        ca.MulC_Add_MulC(w, v, a, vk, b)
+        ca.ApplyVInv(d, w, w, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)  # w at x - dt/2 w
+        if j == 0:  # h_1 = x - dt d
+            ca.MulC(self.hs[0], d, -self.dt)
+            ca.VtoH_I(self.hs[0])
+        else:
+            ca.ComposeHVInv(self.hs[j], self.hs[j - 1], d, self.dt)
 
     def shoot(self, m0):
         """Integrates the geodesic of m0 (kept by reference: not to be changed before adjoint());
@@ -144,28 +167,22 @@ class Geodesic:
         self.m0 = m0
         self._cached = [None, None]
         w, d = self.scratch[0], self.scratch[1]
-        if self.fused:
-            from . import _geodesic_kernels as gk
-
-            sp = tuple(float(x) for x in self.grid.spacing())
         for j in range(self.T):
             if self.keep == "all":
                 self._mv(j, *self._mvs[j])
             m, v = self._at(j)
             if j == 0:
                 self.v0_dot = float(ca.Dot(m, v))
-            if self.fused:  # the three passes below in one
-                vp = self._at(j - 1)[1] if j else v
-                gk.step(self.hs[j], self.hs[j - 1] if j else v, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0,
-                        self.dt, -1.0, *sp, j > 0)
+                self._step(0, w, d, 1.0, 0.0, v)  # the predictor (w = v_0)
+                if self.T == 1:
+                    break
+                if self.keep == "all":
+                    self._mv(1, *self._mvs[1])
+                v1 = self._at(1)[1]
+                self._step(0, w, d, 0.5, 0.5, v1)  # h_1 again with w_0 = (v_0 + v_1) / 2
+                self._cached = [c if c != 1 else None for c in self._cached]  # (m_1, v_1: the predicted h_1's)
                 continue
-            self._step_field(j, w)
-            ca.ApplyVInv(d, w, w, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)  # w at x - dt/2 w
-            if j == 0:  # h_1 = x - dt d_0
-                ca.MulC(self.hs[0], d, -self.dt)
-                ca.VtoH_I(self.hs[0])
-            else:
-                ca.ComposeHVInv(self.hs[j], self.hs[j - 1], d, self.dt)
+            self._step(j, w, d, 1.5, -0.5, self._at(j - 1)[1])
         return self.hs[-1]
 
     def forward_map(self, out):
@@ -214,8 +231,9 @@ class Geodesic:
         for j in range(self.T - 1, -1, -1):
             # s_j = x + dt w_j(x + dt/2 w_j) (an H-field), the step back from t_{j+1} to t_j
             if fused:
-                v, vp = self._at(j)[1], self._at(max(j - 1, 0))[1]
-                gk.step(s, v, v, vp, 1.5 if j else 1.0, -0.5 if j else 0.0, self.dt, 1.0, *sp, False)
+                a, b, k = self._weights(j)
+                v = self._at(j)[1]
+                gk.step(s, v, v, self._at(k)[1], a, b, self.dt, 1.0, *sp, False)
             else:
                 self._step_field(j, f)
                 ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)
