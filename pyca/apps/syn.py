@@ -14,8 +14,10 @@ the fixed grid, start at the identity. Each iteration
     uF = G_s * gF,  uM = G_s * gM                  (Gaussian of `smooth_update` voxels)
     Adam-like steps of about `step` voxels (optimiser; 'greedy': the largest force moves `step`)
     u += det_stiffness grad(excess of log det A over +-max_log_det)   (each map's volume change held back)
-    A <- A o (id + uF),  B <- B o (id + uM)        (composition, ComposeHV)
+    A <- A o (id + uF),  B <- B o (id + uM)        (composition: compose)
     A, B smoothed by `smooth_field` voxels (their displacement; 0: not)
+every map is extended beyond the grid by the displacement at the grid's border, in every composition,
+as in the smoothing, the gradients and the resampling between scales (compose)
 at the end of each scale, A^-1 and B^-1 by Newton's iteration (newton_inverse, warm-started from the
 coarser scale's; PyCA's fixed-point iteration diverges where a map stretches more than twofold)
 
@@ -40,7 +42,8 @@ from ..registration import inputs, intensities, parameters, quality
 from ..registration.inputs import LabelImage
 from ..registration.transforms import jacobian_det, level_images
 
-__all__ = ["register", "SyNResult", "DEFAULTS", "check", "inverse_consistency", "newton_inverse", "add_parser"]
+__all__ = ["register", "SyNResult", "DEFAULTS", "check", "inverse_consistency", "newton_inverse", "compose",
+           "displacement", "add_parser"]
 
 DEFAULTS = dict(parameters.SYN_DEFAULTS)  # each parameter declared once: pyca.registration.parameters.SYN_DECLARED
 
@@ -141,12 +144,15 @@ class _Side:
         ca.Add_MulC_I(self.u, self.tmp, stiffness * h * h / scale)
 
     def step(self, scale, field_sig):
-        ca.ComposeHV(self.tmp, self.H, self.u, float(scale))  # H o (id + scale u)
+        """H <- H o (id + scale u), H extended beyond the grid by its border displacement (compose): the
+        displacement D = H - id at x + scale u, plus scale u; then D smoothed by field_sig."""
+        ca.HtoV_I(self.H)
+        ca.ApplyV(self.tmp, self.H, self.u, ca.BACKGROUND_STRATEGY_CLAMP, float(scale))
+        ca.Add_MulC_I(self.tmp, self.u, float(scale))
         self.H, self.tmp = self.tmp, self.H
-        if field_sig is not None:  # smooth the displacement H - id
-            ca.HtoV_I(self.H)
+        if field_sig is not None:  # smooth the displacement
             ca.GaussianBlur(self.H, self.H, field_sig)
-            ca.VtoH_I(self.H)
+        ca.VtoH_I(self.H)
 
     def invert(self, n, newton=True):
         """Hinv <- H^-1 by n iterations from the current Hinv (the coarser scale's)."""
@@ -170,8 +176,9 @@ def newton_inverse(y, h, n, e, d, m, largest=1.0):
     """y <- h^-1 by n Newton steps from the estimate y: y <- y + (Dy) (x - h(y)), Dy standing for
     (Dh(y))^-1, each voxel's step at most `largest` voxels (e, d: scratch fields, m: a scratch image
     of h's grid)."""
+    hv = displacement(h)  # h extended beyond the grid by its border displacement (compose)
     for _ in range(n):
-        ca.ComposeHH(e, h, y)  # h(y(x))
+        compose(e, hv, y)  # h(y(x))
         ca.HtoV_I(e)  # (h(y) - x) spacing: minus the residual, world units
         ca.JacobianXY(d, y, e)  # (Dy)(h(y) - x) in voxels of y
         ca.Magnitude(m, d)
@@ -180,6 +187,25 @@ def newton_inverse(y, h, n, e, d, m, largest=1.0):
         ca.MulC_I(m, largest)  # min(1, largest / |d|)
         ca.Mul_I(d, m)
         ca.Sub_I(y, d)
+
+
+def displacement(h):
+    """The displacement of the H-field h as a new V-field (world units): what compose takes."""
+    v = h.clone()
+    ca.HtoV_I(v)
+    return v
+
+
+def compose(out, fv, g):
+    """out = f o g (H-fields), f given by its displacement fv (displacement(f)) and extended beyond its
+    grid by the displacement at the grid's border. syn extends every map so (the Gaussian smoothing,
+    the gradients and the resampling between scales extend fields the same way): extended by the
+    identity instead (ComposeHH's PARTIAL_ID), a map whose border moves by more than a voxel has a jump
+    just outside the grid, and the inverse of a map that does not cover the grid's edge (the
+    registration of an image whose anatomy ends inside the field of view with one that runs through
+    it) lands there and folds."""
+    ca.ComposeVH(out, fv, g, 1.0, ca.BACKGROUND_STRATEGY_CLAMP)
+    return out
 
 
 class _LNCC:
@@ -297,7 +323,7 @@ def _quality(I1, I0, phiinv, mask, foreground, jac, p):
 def inverse_consistency(phi, phiinv, mask=None):
     """(mean, 99th percentile) of |phi o phiinv - id| in voxels, over mask > 0 (all voxels without one)."""
     c = ca.Field3D(phiinv.grid(), phiinv.memType())
-    ca.ComposeHH(c, phi, phiinv)
+    compose(c, displacement(phi), phiinv)
     idf = ca.Field3D(phiinv.grid(), phiinv.memType())
     ca.SetToIdentity(idf)
     ca.Sub_I(c, idf)
@@ -376,10 +402,9 @@ def register(fixed, moving, *, progress=False, **params):
         timings["scales"].append(info)
 
     t0 = time.perf_counter()
-    phiinv = ca.Field3D(grid, mem)
-    ca.ComposeHH(phiinv, M.H, F.Hinv)  # fixed -> midpoint -> moving (on the fixed grid)
-    phi = ca.Field3D(grid, mem)
-    ca.ComposeHH(phi, F.H, M.Hinv)
+    phiinv, phi = ca.Field3D(grid, mem), ca.Field3D(grid, mem)
+    compose(phiinv, displacement(M.H), F.Hinv)  # fixed -> midpoint -> moving (on the fixed grid)
+    compose(phi, displacement(F.H), M.Hinv)
     full = aff.hfield(mem, src=phiinv)
     ca.Sub_I(inputs.on_fixed(grid, Mn, full, out=tmp), I1)
     final_mismatch = ca.Sum2(tmp)

@@ -265,3 +265,86 @@ def test_volume_change_held_back():
     assert jh.max() < 0.6 * jf.max(), (jh.max(), jf.max())
     assert jh.min() > 0 and held.quality["ok"], held.quality["problems"]
     assert held.final_mismatch < 0.02 * held.initial_mismatch
+
+
+def _lifted(shape=(24, 28, 20)):
+    """h(x, y, z) = (x, y, z + d(x, y)) with d between 2 and 4 voxels: a map whose image leaves the grid's
+    lowest slices uncovered (as the map of a moving image whose anatomy runs through the grid's bottom
+    face onto a fixed one whose anatomy ends above it); its inverse is (x, y, z - d(x, y)) everywhere,
+    which lands below the grid for z < d."""
+    idx = np.stack(np.indices(shape), -1).astype(float)
+    d = 3.0 + np.sin(idx[..., 0] / 4.0) * np.cos(idx[..., 1] / 5.0)
+    h, inv = idx.copy(), idx.copy()
+    h[..., 2] += d
+    inv[..., 2] -= d
+    g = ca.GridInfo(shape, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    return ca.Field3D.from_array(np.asfortranarray(h.astype(np.float32)), g), inv, idx
+
+
+def test_maps_extended_beyond_the_grid_by_their_border_displacement():
+    """syn.compose (every composition of syn's maps) extends the outer map beyond its grid by its
+    border displacement, as SciPy's 'nearest' mode extends a displacement: compared with SciPy on
+    points up to 5 voxels outside the grid; ComposeHH's identity extension (PARTIAL_ID) differs there by
+    the border displacement."""
+    h, _, idx = _lifted()
+    g = h.grid()
+    rng = np.random.default_rng(3)
+    pts = idx + rng.uniform(-5, 5, idx.shape)
+    G = ca.Field3D.from_array(np.asfortranarray(pts.astype(np.float32)), g)
+    out = ca.Field3D(g, ca.MEM_HOST)
+    syn.compose(out, syn.displacement(h), G)
+    disp = h.numpy() - idx
+    ref = pts + np.stack([ndimage.map_coordinates(disp[..., k], np.moveaxis(pts, -1, 0), order=1, mode="nearest")
+                          for k in range(3)], -1)
+    np.testing.assert_allclose(out.numpy(), ref, atol=1e-4)
+    ca.ComposeHH(out, h, G)
+    assert np.abs(out.numpy() - ref).max() > 1.0  # (the extension that folded)
+
+
+def test_inverse_of_a_map_that_leaves_the_edge_uncovered():
+    """syn.newton_inverse of h(x, y, z) = (x, y, z + d(x, y)), d 2-4 voxels: the closed-form inverse
+    (x, y, z - d) on the whole grid, the lowest slices (whose preimage lies outside the grid) included.
+    With the map extended by the identity outside the grid (how it was computed before), the inverse
+    there was wrong by voxels, and phiinv = B o A^-1 folded at the grid's edge (MNI152 -> Colin27 as
+    shipped: the lowest slices of Colin27's grid)."""
+    h, inv, _ = _lifted()
+    g = h.grid()
+    y = ca.Field3D(g, ca.MEM_HOST)
+    ca.SetToIdentity(y)
+    syn.newton_inverse(y, h, 20, ca.Field3D(g, ca.MEM_HOST), ca.Field3D(g, ca.MEM_HOST), ca.Image3D(g, ca.MEM_HOST))
+    np.testing.assert_allclose(y.numpy(), inv, atol=1e-3)
+
+
+def _cut_pair(shape=(40, 40, 32), cut=6):
+    """A textured body with a stem running down through the grid's bottom face (moving) and the same
+    object with the stem's lowest `cut` slices missing (fixed, background there: Colin27's brain stem
+    ends a few slices above its grid's edge, the MNI152 template's runs through it), the moving one
+    also warped by a smooth map of up to 2 voxels."""
+    idx = np.indices(shape).astype(float)
+    c = (np.array(shape, float) - 1) / 2
+    body = ((idx[0] - c[0]) / (0.4 * shape[0])) ** 2 + ((idx[1] - c[1]) / (0.4 * shape[1])) ** 2 \
+        + ((idx[2] - 0.6 * shape[2]) / (0.45 * shape[2])) ** 2 < 1
+    stem = (((idx[0] - c[0]) / (0.12 * shape[0])) ** 2 + ((idx[1] - c[1]) / (0.15 * shape[1])) ** 2 < 1) \
+        & (idx[2] < 0.6 * shape[2])
+    t = ndimage.gaussian_filter(np.random.default_rng(0).standard_normal(shape), 2.0)
+    m = (0.3 + 0.7 * (t - t.min()) / (t.max() - t.min())) * ndimage.gaussian_filter((body | stem).astype(float), 0.7)
+    f = m * (idx[2] >= cut)
+    rng = np.random.default_rng(7)
+    d = np.stack([ndimage.gaussian_filter(rng.standard_normal(shape), 4.0) for _ in range(3)], -1)
+    psi = np.stack(np.indices(shape), -1) + d * (2.0 / np.abs(d).max())
+    m = ndimage.map_coordinates(m, np.moveaxis(psi, -1, 0), order=1, mode="nearest")
+    g = ca.GridInfo(shape, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    return (ca.Image3D.from_array(np.asfortranarray(a.astype(np.float32)), g) for a in (f, m))
+
+
+def test_anatomy_cut_by_the_grids_edge_does_not_fold():
+    """The moving anatomy runs through the grid's bottom face, the fixed one ends 6 slices above it:
+    the midpoint map of the fixed image then leaves the lowest slices uncovered, and phiinv is
+    composed from its inverse there. No fold (before the maps were extended by their border
+    displacement: det D phiinv down to -159 on 271 voxels of the lowest 6 slices), and a better match."""
+    f, m = _cut_pair()
+    r = syn.register(f, m, **QUICK)
+    j = r.jacobian.numpy()
+    assert j.min() > 0.1, (j.min(), int((j <= 0).sum()))
+    assert r.quality["ok"], r.quality["problems"]
+    assert r.final_mismatch < 0.5 * r.initial_mismatch
