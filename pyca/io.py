@@ -242,18 +242,57 @@ def _read_metaimage(path, what):
     return arr, sp2, org2, direction
 
 
-def _check_before_simpleitk(path, what):
+# SimpleITK's readers of pictures: pixels with no place in the world (no origin, no direction; a spacing
+# only where the format has one that ITK reads: TIFF's resolution). Their images get ITK's grid (origin 0,
+# direction the identity in ITK's LPS+ world: diag(-1, -1, 1) in pyca's RAS+ one; x the column, y the row
+# from the top), and a pixel of several channels is one grey value only where its channels are equal.
+_PICTURE_IOS = {"PNGImageIO": "PNG", "JPEGImageIO": "JPEG", "JPEG2000ImageIO": "JPEG 2000", "BMPImageIO": "BMP",
+                "TIFFImageIO": "TIFF", "LSMImageIO": "LSM (TIFF)", "BioRadImageIO": "Bio-Rad PIC"}
+
+# The other formats SimpleITK reads whose voxels are in the file it is given (a picture, DICOM, MINC, ...):
+# their header's size is checked against the file's. Deflate expands at most about 1032x, TIFF's LZW about
+# 1400x (in theory; 150x on a constant image), JPEG and run-length coding less; JPEG 2000 has no such bound
+# (58000x on a constant image) and is not checked.
+_SELF_CONTAINED_IOS = (set(_PICTURE_IOS) - {"JPEG2000ImageIO"}) | {
+    "GDCMImageIO", "GiplImageIO", "HDF5ImageIO", "MINCImageIO", "MRCImageIO", "VTKImageIO", "GE4ImageIO", "GE5ImageIO"}
+_ITK_RATIO = 4096
+
+
+def _check_before_simpleitk(path, what, sitk):
     """SimpleITK allocates the whole image from the header before it reads the data: pyca reads the
     header first (MetaImage: pyca/_metaimage.py; NRRD: pyca/_nrrd.py) and refuses one that declares more
     voxel bytes than the file can hold (raw: its size; compressed: _DEFLATE_RATIO times it), or a data
-    file outside the header's folder. Other formats SimpleITK reads go unchecked."""
+    file outside the header's folder. For the formats of _SELF_CONTAINED_IOS, SimpleITK reads the header
+    alone (ReadImageInformation) and a size over _ITK_RATIO times the file's (and 16 MiB) is refused."""
     try:
         if _metaimage.is_metaimage(path):
             _metaimage.check(path, what, _DEFLATE_RATIO)
-        elif path.lower().endswith((".nrrd", ".nhdr")) or _nrrd.is_nrrd(path):
+            return
+        if path.lower().endswith((".nrrd", ".nhdr")) or _nrrd.is_nrrd(path):
             _nrrd.check(path, what, _DEFLATE_RATIO)
+            return
     except (_metaimage.MetaImageError, _nrrd.NrrdError) as e:
         raise ImageFileError(str(e)) from None
+    try:
+        io_name = sitk.ImageFileReader.GetImageIOFromFileName(path)
+    except Exception:  # noqa: BLE001 - no reader for it: ReadImage says so
+        return
+    if io_name not in _SELF_CONTAINED_IOS:
+        return
+    reader = sitk.ImageFileReader()
+    reader.SetFileName(path)
+    try:
+        reader.ReadImageInformation()
+        size = [int(n) for n in reader.GetSize()]
+        pixel = sitk.GetArrayViewFromImage(sitk.Image([1] * len(size), reader.GetPixelID()))
+        nbytes = int(np.prod(size, dtype=object)) * int(reader.GetNumberOfComponents()) * pixel.dtype.itemsize
+    except Exception as e:  # noqa: BLE001
+        raise ImageFileError(f"{what} {path!r}: cannot read it with SimpleITK ({_itk_reason(e)})") from None
+    fsize = os.path.getsize(path)
+    if nbytes > _ITK_RATIO * fsize + (16 << 20):
+        raise ImageFileError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels ({'x'.join(map(str, size))}, "
+                             f"{reader.GetNumberOfComponents()} x {pixel.dtype}), more than a {fsize}-byte "
+                             f"{io_name.replace('ImageIO', '')} file can hold (a corrupt or hostile header)")
 
 
 def _itk_reason(e):
@@ -263,14 +302,6 @@ def _itk_reason(e):
     if not lines:
         return type(e).__name__
     return re.sub(r"^itk::ERROR:\s*\w+\(0x[0-9a-fA-F]+\):\s*", "", lines[-1])
-
-
-# SimpleITK's readers of pictures: pixels with no place in the world (no origin, no direction; a spacing
-# only where the format has one that ITK reads: TIFF's resolution). Their images get ITK's grid (origin 0,
-# direction the identity in ITK's LPS+ world: diag(-1, -1, 1) in pyca's RAS+ one; x the column, y the row
-# from the top), and a pixel of several channels is one grey value only where its channels are equal.
-_PICTURE_IOS = {"PNGImageIO": "PNG", "JPEGImageIO": "JPEG", "JPEG2000ImageIO": "JPEG 2000", "BMPImageIO": "BMP",
-                "TIFFImageIO": "TIFF", "LSMImageIO": "LSM (TIFF)", "BioRadImageIO": "Bio-Rad PIC"}
 
 
 def _picture_format(sitk, path):
@@ -303,7 +334,7 @@ def _read_itk(path, what):
     if _metaimage.is_metaimage(path) and not simpleitk_available():
         return _read_metaimage(path, what)
     sitk = _sitk(path, what)
-    _check_before_simpleitk(path, what)
+    _check_before_simpleitk(path, what, sitk)
     try:
         img = sitk.ReadImage(path)
     except Exception as e:  # noqa: BLE001

@@ -151,3 +151,42 @@ def test_the_command_refuses_a_colour_picture_in_one_line(tmp_path):
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "channels per pixel that differ" in lines[0], p.stderr
     assert not out.exists()
+
+
+def _png_header_only(path, w, h, depth=16, colour_type=6):
+    """A valid PNG header declaring w x h pixels (16-bit RGBA: 8 bytes each) and almost no pixel data."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, colour_type, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b""))
+    return path
+
+
+def test_a_picture_whose_header_declares_gigabytes_is_refused_before_allocating(tmp_path):
+    """74 bytes declaring 20 GB: refused from the header (SimpleITK's ReadImageInformation), in a child
+    whose address space would not hold the image, so that an allocation would be seen failing there."""
+    path = _png_header_only(tmp_path / "bomb.png", 50000, 50000)
+    child = ("import resource, pyca.io, SimpleITK\n"
+             "used = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+             "resource.setrlimit(resource.RLIMIT_AS, (used + 2**29, used + 2**29))\n"
+             f"try:\n    pyca.io.load_image({str(path)!r})\n"
+             "except pyca.io.ImageFileError as e:\n    print('REFUSED', e)\n")
+    p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=INSTALLED))
+    out = p.stdout.strip()
+    assert p.returncode == 0 and out.startswith("REFUSED"), (out, p.stderr)
+    assert "bomb.png" in out and "declares 20000000000 bytes" in out and "74-byte PNG" in out, out
+
+
+def test_honest_pictures_that_compress_well_still_read(tmp_path):
+    # A constant picture compresses far (PNG's deflate about 1000x, TIFF's LZW 150x): 20 MB from a few KB.
+    a = np.full((4500, 4500), 7, np.uint8)
+    for name, kw in [("flat.png", {}), ("flat.tif", {"compression": "tiff_lzw"})]:
+        Image.fromarray(a).save(tmp_path / name, **kw)
+        assert os.path.getsize(tmp_path / name) * 100 < a.nbytes > 16 << 20  # beyond the check's 16 MiB allowance
+        im = pio.load_image(tmp_path / name)
+        assert tuple(im.grid().size()) == (4500, 4500, 1) and float(pyca.Max(im)) == 7.0 == float(pyca.Min(im))
