@@ -253,6 +253,8 @@ def main():
                     "generated kernels, launch shapes) and the phases of a cached call in a new process")
     ap.add_argument("--line-lab", action="store_true", help="with the GPU rows: only the lab's ca.line rows (tile "
                     "and launch shapes of the Gaussian)")
+    ap.add_argument("--startup", action="store_true", help="with the GPU rows: the phases of a cached call in a "
+                    "new process (also part of --lab)")
     ap.add_argument("--no-compile", action="store_true", help="skip the compile-time rows")
     args = ap.parse_args()
     gpu = (args.gpu or args.gpu_only) and ca.cuda_available()
@@ -266,7 +268,7 @@ def main():
     signal.signal(signal.SIGTERM, stopped)
     if not args.no_compile:
         compile_times(t, cpu=not args.gpu_only)
-        if gpu and args.lab:
+        if gpu and (args.lab or args.startup):
             startup_rows(t)
     for n in (int(s) for s in args.sizes.split(",")):
         if not args.gpu_only:

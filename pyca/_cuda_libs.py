@@ -2,12 +2,15 @@
 cuFFT and NVRTC on this interpreter's sys.path, for libpyca's loader (cuda/src/cuda_libs.h), which
 loads them at their first use. The loader looks beside the pyca package by itself; this adds the
 other folders of sys.path (a venv over system site-packages, the user's site). No library is
-loaded here.
+loaded here. Also: which libnvrtc compiles (its file), for the kernel cache key, without loading it
+when an earlier process recorded it (nvrtc_identity).
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
 
 _WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/cufft/lib", "nvidia/cuda_nvrtc/lib")
 ENV = "PYCA_CUDA_WHEEL_DIRS"
@@ -30,3 +33,130 @@ def publish() -> None:
         dirs = wheel_lib_dirs()
         if dirs:
             os.environ[ENV] = os.pathsep.join(dirs)
+
+
+# ------------------------------------------------------------------------------------------------
+# Which libnvrtc compiles: part of pyca.cuda's kernel cache key, found without loading it.
+_NVRTC = ("libnvrtc.so.13", "libnvrtc.so.12")
+_RECORD = "nvrtc-library.json"
+_identity: tuple | None = None
+
+
+def _mapped(name: str) -> str | None:
+    """The path of the first file mapped into this process whose name starts with `name`, or None
+    (Linux: /proc/self/maps)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if "/" + name in line:
+                    return line[line.find("/"):].strip()
+    except OSError:
+        pass
+    return None
+
+
+def loaded_nvrtc() -> str | None:
+    """The path of the libnvrtc mapped into this process, or None."""
+    return _mapped("libnvrtc.so")
+
+
+def _file_id(path: str):
+    st = os.stat(path)
+    return [os.path.realpath(path), st.st_size, st.st_mtime_ns]
+
+
+def _search_state(core_file: str) -> str:
+    """What decides which libnvrtc libpyca's loader would open (cuda/src/cuda_libs.cpp): the variables
+    it reads, where libpyca is, and the folders it searches with their modification times (a file
+    added to or removed from a folder changes its time), /etc/ld.so.cache's included."""
+    env = {v: os.environ.get(v) for v in ("PYCA_CUDA_LIB_DIRS", ENV, "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH")}
+    lib = _mapped("libpyca") or core_file  # the loader looks beside libpyca
+    here = os.path.dirname(os.path.realpath(lib))
+    dirs = [os.path.join(here, "..", w) for w in _WHEEL_LIB_DIRS]
+    for v in ("PYCA_CUDA_LIB_DIRS", ENV, "LD_LIBRARY_PATH"):
+        dirs += [d for d in (os.environ.get(v) or "").split(os.pathsep) if d]
+    dirs += [os.path.join(os.environ[v], "lib64") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    dirs += ["/usr/local/cuda/lib64", "/etc/ld.so.cache"]
+    times = []
+    for d in dirs:
+        try:
+            times.append([d, os.stat(d).st_mtime_ns])
+        except OSError:
+            times.append([d, None])
+    return json.dumps([env, here, times])
+
+
+def nvrtc_identity(cache_dir, core_file: str, load) -> tuple:
+    """(path, size, mtime_ns) of the libnvrtc that compiles in this process, for the kernel cache key:
+    the one already loaded if any; else the one recorded in `cache_dir` by the process that last
+    loaded it, when nothing that decides the search has changed since and the file is unchanged; else
+    load() is called (it loads libnvrtc and returns its version) and the result recorded. A process
+    whose kernels all come from the cache thus never loads libnvrtc. Falls back to ("version", v)
+    where the loaded file cannot be found (no /proc)."""
+    global _identity
+    if _identity is not None:
+        return _identity
+    path = loaded_nvrtc()
+    if path is not None:
+        try:
+            _identity = tuple(_file_id(path))
+            return _identity
+        except OSError:
+            pass
+    state = _search_state(core_file)
+    _record[:] = []
+    rec_path = os.path.join(str(cache_dir), _RECORD) if cache_dir is not None else None
+    if rec_path is not None:
+        try:
+            with open(rec_path, encoding="utf-8") as f:
+                rec = json.load(f)
+            if rec.get("search") == state and _file_id(rec["library"][0]) == rec["library"]:
+                _identity = tuple(rec["library"])
+                _record[:] = [rec_path, state]
+                return _identity
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            pass
+    version = load()
+    path = loaded_nvrtc()
+    try:
+        _identity = tuple(_file_id(path)) if path is not None else ("version", *version)
+    except OSError:
+        _identity = ("version", *version)
+    _record[:] = [rec_path, state]
+    _write_record()
+    return _identity
+
+
+_record: list = []  # [record file, search state] of this process's identity
+
+
+def _write_record():
+    rec_path, state = _record if _record else (None, None)
+    if rec_path is None or _identity is None or _identity[0] == "version":
+        return
+    try:
+        os.makedirs(os.path.dirname(rec_path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=os.path.dirname(rec_path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"search": state, "library": list(_identity)}, f)
+        os.replace(tmp, rec_path)  # atomic for concurrent processes
+    except OSError:
+        pass
+
+
+def check_nvrtc_identity(identity: tuple) -> tuple:
+    """After a compile (libnvrtc is loaded now): the identity of the library that did compile. When a
+    recorded identity was wrong, this process and the record take the right one (the caller keys its
+    result on the returned identity)."""
+    global _identity
+    path = loaded_nvrtc()
+    if path is None or identity[0] == "version":
+        return identity
+    try:
+        actual = tuple(_file_id(path))
+    except OSError:
+        return identity
+    if actual != tuple(identity):
+        _identity = actual
+        _write_record()
+    return actual

@@ -30,6 +30,8 @@ import threading
 import warnings
 from pathlib import Path
 
+from . import _cuda_libs
+
 __all__ = [
     "CompileError",
     "SourceModule",
@@ -444,18 +446,24 @@ def _compile(source: str, name: str, options: list[str], name_expressions: list[
     core = _core()
     from . import __version__
 
-    nvrtc = core._cuda_nvrtc_version()
-    key_src = json.dumps(
-        {"source": source, "name": name, "options": options, "names": name_expressions, "nvrtc": nvrtc,
-         "pyca": __version__, "headers": [_dir_digest(d) for d in dirs], "stubs": _STUB_HEADERS},
-        sort_keys=True,
-    )
-    key = hashlib.sha256(key_src.encode()).hexdigest()
+    # The compiler in the key is libnvrtc's file (path, size, mtime), known without loading it when the
+    # cache directory records it (a process whose kernels all come from the cache never loads it).
+    cdir = get_cache_dir() if cache else None
+    nvrtc = _cuda_libs.nvrtc_identity(cdir, core.__file__, core._cuda_nvrtc_version)
+
+    def key_of(nvrtc):
+        key_src = json.dumps(
+            {"source": source, "name": name, "options": options, "names": name_expressions, "nvrtc": list(nvrtc),
+             "pyca": __version__, "headers": [_dir_digest(d) for d in dirs], "stubs": _STUB_HEADERS},
+            sort_keys=True,
+        )
+        return hashlib.sha256(key_src.encode()).hexdigest()
+
+    key = key_of(nvrtc)
     with _cache_lock:
         hit = _memory_cache.get(key)
     if hit is not None:
         return _Compiled(hit.image, hit.cubin, hit.lowered, hit.log, "memory")
-    cdir = get_cache_dir() if cache else None
     path = cdir / f"{key}.pycak" if cdir is not None else None
     if path is not None:
         c = _cache_read(path)
@@ -469,6 +477,10 @@ def _compile(source: str, name: str, options: list[str], name_expressions: list[
     if not ok:
         raise CompileError(name, log, options)
     c = _Compiled(bytes(image), bool(cubin), dict(zip(name_expressions, lowered)), log, None)
+    actual = _cuda_libs.check_nvrtc_identity(nvrtc)
+    if actual != nvrtc:  # the recorded library was not the one that compiled
+        key = key_of(actual)
+        path = cdir / f"{key}.pycak" if cdir is not None else None
     if path is not None:
         _cache_write(path, c)
     with _cache_lock:

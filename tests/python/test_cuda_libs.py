@@ -97,3 +97,55 @@ def test_wheel_lib_dirs_follow_sys_path(tmp_path, monkeypatch):
     monkeypatch.setenv(_cuda_libs.ENV, "/chosen")  # the user's choice is kept
     _cuda_libs.publish()
     assert os.environ[_cuda_libs.ENV] == "/chosen"
+
+
+def _nvrtc_available() -> bool:
+    try:
+        return bool(ca.core._cuda_nvrtc_version())
+    except Exception:  # noqa: BLE001 - a build without CUDA or without libnvrtc
+        return False
+
+
+# A new process compiling one source through the kernel cache: the cache's answer, whether libnvrtc
+# is mapped into the process afterwards, and the recorded library.
+NVRTC_CHILD = """
+import json, os, sys
+import pyca as ca
+ca.cuda.set_cache_dir(sys.argv[1])
+m = ca.cuda.SourceModule('extern "C" __global__ void q(float* x) {{ x[0] = {value}; }}', name="q.cu")
+rec = json.load(open(os.path.join(sys.argv[1], "nvrtc-library.json")))
+print(m.cache_hit, "libnvrtc.so" in open("/proc/self/maps").read(), os.path.basename(rec["library"][0]))
+"""
+
+
+@pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC (or libnvrtc not found)")
+def test_cache_hit_in_a_new_process_does_not_load_nvrtc(tmp_path):
+    """The kernel cache key names libnvrtc's file (path, size, mtime), recorded by the process that
+    loaded it: a later process whose kernel is in the cache never loads libnvrtc (6-15 ms)."""
+    cache = str(tmp_path / "cache")
+
+    def child(value="1.0f", **env):
+        r = subprocess.run([sys.executable, "-c", NVRTC_CHILD.format(value=value), cache], capture_output=True,
+                           text=True, timeout=300, env={**os.environ, **env}, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    hit, loaded, lib = child()
+    assert (hit, loaded) == ("None", "True") and lib.startswith("libnvrtc.so")
+    assert child() == ["disk", "False", lib]
+    # The search changed (another LD_LIBRARY_PATH): the record is not trusted, libnvrtc is loaded,
+    # and it is the same file, so the cached kernel still serves.
+    assert child(LD_LIBRARY_PATH=str(tmp_path)) == ["disk", "True", lib]
+    # A record naming another file (the search unchanged): a new source compiles with the library
+    # that is really loaded, and the record is corrected.
+    rec_path = os.path.join(cache, "nvrtc-library.json")
+    with open(rec_path) as f:
+        rec = __import__("json").load(f)
+    other = tmp_path / "libnvrtc.so.0"
+    other.write_bytes(b"not a library")
+    st = other.stat()
+    rec["library"] = [str(other), st.st_size, st.st_mtime_ns]
+    with open(rec_path, "w") as f:
+        __import__("json").dump(rec, f)
+    assert child("2.0f") == ["None", "True", lib]
+    assert child("2.0f") == ["disk", "False", lib]
