@@ -436,7 +436,8 @@ def _redeliver_interrupt(previous):
 
 
 def _run(argv):
-    cmd = "pyca"
+    words = sys.argv[1:] if argv is None else list(argv)  # the command's name before its arguments are parsed,
+    cmd = f"pyca {words[0]}" if words and words[0][:1].isalpha() else "pyca"  # for a signal while they are
     a = None
     try:
         ap = _parser()

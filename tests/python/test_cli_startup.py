@@ -66,6 +66,8 @@ def site(tmp_path_factory):
     ("pyca.registration.apply", "SIGINT"),   # the package's last parts
     ("pyca.cli", "SIGINT"),                  # pyca/__main__.py's import of the command
     ("pyca.core", "SIGTERM"),
+    ("pyca.apps.shoot", "SIGINT"),           # pyca.cli.main building its parser: the command is named there too
+    ("pyca.apps.shoot", "SIGTERM"),
 ])
 def test_python_m_pyca_interrupted_while_it_loads_is_one_line(tmp_path, site, at, sig):
     out = tmp_path / "out"
