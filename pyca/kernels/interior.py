@@ -9,6 +9,9 @@ its array (the others, near the borders, run the clamped loop). Indices of a mat
 coordinate: ``x`` (a voxel coordinate of ``i, j, k = ca.index()``, never reassigned), ``x + v``,
 ``v + x``, ``x - v``, ``v``, or an int constant; a Field3D component must be a constant 0, 1 or 2.
 The values are those of the clamped loop, bit for bit (the clamps they skip are no-ops there).
+Reads ``t[d]`` of a ``ca.line`` (d = ``v``, ``-v`` or an int constant) read the block's tile in the
+copy without testing the offset each time, when the test before the loop finds a tile
+(``pyca_line.s``) whose radius covers every offset of the loop.
 """
 from __future__ import annotations
 
@@ -39,12 +42,37 @@ def _coord(node, var: str, own: dict) -> tuple | None:
     return None
 
 
+def _line_offset(d, var: str) -> tuple | None:
+    """("v", None) for an offset v or -v (v the loop's variable), ("c", value) for an int constant."""
+    if isinstance(d, ast.UnaryOp) and isinstance(d.op, (ast.USub, ast.UAdd)):
+        k = _line_offset(d.operand, var)
+        return None if k is None else (k[0], -k[1] if k[0] == "c" and isinstance(d.op, ast.USub) else k[1])
+    if isinstance(d, ast.Name) and d.id == var:
+        return ("v", None)
+    if isinstance(d, ast.Constant) and type(d.value) is int:
+        return ("c", d.value)
+    return None
+
+
 def plan(loop: ast.For, var: str, own: dict, params: dict, start: str, stop: str):
     """(C++ condition, ids of the reads that may skip their clamps) for the loop `loop` over `var`,
     whose range is [start, stop) (C++ names); None when no read qualifies. own: Python name -> C++
     name of the voxel coordinates."""
     reads, checks = set(), []
     for n in ast.walk(loop):
+        d = getattr(n, "pyca_line_d", None)
+        if d is not None:  # t[d] of a ca.line: the block's tile when every offset lies within its radius
+            k = _line_offset(d, var)
+            if k is None:
+                continue
+            checks.append("pyca_line.s != nullptr")
+            if k[0] == "v":  # d and -d over [start, stop - 1]
+                checks += [f"-({start}) <= pyca_line.r", f"{start} <= pyca_line.r", f"-({stop} - 1) <= pyca_line.r",
+                           f"{stop} - 1 <= pyca_line.r"]
+            else:
+                checks.append(f"{abs(k[1])} <= pyca_line.r")
+            reads.add(id(n))
+            continue
         if not (isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
                 and params.get(n.value.id) in ("Image3D", "Field3D")):
             continue

@@ -628,6 +628,8 @@ class FuncTranslator:
             ro = ", true" if arr not in self.stored and not self.after_store else ""
             if getattr(node, "pyca_line_d", None) is not None:  # t[d] of t = ca.line(im, axis, radius)
                 d = self.expr(node.pyca_line_d)
+                if id(node) in self.fast_reads:  # within the tile (an interior copy of a loop, GPU)
+                    return Expr(f"pyca_line.s[{cast(d, INT)} * pyca_line.stride]", FLOAT)
                 own = ", ".join(self.expr(ast.Name(id=x, ctx=ast.Load())).code for x in self.line.own)
                 return Expr(f"pyca_k::line_rd<Idx{ro}>(pyca_line, p_{arr}, {own}, {self.expr(self.line.axis).code}, "
                             f"{cast(d, INT)})", FLOAT)

@@ -130,6 +130,9 @@ def test_line_device_code():
     assert "pyca_k::lineTiles(p_out.size, p_im, pyca_ax, pyca_r" in src
     assert "line_rd<Idx, true>(pyca_line, p_im, v_i, v_j, v_k, p_axis, v_d)" in src
     assert "pyca_k::rdrow<Idx>(p_im" in src and "line_check(p_axis" in src
+    # the tap loop's interior copy reads the tile without testing each offset
+    assert "(pyca_line.s != nullptr) && (-(pyca_a4) <= pyca_line.r)" in src
+    assert "pyca_line.s[(-v_d) * pyca_line.stride] + pyca_line.s[v_d * pyca_line.stride]" in src
 
 
 def test_line_cuda_half_compiles():
