@@ -1,5 +1,5 @@
-"""`python -m pyca` while the package loads: a Ctrl-C or SIGTERM is one line and exit 130 (143), never
-Python's traceback (the console script's entry, _pyca_console.main, is tested in test_cli.py).
+"""`python -m pyca` and the `pyca` console script while pyca loads: a Ctrl-C or SIGTERM is one line and exit
+130 (143), never Python's traceback (test_cli.py also signals the console script from outside).
 
 `python -m pyca` imports the pyca package before its __main__ runs, so the guard starts in
 pyca/__init__.py. The signal is sent by the subprocess itself at a chosen import (an audit hook in a
@@ -69,9 +69,17 @@ def site(tmp_path_factory):
     ("pyca.apps.shoot", "SIGINT"),           # pyca.cli.main building its parser: the command is named there too
     ("pyca.apps.shoot", "SIGTERM"),
 ])
-def test_python_m_pyca_interrupted_while_it_loads_is_one_line(tmp_path, site, at, sig):
+@pytest.mark.parametrize("how", ["python -m pyca", "console script"])
+def test_pyca_interrupted_while_it_loads_is_one_line(tmp_path, site, at, sig, how):
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "pyca", "lddmm", "--size", "16,16,8", "--out", str(out)],
+    if how == "console script":  # what pip writes for pyproject.toml's `pyca = "_pyca_console:main"`
+        script = tmp_path / "pyca"
+        script.write_text(f"#!{sys.executable}\nimport sys\nfrom _pyca_console import main\nsys.exit(main())\n")
+        script.chmod(0o755)
+        start = [str(script)]
+    else:
+        start = [sys.executable, "-m", "pyca"]
+    p = subprocess.run([*start, "lddmm", "--size", "16,16,8", "--out", str(out)],
                        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
                        env=_env(site, PYCA_TEST_AT=at, PYCA_TEST_SIGNAL=sig), preexec_fn=_sigint_default)
     word = "interrupted" if sig == "SIGINT" else r"terminated \(SIGTERM\)"
