@@ -142,7 +142,7 @@ __global__ void applyHFast(float* __restrict__ out, const float* __restrict__ im
 }
 
 // ---------------------------------------------------------------------------------------------
-// Splat before the z-runs (the library's kernel until 2026-11-23): x-merge through a shuffle only,
+// Splat without the z-runs (a lab variant, for comparison): x-merge through a shuffle only,
 // one slice per thread, scalar atomics. Image, no weights.
 template <BackgroundStrategy BG>
 __global__ void splatXMergeOnly(float* out, Vec3Di outSize, Vec3Di inSize, const float* val,

@@ -53,8 +53,8 @@ __all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "
 # and bias correction: both change each subject's intensities towards the current template, and the
 # template update assumes they are the subjects' own; nor the fixed image's blur, constant or matched to
 # the interpolation (the template is itself a mean of interpolated images). alpha (the SSD's, None), gamma, lpow, tol and T are
-# those the atlas runs of docs/atlas.md were measured with (lddmm's earlier defaults).
-# sigma 0.002 is the atlas runs' 0.05 in K's units since K is normalised to gain 1 (docs/lddmm.md, 'The
+# those the atlas runs of docs/atlas.md were measured with (lpow 2, its heavier-tailed kernel).
+# sigma 0.002 is those runs' 0.05 of the unnormalised K in the units of K of gain 1 (docs/lddmm.md, 'The
 # kernel's scale'): 0.05 gamma^(lpow / 2), the same registrations.
 DEFAULTS = dict(lddmm.DEFAULTS, metric="ssd", scales=(4, 2, 1), iterations=(30, 20, 10), alpha=None, gamma=0.04, lpow=2,
                 sigma=0.002, tol=1e-2, time_steps=8, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0,

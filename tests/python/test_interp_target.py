@@ -131,7 +131,7 @@ def test_a_brain_registered_onto_itself_is_the_identity():
 def test_the_known_map_brain_pair_keeps_its_accuracy(tmp_path, monkeypatch):
     # data.brain_pair's exact map psi^-1 (seed 1, 4 mm) with lddmm's defaults. Measured (CPU): mean map error
     # 0.1696 voxels, Dice GM 0.9609, WM 0.9339; with the fixed image blurred by sqrt(1/6) moving voxels
-    # instead (the earlier default) 0.1776, 0.9586, 0.9300 (docs/lddmm.md, 'Interpolation blur').
+    # instead (fixed_blur 0.41, interp_blur 'none') 0.1776, 0.9586, 0.9300 (docs/lddmm.md, 'Interpolation blur').
     from pyca.io import split_affine
 
     monkeypatch.setenv("PYCA_CACHE", str(tmp_path))
