@@ -317,14 +317,19 @@ def profile(ca, I0, I1, mem, T, sigma, its=3):
             fit.gradients()
             fit.update(2e-5)
         print(f"profile pyca shoot (T {T}), per iteration, each operation synchronised:\n" + timer.table(its))
-        timer.rows.clear()
         from pyca.apps import lddmm
 
         kw = dict(device=mem, scales=[1], affine="none", tol=0.0, normalize="none", bias_sigma=0.0, fixed_blur=0.0)
-        r = lddmm.register(I1, I0, iterations=its, **kw)
-        n = max(1, r.timings["scales"][0]["iterations"])
-        print(f"profile pyca lddmm (T {r.params['time_steps']}), per iteration ({n} iterations; setup "
-              f"included):\n" + timer.table(n))
+        counts = []
+        for n in (2, 2 + 4 * its):  # the difference of two runs: the iterations without the setup
+            timer.rows.clear()
+            r = lddmm.register(I1, I0, iterations=n, **kw)
+            counts.append((r.timings["scales"][0]["iterations"], dict(timer.rows)))
+        (n0, a), (n1, b) = counts
+        timer.rows = {k: (b[k][0] - a.get(k, (0, 0.0))[0], b[k][1] - a.get(k, (0, 0.0))[1]) for k in b}
+        timer.rows = {k: v for k, v in timer.rows.items() if v[0] > 0}
+        print(f"profile pyca lddmm (T {r.params['time_steps']}), per iteration (runs of {n1} and {n0} iterations, "
+              f"the difference):\n" + timer.table(max(1, n1 - n0)))
     finally:
         timer.restore()
     small = [ca.Image3D.from_array(np.asfortranarray(x)).clone(mem) for x in pair(16)]
@@ -337,9 +342,19 @@ def _dice(lab_a, lab_b):
             for c in (1, 2, 3)]
 
 
-def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,)):
+def _brain_params(text):
+    """'alpha=0.05,sigma=0.2' -> {'alpha': 0.05, 'sigma': 0.2} (pyca shoot's parameters)."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        k, _, v = item.partition("=")
+        out[k.strip()] = float(v) if k.strip() != "time_steps" else int(v)
+    return out
+
+
+def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,), param_sets=({},), with_lddmm=True):
     """Two different brains (benchmarks/_brains.py's prepared pairs, both directions): pyca shoot (its
-    defaults but sigma) and pyca lddmm (its defaults), the moving labels warped by nearest neighbour."""
+    defaults, or each of param_sets) and pyca lddmm (its defaults), the moving labels warped by nearest
+    neighbour."""
     import _brains
     from pyca.apps import lddmm, shoot
 
@@ -353,10 +368,11 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,)):
         m = ca.Image3D.from_array(np.asfortranarray(pr["moving"]))
         lab = ca.Image3D.from_array(np.asfortranarray(pr["moving_labels"].astype(np.float32))).clone(mem)
         before = np.mean(_dice(pr["fixed_labels"], pr["moving_labels"]))
-        for name in ("shoot", "lddmm"):
+        runs = [("shoot", ps) for ps in param_sets] + ([("lddmm", {})] if with_lddmm else [])
+        for name, ps in runs:
             t0 = time.perf_counter()
             if name == "shoot":
-                r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations, scales=scales)
+                r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations, scales=scales, **ps)
                 its = r.report["iterations"]
             else:
                 kw = {} if lddmm_iterations is None else {"iterations": lddmm_iterations}
@@ -367,7 +383,8 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,)):
             ca.ApplyH(w, lab, r.phiinv, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_NN)
             d = _dice(pr["fixed_labels"], np.rint(w.numpy() if mem == ca.MEM_HOST else w.clone(ca.MEM_HOST).numpy()))
             jmin, jmax = ca.MinMax(r.jacobian)
-            tag = f"shoot scales {','.join(map(str, scales))}" if name == "shoot" else name
+            tag = (f"shoot scales {','.join(map(str, scales))}" + "".join(f" {k} {v:g}" for k, v in ps.items())
+                   if name == "shoot" else name)
             print(f"brains {pr['name']} {res} mm {tag}: Dice CSF/GM/WM {d[0]:.3f}/{d[1]:.3f}/{d[2]:.3f} (mean "
                   f"{np.mean(d):.3f}, before {before:.3f}), mismatch {r.final_mismatch / r.initial_mismatch:.3f} of "
                   f"before, det D phiinv [{jmin:.3g}, {jmax:.3g}], {its} iterations, {dt:.2f} s")
@@ -392,6 +409,9 @@ def main():
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")
     ap.add_argument("--brain-iterations", type=int, default=100)
     ap.add_argument("--brain-scales", default="1", help="pyca shoot's scales on the brains, e.g. 2,1")
+    ap.add_argument("--brain-params", nargs="*", type=_brain_params, default=[{}],
+                    help="pyca shoot's parameters on the brains, one run each, e.g. alpha=0.05,sigma=0.2 alpha=0.1")
+    ap.add_argument("--brain-skip-lddmm", action="store_true")
     ap.add_argument("--profile", action="store_true", help="also each operation's time in one iteration of "
                     "shoot and of lddmm, and shoot's time per iteration at 16^3")
     ap.add_argument("--sample-apart", action="store_true", help="fused passes: the image I0 o h_j sampled by "
@@ -452,7 +472,8 @@ def main():
         print(f"parity 32^3, 10 iterations: CPU {c[-1]:.8g} GPU {g[-1]:.8g}, largest relative difference "
               f"{np.abs(g / c - 1).max():.2e}")
     if a.brains:
-        brains(ca, mem, a.brains, a.brain_iterations, scales=tuple(int(x) for x in a.brain_scales.split(",")))
+        brains(ca, mem, a.brains, a.brain_iterations, scales=tuple(int(x) for x in a.brain_scales.split(",")),
+               param_sets=a.brain_params or [{}], with_lddmm=not a.brain_skip_lddmm)
     if a.big:
         I0 = I1 = None
         if a.gpu:
