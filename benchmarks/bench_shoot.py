@@ -55,6 +55,10 @@ def big_pair(n):
     return out
 
 
+# the vector-momentum clients' operator (quicksilver's settings), which every comparison with the client uses
+CLIENT_KERNEL = dict(alpha=0.01, beta=0.01, gamma=0.001, lpow=1)
+
+
 def sync(mem):
     import pyca as ca
 
@@ -67,7 +71,7 @@ def shoot_run(ca, I0, I1, mem, its, step, T, sigma, keep="auto", fused=None):
     from pyca.registration.geodesic import Geodesic, GeodesicFit
 
     grid = I0.grid()
-    p = dict(shoot.DEFAULTS, time_steps=T)
+    p = dict(shoot.DEFAULTS, time_steps=T, **CLIENT_KERNEL)
     geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, p), keep=keep)
     if fused is not None:
         geo.fused = fused
@@ -122,7 +126,8 @@ def client_run(ca, I0, I1, mem, its, step, sigma, client_dir):
     cpi = list(range(1, len(t)))
     cps = [(ca.Field3D(grid, mem), ca.Field3D(grid, mem)) for _ in cpi]
     with contextlib.redirect_stdout(io.StringIO()):
-        p = M.MatchingVariables(I0, I1, sigma, t, cpi, cps, 0.01, 0.01, 0.001, its, step, None, nT,
+        ck = CLIENT_KERNEL
+        p = M.MatchingVariables(I0, I1, sigma, t, cpi, cps, ck["alpha"], ck["beta"], ck["gamma"], its, step, None, nT,
                                 integMethod="RK4", optMethod="FIXEDGD", nInv=5, plotEvery=-1, plotSlice=None,
                                 quiverEvery=1, outputPrefix=None)
         sync(mem)
@@ -156,9 +161,9 @@ def client_regression_run(ca, I0, meas, nT, mem, its, step, sigma, client_dir):
     C = _client_library(client_dir)
     grid = I0.grid()
     K = ca.FluidKernelFFT()
-    K.setAlpha(0.01)
-    K.setBeta(0.01)
-    K.setGamma(0.001)
+    K.setAlpha(CLIENT_KERNEL["alpha"])
+    K.setBeta(CLIENT_KERNEL["beta"])
+    K.setGamma(CLIENT_KERNEL["gamma"])
     K.setGrid(grid)
     F = lambda: ca.Field3D(grid, mem)  # noqa: E731
     Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
@@ -205,7 +210,7 @@ def regression_run(ca, I0, meas, T, mem, its, step, sigma):
     from pyca.registration.geodesic import Geodesic, GeodesicFit, epdiff_kernel
 
     grid = I0.grid()
-    fit = GeodesicFit(Geodesic(grid, mem, T, epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)), I0, meas, sigma)
+    fit = GeodesicFit(Geodesic(grid, mem, T, epdiff_kernel(grid, **CLIENT_KERNEL)), I0, meas, sigma)
     out = []
     for it in range(its + 1):
         m, _ = fit.forward()
@@ -223,7 +228,7 @@ def phases(ca, I0, I1, mem, T, sigma, reps=5):
     from pyca.registration.geodesic import Geodesic, GeodesicFit
 
     grid = I0.grid()
-    geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, dict(shoot.DEFAULTS)))
+    geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, CLIENT_KERNEL))
     fit = GeodesicFit(geo, I0, [(T, I1)], sigma)
     fit.forward()
     fit.gradients()
@@ -307,7 +312,7 @@ def profile(ca, I0, I1, mem, T, sigma, its=3):
     from pyca.registration.geodesic import Geodesic, GeodesicFit
 
     grid = I0.grid()
-    fit = GeodesicFit(Geodesic(grid, mem, T, shoot.kernel_of(grid, dict(shoot.DEFAULTS))), I0, [(T, I1)], sigma)
+    fit = GeodesicFit(Geodesic(grid, mem, T, shoot.kernel_of(grid, CLIENT_KERNEL)), I0, [(T, I1)], sigma)
     fit.forward()
     fit.gradients()
     timer = _OpTimer(ca, mem)
