@@ -352,7 +352,7 @@ def _brain_params(text):
     out = {}
     for item in filter(None, text.split(",")):
         k, _, v = item.partition("=")
-        out[k.strip()] = float(v) if k.strip() != "time_steps" else int(v)
+        out[k.strip()] = int(v) if k.strip() in ("time_steps", "lpow") else float(v)
     return out
 
 
