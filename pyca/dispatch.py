@@ -269,8 +269,15 @@ class DispatchedOp:
                 f"obj.to(pyca.MEM_HOST)), call {self.name}, then move the outputs back with "
                 f"obj.toType(pyca.MEM_DEVICE)."
             )
-        self._plan.set_kernel(self.gpu.handle)
-        self._ccall(self._this, args, stream, grid, block, shared_mem)
+        wide = getattr(self.gpu, "wide", None)  # a second kernel for arrays of 2^31 voxels or more
+        if not self._plan.has_kernel():
+            self._plan.set_kernel(self.gpu.handle)
+            if wide is not None:
+                self._plan.set_wide_kernel(0)  # declared; loaded by the first call that needs it
+        r = self._ccall(self._this, args, stream, grid, block, shared_mem)
+        if r == 3:
+            self._plan.set_wide_kernel(wide.handle)
+            self._ccall(self._this, args, stream, grid, block, shared_mem)
         return None
 
     @property
@@ -282,6 +289,8 @@ class DispatchedOp:
         launch). Measures the launch alone, for comparison with a dispatched call."""
         if not self._plan.has_kernel():
             self._plan.set_kernel(self.gpu.handle)
+            if getattr(self.gpu, "wide", None) is not None:
+                self._plan.set_wide_kernel(0)
         self._plan.launch_repeated(tuple(args), int(n))
 
     def __repr__(self) -> str:

@@ -131,6 +131,13 @@ class DispatchPlan {
 
   void setKernel(unsigned long long handle) { func_ = reinterpret_cast<const void*>(handle); }
   bool hasKernel() const { return func_ != nullptr; }
+  // A second kernel, for the calls where an array has 2^31 voxels or more (64-bit voxel indices; the
+  // kernel of setKernel then uses 32-bit ones). Handle 0 declares that the operation has one without
+  // setting it: call() returns 3 for such calls until it is set.
+  void setWideKernel(unsigned long long handle) {
+    wide_ = true;
+    funcWide_ = reinterpret_cast<const void*>(handle);
+  }
   std::string op() const { return op_; }
   std::string codes() const { return codes_; }
 
@@ -143,6 +150,11 @@ class DispatchPlan {
     if (!inspect(args, arrays)) return nullptr;
     if (arrays.count == 0 || !arrays.onDevice) return PyLong_FromLong(0);
     if (!func_) return PyLong_FromLong(2);
+    const void* f = func_;
+    if (wide_ && anyWide(arrays)) {
+      if (!funcWide_) return PyLong_FromLong(3);
+      f = funcWide_;
+    }
 #ifdef PYCA_WITH_CUDA
     std::array<Slot, kMaxParams> slots;
     std::array<void*, kMaxParams> ptrs;
@@ -151,7 +163,7 @@ class DispatchPlan {
     if (!config(arrays, block, grid, b, g)) return nullptr;
     std::size_t s = 0;
     if (!streamHandle(stream, s)) return nullptr;
-    cuda_rt::launch(op_.c_str(), func_, g, b, std::size_t(sharedMem), s, ptrs.data());
+    cuda_rt::launch(op_.c_str(), f, g, b, std::size_t(sharedMem), s, ptrs.data());
     return PyLong_FromLong(1);
 #else
     (void)stream;
@@ -175,6 +187,8 @@ class DispatchPlan {
     Arrays arrays;
     if (!inspect(args, arrays)) return nullptr;
     if (!arrays.onDevice || !func_) throw ValueError(op_ + ": launchRepeated needs device arguments and a kernel");
+    const void* f = wide_ && anyWide(arrays) ? funcWide_ : func_;
+    if (!f) throw ValueError(op_ + ": launchRepeated: the kernel for arrays of 2^31 voxels or more is not loaded");
 #ifdef PYCA_WITH_CUDA
     std::array<Slot, kMaxParams> slots;
     std::array<void*, kMaxParams> ptrs;
@@ -182,7 +196,7 @@ class DispatchPlan {
     cuda_rt::Dim3 b, g;
     if (!config(arrays, Py_None, Py_None, b, g)) return nullptr;
     const std::size_t s = currentStream();
-    for (long k = 0; k < n; ++k) cuda_rt::launch(op_.c_str(), func_, g, b, 0, s, ptrs.data());
+    for (long k = 0; k < n; ++k) cuda_rt::launch(op_.c_str(), f, g, b, 0, s, ptrs.data());
 #else
     (void)n;
 #endif
@@ -195,6 +209,16 @@ class DispatchPlan {
     int count = 0;
     bool onDevice = false;
   };
+
+  // Whether an array of the call has 2^31 voxels or more.
+  static bool anyWide(const Arrays& arrays) {
+    for (const Array3D* a : arrays.ptr) {
+      if (!a) continue;
+      const Vec3Di s = a->size();
+      if ((unsigned long long)s.x * (unsigned long long)s.y * (unsigned long long)s.z >= (1ull << 31)) return true;
+    }
+    return false;
+  }
 
   [[noreturn]] void typeError(std::size_t i, const char* expected, PyObject* got) const {
     PyErr_Clear();
@@ -478,6 +502,8 @@ class DispatchPlan {
   int firstArray_ = -1;
   int outIndex_ = -1;
   const void* func_ = nullptr;
+  const void* funcWide_ = nullptr;
+  bool wide_ = false;
 };
 
 // ---- pyca.cuda helpers --------------------------------------------------------------------------
@@ -495,6 +521,7 @@ class DispatchPlan {
 %rename(_DispatchPlan) pyca::pydispatch::DispatchPlan;
 %rename(set_kernel) pyca::pydispatch::DispatchPlan::setKernel;
 %rename(has_kernel) pyca::pydispatch::DispatchPlan::hasKernel;
+%rename(set_wide_kernel) pyca::pydispatch::DispatchPlan::setWideKernel;
 %rename(launch_repeated) pyca::pydispatch::DispatchPlan::launchRepeated;
 %ignore pyca::pydispatch::PyRef;
 %ignore pyca::pydispatch::Slot;
@@ -506,6 +533,7 @@ class DispatchPlan {
   DispatchPlan(const std::string& op, PyObject* names, const std::string& codes, int outIndex, bool checkSizes);
   void setKernel(unsigned long long handle);
   bool hasKernel() const;
+  void setWideKernel(unsigned long long handle);
   std::string op() const;
   std::string codes() const;
   PyObject* call(PyObject* args, PyObject* stream, PyObject* grid, PyObject* block, unsigned long long sharedMem);

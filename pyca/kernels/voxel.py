@@ -54,6 +54,7 @@ class CompiledSource:
         self._lib = None
         self._lib64 = None
         self._module = None
+        self._module64 = None
         self.cpu_cache_hit = None
         self._lock = threading.Lock()
 
@@ -75,50 +76,38 @@ class CompiledSource:
 
     @property
     def module(self) -> _cuda.SourceModule:
+        """The device code with 32-bit voxel indices (arrays of fewer than 2^31 voxels)."""
         if self._module is None:
             with self._lock:
                 if self._module is None:
-                    arch = _cuda.default_arch()
-                    cap = register_cap(self.source, self.name, arch)
-                    opts = [f"--maxrregcount={cap}"] if cap else []
-                    self._module = _cuda.SourceModule(self.source, opts, name=f"{self.name}.cu", arch=arch, lazy=True)
+                    self._module = _cuda.SourceModule(self.source, name=f"{self.name}.cu", lazy=True)
         return self._module
 
-
-_WIDE_BODY, _NARROW_BODY = "_body<long long>(", "_body<int>("
-
-
-def register_cap(source: str, name: str, arch: str) -> int | None:
-    """The registers of a kernel's 32-bit instantiation alone, as the cap for the whole kernel. A
-    kernel holds the body twice (32- and 64-bit indices) and the compiler gives it the registers of
-    the hungrier one, the 64-bit one that only arrays of 2^31 voxels or more run (a fused geodesic
-    pass: 146 registers against 80); capped, the 64-bit path spills instead. Found by compiling the
-    32-bit-only source once with ptxas's report (cached like any module); None for PTX (no GPU:
-    the driver allocates registers) or a source without the two paths."""
-    import re
-
-    if not arch.startswith("sm_") or _WIDE_BODY not in source:
-        return None
-    try:
-        probe = _cuda.SourceModule(source.replace(_WIDE_BODY, _NARROW_BODY), ["--ptxas-options=-v"],
-                                   name=f"{name}_regs.cu", arch=arch)
-    except _cuda.CompileError:  # the module itself then reports its error
-        return None
-    m = re.search(r"Used (\d+) registers", probe.log)
-    return int(m.group(1)) if m else None
+    @property
+    def module64(self) -> _cuda.SourceModule:
+        """The device code with 64-bit voxel indices (PYCA_K_IDX64), compiled at its first use: the
+        launch takes it when an array of the call has 2^31 voxels or more."""
+        if self._module64 is None:
+            with self._lock:
+                if self._module64 is None:
+                    self._module64 = _cuda.SourceModule(self.source, ["-DPYCA_K_IDX64"], name=f"{self.name}_64.cu",
+                                                        lazy=True)
+        return self._module64
 
 
 class LazyFunction(_cuda.Function):
     """A pyca.cuda.Function whose source is generated and compiled only when a device call needs it."""
 
-    def __init__(self, name, params, codes, build):
+    def __init__(self, name, params, codes, build, module: str = "module", wide: "LazyFunction | None" = None):
         super().__init__(name, params, codes)
         self._build = build
+        self._module_attr = module
+        self.wide = wide  # the kernel for arrays of 2^31 voxels or more, when it is another one
 
     @property
     def handle(self) -> int:
         if self._handle is None:
-            self._handle = self._build().module.get_function(self.name).handle
+            self._handle = getattr(self._build(), self._module_attr).get_function(self.name).handle
         return self._handle
 
 
@@ -183,7 +172,8 @@ class Kernel(DispatchedOp):
         names = list(self._kinds)
         params = [(_PARAM_C[self._kinds[n]][0], f"p_{n}") for n in names]
         codes = "".join(_PARAM_C[self._kinds[n]][1] for n in names)
-        gpu = LazyFunction(f"{self._cname}_gpu", params, codes, self._translate)
+        wide = LazyFunction(f"{self._cname}_gpu64", params, codes, self._translate, module="module64")
+        gpu = LazyFunction(f"{self._cname}_gpu", params, codes, self._translate, wide=wide)
         signature = "(" + ", ".join(f"{n}: {self._kinds[n]}" for n in names) + ")"
         self._cpu_types = [_CTYPES[self._kinds[n]] for n in names]
         self._packers = [_host.image_view if self._kinds[n] == "Image3D" else
@@ -229,28 +219,32 @@ class Kernel(DispatchedOp):
         dom = f"p_{self._domain}"
         dparams = ", ".join(f"{_PARAM_C[self._kinds[n]][0]} p_{n}" for n in names)
         call = ", ".join(f"p_{n}" for n in names)
-        # 32-bit voxel indices when every array has fewer than 2^31 voxels (a uniform branch): 64-bit
-        # index arithmetic took most of the instructions of the body (docs/design/kernels.md).
+        # Two kernels: 32-bit voxel indices (64-bit index arithmetic took most of the instructions of the
+        # body, docs/design/kernels.md) and, compiled only when a call needs it, 64-bit ones; the
+        # dispatch plan launches the second when an array of the call has 2^31 voxels or more. The
+        # first returns at once for such arrays (reached only by launching it directly).
         arrays = [n for n in names if self._kinds[n] in ARRAY_TYPES]
         narrow = " && ".join(f"p_{n}.nVox() < (1ull << 31)" for n in arrays)
         lcall = hcall = call
         staged = ""
         if tr.line is not None:  # ca.line: per block, a tile of the image with its halo in shared memory
-            lcall, hcall = f"{call}, pyca_k::Line{{nullptr, 0, 0}}", f"{call}, pyca_k::Line{{nullptr, 0, 0}}"
+            lcall = hcall = f"{call}, pyca_k::Line{{nullptr, 0, 0}}"
             ax, rad = tr.expr(tr.line.axis).code, tr.expr(tr.line.radius).code
             staged = (f"  const int pyca_ax = {ax}, pyca_r = {rad};\n"
-                      f"  if (({narrow}) && pyca_ax >= 0 && pyca_ax <= 2 && pyca_r >= 0 && pyca_r <= PYCA_K_LINE_RMAX"
+                      f"  if (pyca_ax >= 0 && pyca_ax <= 2 && pyca_r >= 0 && pyca_r <= PYCA_K_LINE_RMAX"
                       f" && pyca_k::lineBlockOk()) {{\n"
                       f"    pyca_k::lineTiles({dom}.size, p_{tr.line.image}, pyca_ax, pyca_r, [&](int i, int j, int k, "
                       f"const pyca_k::Line& pyca_line) {{\n"
                       f"      {self._cname}_body<int>(i, j, k, {call}, pyca_line, nullptr);\n    }});\n"
                       f"    return;\n  }}\n")
-        device = (f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n{staged}'
-                  f"  if ({narrow}) {{\n"
-                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<int>(i, j, k, {lcall}, nullptr);\n"
-                  f"  }} else {{\n"
-                  f"    PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<long long>(i, j, k, {lcall}, nullptr);\n"
-                  f"  }}\n}}\n")
+        device = (f"#if !defined(PYCA_K_IDX64)\n"
+                  f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n'
+                  f"  if (!({narrow})) return;\n{staged}"
+                  f"  PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<int>(i, j, k, {lcall}, nullptr);\n"
+                  f"}}\n#else\n"
+                  f'extern "C" __global__ void {self._cname}_gpu64({dparams}) {{\n'
+                  f"  PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<long long>(i, j, k, {lcall}, nullptr);\n"
+                  f"}}\n#endif\n")
         hparams, unpack, refs = [], "", []
         for n in names:
             ct = _PARAM_C[self._kinds[n]][0]
