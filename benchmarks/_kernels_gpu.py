@@ -181,7 +181,7 @@ def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
 
         tg = timeit_median(g3, sync=pyca_sync, repeat=21)
         table.add(f"lab 3-D Gaussian: {name}", size, tg, "shipped @ca.kernel", t_gauss)
-    line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin)
+    line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin, hf)
 
 
 # ca.line's tiles (pyca/kernels/kernel_rt.h, lineTiles) with one choice changed.
@@ -195,10 +195,11 @@ LINE_VARIANTS = {
                                (_SMEM, _SMEM.replace("(64 + ", "(128 + "))],
     "tiles of 256 x 4 along x": [(_TILE, _TILE.replace("128 : 32", "256 : 32").replace("AX == 0 ? 8", "AX == 0 ? 4"))],
     "tiles of 64 x 16 along x": [(_TILE, _TILE.replace("128 : 32", "64 : 32").replace("AX == 0 ? 8", "AX == 0 ? 16"))],
+    "the 64-bit path in the same kernel (a branch on the sizes)": [with_wide_branch],
 }
 
 
-def line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin=None):
+def line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin=None, hf=None):
     """The 3-D Gaussian through ca.line (shipped) beside the taps read from the image, tile shapes,
     launch shapes, and a grid of exactly the tiles (no blocks that find no tile)."""
     from _kernels_bench import gauss_pass, gauss_pass_taps
@@ -228,6 +229,13 @@ def line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin=None):
     for block in ((32, 4, 1), (32, 16, 1), (32, 32, 1)):
         table.add(f"lab 3-D Gaussian, ca.line: block {block}", size, g3(gauss_pass, block=block),
                   "shipped (256 threads)", t_gauss)
+    if hf is not None:  # ApplyH (no loops): the 64-bit path in its own kernel or behind a branch
+        from _kernels_bench import apply_h
+
+        t_a = timeit_median(lambda: apply_h(out, im, hf), sync=pyca_sync, repeat=21)
+        fa = _variant(apply_h, [with_wide_branch])
+        table.add("lab ApplyH: the 64-bit path in the same kernel (a branch on the sizes)", size,
+                  timeit_median(lambda: fa(out, im, hf), sync=pyca_sync, repeat=21), "shipped (two kernels)", t_a)
     cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
     tiles = [cdiv(n, 128) * cdiv(n, 8) * n, cdiv(n, 32) * cdiv(n, 64) * n, cdiv(n, 32) * cdiv(n, 64) * n]
 

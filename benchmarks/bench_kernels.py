@@ -138,7 +138,7 @@ def run_gpu(table: Table, n: int, lab: bool = False, line_lab: bool = False):
     if lab or line_lab:
         labs = [(lab_rows, (out, im, hf, tmp, wim, r, t_k, t_k3, t_b))] + ([(geodesic_rows, ())] if n >= 256 else [])
         if not lab:
-            labs = [(line_rows, (out, im, tmp, wim, r, t_k3, t_b))]
+            labs = [(line_rows, (out, im, tmp, wim, r, t_k3, t_b, hf))]
         for rows, extra in labs:
             try:
                 rows(table, n, *extra)
