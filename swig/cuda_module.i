@@ -134,6 +134,9 @@ class DispatchPlan {
   // A second kernel, for the calls where an array has 2^31 voxels or more (64-bit voxel indices; the
   // kernel of setKernel then uses 32-bit ones). Handle 0 declares that the operation has one without
   // setting it: call() returns 3 for such calls until it is set.
+  // The default grid: 1/v of the blocks that give every voxel of the output a thread, as one linear
+  // dimension (for kernels that loop over several voxels per thread, such as the tiles of ca.line).
+  void setVoxelsPerThread(unsigned v) { voxelsPerThread_ = v > 0 ? v : 1; }
   void setWideKernel(unsigned long long handle) {
     wide_ = true;
     funcWide_ = reinterpret_cast<const void*>(handle);
@@ -474,6 +477,11 @@ class DispatchPlan {
     }
     if (grid == Py_None) {
       g = cuda_rt::gridFor(size, b);
+      if (voxelsPerThread_ > 1) {  // a kernel that loops over several voxels per thread: fewer blocks
+        const unsigned long long n = (unsigned long long)g.x * g.y * g.z;
+        const unsigned long long m = (n + voxelsPerThread_ - 1) / voxelsPerThread_;
+        g = cuda_rt::Dim3{unsigned(m < 2147483647ull ? m : 2147483647ull), 1u, 1u};
+      }
     } else if (!dims(grid, "grid", g)) {
       return false;
     }
@@ -504,6 +512,7 @@ class DispatchPlan {
   const void* func_ = nullptr;
   const void* funcWide_ = nullptr;
   bool wide_ = false;
+  unsigned voxelsPerThread_ = 1;
 };
 
 // ---- pyca.cuda helpers --------------------------------------------------------------------------
@@ -522,6 +531,7 @@ class DispatchPlan {
 %rename(set_kernel) pyca::pydispatch::DispatchPlan::setKernel;
 %rename(has_kernel) pyca::pydispatch::DispatchPlan::hasKernel;
 %rename(set_wide_kernel) pyca::pydispatch::DispatchPlan::setWideKernel;
+%rename(set_voxels_per_thread) pyca::pydispatch::DispatchPlan::setVoxelsPerThread;
 %rename(launch_repeated) pyca::pydispatch::DispatchPlan::launchRepeated;
 %ignore pyca::pydispatch::PyRef;
 %ignore pyca::pydispatch::Slot;
@@ -534,6 +544,7 @@ class DispatchPlan {
   void setKernel(unsigned long long handle);
   bool hasKernel() const;
   void setWideKernel(unsigned long long handle);
+  void setVoxelsPerThread(unsigned v);
   std::string op() const;
   std::string codes() const;
   PyObject* call(PyObject* args, PyObject* stream, PyObject* grid, PyObject* block, unsigned long long sharedMem);

@@ -132,6 +132,10 @@ _ERRORS = {1: (IndexError, "wrote outside the grid of an output (line {line}): w
 
 
 _WIDE = 1 << 31  # arrays of this many voxels or more run the build with 64-bit indices
+# The default launch of a kernel with a ca.line has a block per 8 x 256 voxels (a tile along y or z; a
+# block loops over the tiles along x, 4 x 256 voxels each, two at a time): a block per 256 voxels left
+# 7 blocks in 8 without a tile.
+LINE_VOXELS_PER_THREAD = 8
 
 
 def raise_cpu_error(name: str, filename: str, code: int, line: int):
@@ -189,6 +193,7 @@ class Kernel(DispatchedOp):
                          parity_skip=parity_skip, family=family or "kernels", registry_name=registry_name)
         self.__wrapped__ = fn
         self.__signature__ = sig
+        self.line = None  # ca.line of the body (known once translated)
 
     # -- translation
     def _translate(self) -> CompiledSource:
@@ -196,6 +201,9 @@ class Kernel(DispatchedOp):
             with self._tlock:
                 if self._compiled is None:
                     self._compiled = self._generate()
+                    if self.line is not None and hasattr(self._plan, "set_voxels_per_thread"):
+                        # ca.line's tiles: 2048 voxels (y, z) or 1024 (x) per block of 256 threads
+                        self._plan.set_voxels_per_thread(LINE_VOXELS_PER_THREAD)
         return self._compiled
 
     def _generate(self) -> CompiledSource:
