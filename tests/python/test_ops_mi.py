@@ -168,6 +168,47 @@ def test_cpu_mutual_information_has_the_same_bits_for_1_2_and_3_threads():
     assert run("3") == ref
 
 
+# Histograms, MI and gradients of pairs with a background, NaN and infinite voxels, values outside the
+# ranges, fractional mask weights and grids whose rows are no multiple of 8 voxels, hashed to the bit.
+_PROBE_EDGES = """
+import hashlib
+import numpy as np
+import pyca as ca
+rng = np.random.default_rng(3)
+out = []
+for shape, bins in [((37, 29, 23), 24), ((64, 48, 40), 7), ((16, 15, 9), 200)]:
+    g = ca.GridInfo(shape)
+    a = rng.random(shape, dtype=np.float32) * 1.4 - 0.2
+    b = (a * 0.7 + rng.normal(0, 0.1, shape)).astype(np.float32)
+    a[:5], b[:5] = 0.0, 0.0
+    a.flat[::97], b.flat[::89] = np.nan, np.inf
+    m = (rng.random(shape) > 0.3).astype(np.float32)
+    m.flat[::13] = 0.5
+    I, J, M = (ca.Image3D.from_array(np.asfortranarray(x), g) for x in (a, b, m))
+    G, H = ca.Image3D(g), ca.Image3D(ca.GridInfo((bins, bins, 1)))
+    for extra in ((), (M,)):
+        ca.JointHistogram(H, I, J, *extra, 0.0, 1.0, -0.1, 0.9)
+        mi = ca.MutualInformation(G, I, J, *extra, bins, 0.0, 1.0, -0.1, 0.9)
+        out += [H.numpy().tobytes(), float(mi).hex().encode(), G.numpy().tobytes()]
+print(hashlib.sha256(b"".join(out)).hexdigest())
+"""
+
+
+@pytest.mark.skipif(not ca.cpu_vector_info().startswith("AVX-512"), reason=f"the CPU's SIMD loops do not run here "
+                    f"({ca.cpu_vector_info()})")
+def test_cpu_simd_mutual_information_has_the_scalar_bits():
+    """The AVX-512 loops (eight voxels at once: core/src/ops/similarity_simd.cpp) give the scalar loops'
+    histogram, MI and gradient bit for bit (PYCA_CPU_SIMD=0 runs the scalar ones), each in a process."""
+    def run(simd):
+        env = {**os.environ, "PYCA_CPU_SIMD": simd, "OMP_NUM_THREADS": "2"}
+        return subprocess.run([sys.executable, "-c", _PROBE_EDGES], env=env, capture_output=True, text=True,
+                              timeout=300, check=True).stdout.split()
+
+    ref = run("0")
+    assert len(ref) == 1
+    assert run("1") == ref
+
+
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("bins", [32, 64, 200])
 def test_gpu_histogram_has_the_cpu_bits(bins):

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/similarity_cuda.h"
+#include "ops/similarity_simd.h"
 #include "pyca/detail/checks.h"
 #include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
@@ -147,6 +148,9 @@ math::MiBins miBins(const char* op, int nI, int nJ, float iMin, float iMax, floa
   return math::MiBins{nI, nJ, iMin, iMax, jMin, jMax};
 }
 
+// Voxels per block of the CPU's MI loops (a block is one call of the SIMD loops).
+constexpr std::size_t kMiBlock = 4096;
+
 // The integer joint histogram H (nI nJ entries, row-major by the bin of I) of I and J on the CPU:
 // one private histogram per thread, added into H; integer sums, so the same bits for any number of
 // threads and any order.
@@ -167,10 +171,17 @@ void miHistogramCpu(std::vector<std::uint64_t>& H, const float* a, const float* 
         for (int c = 0; c < 4; ++c) row[c] += q[4 * r + c] * count;
       }
     };
-    math::MiRuns<std::uint64_t> runs;
+    // Blocks of kMiBlock voxels, eight at once where the CPU has AVX-512 (ops/similarity_simd.cpp: the
+    // same integers), else one by one.
+    const std::ptrdiff_t blocks = std::ptrdiff_t((n + kMiBlock - 1) / kMiBlock);
 #pragma omp for schedule(static)
-    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
-    runs.finish(add);
+    for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+      const std::size_t i0 = std::size_t(k) * kMiBlock, i1 = std::min(n, i0 + kMiBlock);
+      if (simd16::miHistogramRange(local.data(), a, b, w, i0, i1, bins)) continue;
+      math::MiRuns<std::uint64_t> runs;
+      for (std::size_t i = i0; i < i1; ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+      runs.finish(add);
+    }
 #pragma omp critical(pyca_mi_histogram)
     for (std::size_t k = 0; k < nb; ++k) H[k] += local[k];
   }
@@ -241,10 +252,15 @@ double mutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, cons
   const float* a = I.data();
   const float* b = J.data();
   float* g = grad.data();
-  const std::ptrdiff_t n = std::ptrdiff_t(I.nVox());
-#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(std::size_t(n)))
-  for (std::ptrdiff_t i = 0; i < n; ++i)
-    g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L.data(), gscale);
+  const std::size_t n = I.nVox();
+  const std::ptrdiff_t blocks = std::ptrdiff_t((n + kMiBlock - 1) / kMiBlock);
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
+  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+    const std::size_t i0 = std::size_t(k) * kMiBlock, i1 = std::min(n, i0 + kMiBlock);
+    if (simd16::miGradientRange(g, a, b, w, i0, i1, bins, L.data(), gscale)) continue;
+    for (std::size_t i = i0; i < i1; ++i)
+      g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L.data(), gscale);
+  }
   return mi;
 }
 

@@ -77,7 +77,17 @@ struct MiBins {
 };
 
 // Products and sums that the CUDA compiler may not contract into fused multiply-adds (the CPU build
-// contracts none): the histogram's weights are the same doubles, so the same integers, on both.
+// contracts none): the histogram's weights are the same doubles, so the same integers, on both. The
+// template is the CPU's vector of doubles (core/src/ops/similarity_simd.cpp, compiled without
+// contraction): lane by lane the same product and sum.
+template <class T>
+PYCA_HD_LANES T mulRn(T a, T b) {
+  return a * b;
+}
+template <class T>
+PYCA_HD_LANES T addRn(T a, T b) {
+  return a + b;
+}
 PYCA_HD double mulRn(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __dmul_rn(a, b);
@@ -93,33 +103,52 @@ PYCA_HD double addRn(double a, double b) {
 #endif
 }
 
+// The lane operations the MI formulas below need beyond + - * and comparisons, for T = double (one
+// voxel: the GPU and the scalar CPU loop); the CPU's SIMD loops specialise it for a vector of doubles
+// (core/src/ops/similarity_simd.cpp), so that every lane computes what the scalar functions compute.
+template <class T>
+struct MiLanes {
+  using Int = int;
+  using Mask = bool;
+  PYCA_HD_LANES static T splat(double a) { return a; }
+  PYCA_HD_LANES static Mask greater(T a, double b) { return a > b; }  // false for NaN
+  PYCA_HD_LANES static Mask less(T a, double b) { return a < b; }     // false for NaN
+  PYCA_HD_LANES static Mask both(Mask a, Mask b) { return a && b; }
+  PYCA_HD_LANES static T select(Mask c, T a, T b) { return c ? a : b; }
+  PYCA_HD_LANES static Int truncate(T t) { return Int(t); }
+  PYCA_HD_LANES static T toReal(Int k) { return T(k); }
+  // k > hi ? hi : (k < 0 ? 0 : k), for hi >= 0
+  PYCA_HD_LANES static Int clampInt(Int k, int hi) { return k > hi ? hi : (k < 0 ? 0 : k); }
+  // double(L[k]): the table of miFromHistogram at index k
+  PYCA_HD_LANES static T table(const float* L, Int k) { return T(L[k]); }
+};
+
 // Parzen window of intensity v on an axis of n >= 4 bins over [lo, hi]: v clamped to [lo, hi] (a NaN
 // counts as lo) has the bin coordinate t = 1 + (v - lo) / (hi - lo) (n - 3) in [1, n - 2], so its four
 // bins base .. base + 3 (base = min(floor(t) - 1, n - 4)) lie inside the histogram. w[k] = beta3(t -
 // base - k), beta3 the cubic B-spline, written as the four pieces of the fraction f = t - base - 1 in
 // [0, 1] (no branch per weight); dw[k] = d w[k] / dv (0 where v was clamped), unless dw is null.
-// Returns base.
-PYCA_HD int miParzen(float v, float lo, float hi, int n, double* w, double* dw) {
+// Returns base. T: double (v a float's value), or the CPU's vector of doubles (MiLanes).
+template <class T>
+PYCA_HD_LANES typename MiLanes<T>::Int miParzen(T v, float lo, float hi, int n, T* w, T* dw) {
+  using L = MiLanes<T>;
+  using Int = typename MiLanes<T>::Int;
   const double span = double(hi) - double(lo);
   const double dtdv = double(n - 3) / span;
-  double x = double(v), slope = dtdv;
-  if (!(x > double(lo))) {
-    x = double(lo);
-    slope = 0.0;
-  } else if (x >= double(hi)) {
-    x = double(hi);
-    slope = 0.0;
-  }
-  const double t = addRn(1.0, mulRn(x - double(lo), dtdv));
-  int base = int(floor(t)) - 1;
-  base = base > n - 4 ? n - 4 : (base < 0 ? 0 : base);
-  const double f = t - double(base + 1), g = 1.0 - f;
-  const double f2 = mulRn(f, f), g2 = mulRn(g, g);
-  const double f3 = mulRn(f2, f), g3 = mulRn(g2, g);
-  w[0] = mulRn(g3, 1.0 / 6.0);                     // beta3(1 + f)
-  w[1] = addRn((2.0 / 3.0) - f2, mulRn(0.5, f3));  // beta3(f)
-  w[2] = addRn((2.0 / 3.0) - g2, mulRn(0.5, g3));  // beta3(f - 1)
-  w[3] = mulRn(f3, 1.0 / 6.0);                     // beta3(f - 2)
+  // v <= lo or NaN: lo, slope 0; v >= hi: hi, slope 0; else v, slope dt/dv
+  const auto above = L::greater(v, double(lo));
+  const auto below = L::less(v, double(hi));
+  const T x = L::select(above, L::select(below, v, L::splat(double(hi))), L::splat(double(lo)));
+  const T slope = L::select(L::both(above, below), L::splat(dtdv), L::splat(0.0));
+  const T t = addRn(L::splat(1.0), mulRn(x - double(lo), L::splat(dtdv)));
+  const Int base = L::clampInt(L::truncate(t) - 1, n - 4);  // t >= 1: truncation is floor
+  const T f = t - L::toReal(base + 1), g = 1.0 - f;
+  const T f2 = mulRn(f, f), g2 = mulRn(g, g);
+  const T f3 = mulRn(f2, f), g3 = mulRn(g2, g);
+  w[0] = mulRn(g3, L::splat(1.0 / 6.0));                     // beta3(1 + f)
+  w[1] = addRn((2.0 / 3.0) - f2, mulRn(L::splat(0.5), f3));  // beta3(f)
+  w[2] = addRn((2.0 / 3.0) - g2, mulRn(L::splat(0.5), g3));  // beta3(f - 1)
+  w[3] = mulRn(f3, L::splat(1.0 / 6.0));                     // beta3(f - 2)
   if (dw) {
     dw[0] = -0.5 * g2 * slope;
     dw[1] = (-2.0 * f + 1.5 * f2) * slope;
@@ -129,18 +158,36 @@ PYCA_HD int miParzen(float v, float lo, float hi, int n, double* w, double* dw) 
   return base;
 }
 
+// The mask weight m clamped to [0, 1] (a NaN counts as 0).
+template <class T>
+PYCA_HD_LANES T miMaskWeight(T m) {
+  using L = MiLanes<T>;
+  return L::select(L::greater(m, 0.0), L::select(L::less(m, 1.0), m, L::splat(1.0)), L::splat(0.0));
+}
+
+// The 16 fixed-point Parzen weights of one voxel (intensities i of I, j of J, mask weight m):
+// q[4 a + b] = round(miMaskWeight(m) wI[a] wJ[b] kMiScale) for bin (bI + a, bJ + b), as doubles
+// (each below 2^63: converted to an integer by the caller, through a signed integer).
+template <class T>
+PYCA_HD_LANES void miVoxelProducts(T i, T j, T m, const MiBins& b, typename MiLanes<T>::Int* bI,
+                                   typename MiLanes<T>::Int* bJ, T* q) {
+  T wI[4], wJ[4];
+  *bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, static_cast<T*>(nullptr));
+  *bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, static_cast<T*>(nullptr));
+  const T mm = miMaskWeight(m);
+  for (int a = 0; a < 4; ++a) {
+    const T ma = mulRn(mulRn(mm, wI[a]), MiLanes<T>::splat(kMiScale));
+    for (int c = 0; c < 4; ++c) q[4 * a + c] = addRn(mulRn(ma, wJ[c]), MiLanes<T>::splat(0.5));
+  }
+}
+
 // The 16 fixed-point Parzen weights of one voxel (intensities i of I, j of J, mask weight m clamped
 // to [0, 1]): q[4 a + b] = round(m wI[a] wJ[b] kMiScale) for bin (bI + a, bJ + b) (each below 2^63:
 // converted through a signed integer, one instruction).
 PYCA_HD void miVoxelWeights(float i, float j, float m, const MiBins& b, int* bI, int* bJ, std::uint64_t* q) {
-  double wI[4], wJ[4];
-  *bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, nullptr);
-  *bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, nullptr);
-  const double mm = m > 0.f ? (m < 1.f ? double(m) : 1.0) : 0.0;
-  for (int a = 0; a < 4; ++a) {
-    const double ma = mulRn(mulRn(mm, wI[a]), kMiScale);
-    for (int c = 0; c < 4; ++c) q[4 * a + c] = std::uint64_t(std::int64_t(addRn(mulRn(ma, wJ[c]), 0.5)));
-  }
+  double d[16];
+  miVoxelProducts(double(i), double(j), double(m), b, bI, bJ, d);
+  for (int k = 0; k < 16; ++k) q[k] = std::uint64_t(std::int64_t(d[k]));
 }
 
 // Runs of equal (I, J, mask) triples in a sequence of voxels -- the background, mostly: push() hands
@@ -170,19 +217,27 @@ struct MiRuns {
 };
 
 // dMI/dI at one voxel: gscale (dt/dI) m sum_a beta3'(t_I - a) sum_b beta3(t_J - b) L(a, b), with L the
-// table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N.
-PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* L, float gscale) {
-  double wI[4], dI[4], wJ[4];
-  const int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
-  const int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, nullptr);
-  const double mm = m > 0.f ? (m < 1.f ? double(m) : 1.0) : 0.0;
-  double g = 0.0;
+// table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N; T as miParzen's (the
+// caller converts the result to float).
+template <class T>
+PYCA_HD_LANES T miGradient(T i, T j, T m, const MiBins& b, const float* L, float gscale) {
+  using Int = typename MiLanes<T>::Int;
+  T wI[4], dI[4], wJ[4];
+  const Int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
+  const Int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, static_cast<T*>(nullptr));
+  const T mm = miMaskWeight(m);
+  T g = MiLanes<T>::splat(0.0);
   for (int a = 0; a < 4; ++a) {
-    const float* row = L + (bI + a) * b.nJ + bJ;
-    const double r = wJ[0] * row[0] + wJ[1] * row[1] + wJ[2] * row[2] + wJ[3] * row[3];
+    const Int k = (bI + a) * b.nJ + bJ;
+    const T r = wJ[0] * MiLanes<T>::table(L, k) + wJ[1] * MiLanes<T>::table(L, k + 1) +
+                wJ[2] * MiLanes<T>::table(L, k + 2) + wJ[3] * MiLanes<T>::table(L, k + 3);
     g += dI[a] * r;
   }
-  return float(g * mm * double(gscale));
+  return g * mm * double(gscale);
+}
+
+PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* L, float gscale) {
+  return float(miGradient(double(i), double(j), double(m), b, L, gscale));
 }
 
 // MI of the integer joint histogram H (row-major, H[a nJ + b]: a the bin of I, b of J) in nats, summed
