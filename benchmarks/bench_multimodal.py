@@ -12,7 +12,9 @@ SyN stages, CPU) and FireANTs (its MI, GPU), all in one process, same inputs:
   2 grey, 3 white matter); Dice of the moving labels warped by each tool's map (nearest neighbour)
   against the fixed labels, mean over the three classes; the contrast image is made from the moving
   T1, so its labels are the T1's;
-- det J min of the tool's map (pyca: det D phiinv; ANTs: its Jacobian image), time of the registration.
+- det J min of the tool's map (pyca: det D phiinv; ANTs: its Jacobian image), time of the registration
+  (wall clock, and the process's CPU time summed over its threads: on a shared machine the fairer
+  comparison of two CPU tools run with the same --threads).
 
     python benchmarks/bench_multimodal.py --resolution 2 --peers ants                 # CPU, 2 mm
     python benchmarks/bench_multimodal.py --resolution 1 --device gpu --peers fireants  # GPU, 1 mm
@@ -93,12 +95,12 @@ def run_pyca(F, M, L, aff, device, params):
 
     lddmm.register(im(F), im(M), device=device, scales=(2, 1), iterations=(2, 1), affine="none",
                    metric=params.get("metric", "ssd"))  # warm-up
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = lddmm.register(im(F), im(M), moving_labels=im(L), device=device, **params)
     ca.synchronize()
-    sec = time.perf_counter() - t0
+    sec, cpu = time.perf_counter() - t0, time.process_time() - c0
     q = r.quality
-    return np.round(r.labels.numpy()), sec, q["jacobian_min"], [p["code"] for p in q["problems"]]
+    return np.round(r.labels.numpy()), sec, cpu, q["jacobian_min"], [p["code"] for p in q["problems"]]
 
 
 def run_ants(F, M, L, aff, threads, metric):
@@ -112,12 +114,12 @@ def run_ants(F, M, L, aff, threads, metric):
         return ants.from_numpy(np.ascontiguousarray(a, np.float32), spacing=sp)
 
     f, m, ml = im(F), im(M), im(L.astype(np.float32))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     reg = ants.registration(f, m, type_of_transform="SyN", aff_metric=metric, syn_metric=metric)
-    sec = time.perf_counter() - t0
+    sec, cpu = time.perf_counter() - t0, time.process_time() - c0
     lab = ants.apply_transforms(f, ml, reg["fwdtransforms"], interpolator="nearestNeighbor").numpy()
     jac = ants.create_jacobian_determinant_image(f, reg["fwdtransforms"][0]).numpy()
-    return np.round(lab), sec, float(jac.min()), []
+    return np.round(lab), sec, cpu, float(jac.min()), []
 
 
 def run_fireants(F, M, L, aff, loss):
@@ -164,14 +166,14 @@ def run_fireants(F, M, L, aff, loss):
 
     register([2, 2, 2, 2], [2, 2, 2])
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     reg = register([100, 50, 25, 20], [100, 75, 50])
     torch.cuda.synchronize()
-    sec = time.perf_counter() - t0
+    sec, cpu = time.perf_counter() - t0, time.process_time() - c0
     with torch.no_grad():
         grid = reg.get_warped_coordinates(Fi, Mi)
         lab = torch.nn.functional.grid_sample(Li(), grid, mode="nearest", align_corners=True)
-    return np.round(lab[0, 0].cpu().numpy().transpose(2, 1, 0)), sec, float("nan"), []
+    return np.round(lab[0, 0].cpu().numpy().transpose(2, 1, 0)), sec, cpu, float("nan"), []
 
 
 def main(argv=None):
@@ -217,15 +219,15 @@ def main(argv=None):
                     continue
                 if out is None:
                     continue
-                lab, sec, jmin, problems = out
+                lab, sec, cpu, jmin, problems = out
                 row = {"direction": direction, "resolution": a.resolution, "contrast": contrast, "tool": tool,
                        "params": params if tool == "pyca" else None, "dice": dice(lab, Fl),
                        "dice_per_class": [dice_class(lab, Fl, k) for k in (1, 2, 3)],
-                       "seconds": sec, "jacobian_min": jmin, "problems": problems}
+                       "seconds": sec, "cpu_seconds": cpu, "jacobian_min": jmin, "problems": problems}
                 rows.append(row)
                 print(f"  {contrast:6s} {tool:22s} Dice {row['dice']:.4f} (CSF/GM/WM "
                       f"{'/'.join(f'{d:.3f}' for d in row['dice_per_class'])}) det J min {jmin:.3g} "
-                      f"{sec:7.1f} s {'problems: ' + ','.join(problems) if problems else ''}", flush=True)
+                      f"{sec:7.1f} s (CPU time {cpu:6.1f} s) {'problems: ' + ','.join(problems) if problems else ''}", flush=True)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)
