@@ -290,8 +290,8 @@ def _check_before_simpleitk(path, what, sitk):
         raise ImageFileError(f"{what} {path!r}: cannot read it with SimpleITK ({_itk_reason(e)})") from None
     fsize = os.path.getsize(path)
     if nbytes > _ITK_RATIO * fsize + (16 << 20):
-        raise ImageFileError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels ({'x'.join(map(str, size))}, "
-                             f"{reader.GetNumberOfComponents()} x {pixel.dtype}), more than a {fsize}-byte "
+        raise ImageFileError(f"{what} {path!r}: the header declares {nbytes} bytes of voxels "
+                             f"({'x'.join(map(str, size))}, {reader.GetNumberOfComponents()} x {pixel.dtype}), more than a {fsize}-byte "
                              f"{io_name.replace('ImageIO', '')} file can hold (a corrupt or hostile header)")
 
 

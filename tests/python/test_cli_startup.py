@@ -44,7 +44,8 @@ PROBE = textwrap.dedent('''
 
 def _env(site, **extra):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(site), INSTALLED])
+    # the tree under test first (never the checkout), then what the suite runs with (its other packages)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), INSTALLED] + [p for p in [env.get("PYTHONPATH")] if p])
     env.update(extra)
     return env
 

@@ -20,7 +20,12 @@ import pyca.io as pio
 sitk = pytest.importorskip("SimpleITK")
 Image = pytest.importorskip("PIL.Image")
 
-INSTALLED = os.path.dirname(os.path.dirname(pyca.__file__))
+INSTALLED = os.path.dirname(os.path.dirname(pyca.__file__))  # the tree under test, never the checkout
+
+
+def _env():
+    """A subprocess's environment: the tree under test first, then the suite's own PYTHONPATH."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([INSTALLED] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
 
 
 def _grey(h=7, w=12, dtype=np.uint8):
@@ -147,7 +152,7 @@ def test_the_command_refuses_a_colour_picture_in_one_line(tmp_path):
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, "-m", "pyca", "lddmm", "--fixed", str(tmp_path / "fixed.png"), "--moving",
                         str(tmp_path / "moving.png"), "--out", str(out)], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=INSTALLED))
+                       env=_env())
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "channels per pixel that differ" in lines[0], p.stderr
     assert not out.exists()
@@ -176,7 +181,7 @@ def test_a_picture_whose_header_declares_gigabytes_is_refused_before_allocating(
              f"try:\n    pyca.io.load_image({str(path)!r})\n"
              "except pyca.io.ImageFileError as e:\n    print('REFUSED', e)\n")
     p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PYTHONPATH=INSTALLED))
+                       env=_env())
     out = p.stdout.strip()
     assert p.returncode == 0 and out.startswith("REFUSED"), (out, p.stderr)
     assert "bomb.png" in out and "declares 20000000000 bytes" in out and "74-byte PNG" in out, out
