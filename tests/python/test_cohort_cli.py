@@ -256,9 +256,15 @@ def test_masks_and_labels_on_other_grids_are_placed_in_the_world():
 
 # ------------------------------------------------------------------------------------------------
 # Item 4 and 9: Ctrl-C and SIGTERM are one line, whenever they come; nothing half-written is left
+def _sigint_default():
+    # As in a terminal: a suite started in the background of a non-interactive shell inherits SIGINT
+    # ignored, and a command that inherits it ignored rightly keeps ignoring it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(*args, env=None):
     return subprocess.Popen([_console_script(), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env or _env(), start_new_session=True)
+                            text=True, env=env or _env(), start_new_session=True, preexec_fn=_sigint_default)
 
 
 def _signal_after(p, needle, sig, group, extra_s=0.0, timeout=120):
