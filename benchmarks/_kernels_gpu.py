@@ -117,38 +117,34 @@ def startup_rows(table):
 
 
 # ------------------------------------------------------------------------------------------------
-# Code-generation lab: the shipped source with one choice undone, compiled and launched directly.
+# Code-generation lab: the generated source with one choice changed (an edit of the source, or the
+# opt-in defines of pyca.kernels.voxel.device_options), compiled and launched directly.
+TILES, SPLIT = "-DPYCA_K_TILES", "-DPYCA_K_SPLIT64"
 VARIANTS = {
     "64-bit indices, plain loads, checked stores": [("_body<int>(", "_body<long long>("), (", true>(", ">("),
                                                     ("wrown<", "wr<"), ("wrfown<", "wrf<")],
     "clamped reads only (no interior copies of loops)": [("#if PYCA_K_INTERIOR\n", "#if 0\n")],
     "plain loads (no __ldg)": [(", true>(", ">(")],
-    "the 64-bit path in the same kernel (a branch on the sizes)": [lambda src: with_wide_branch(src)],
     "loops unrolled as the compiler chooses (no unroll 4 cap)": [("#define PYCA_K_UNROLL _Pragma(\"unroll 4\")",
                                                                   "#define PYCA_K_UNROLL")],
 }
 
 
-def with_wide_branch(src: str) -> str:
-    """The 32-bit kernel of a generated source with the 64-bit path inside it again (one kernel that
-    branches on the arrays' sizes, the compiler giving it the registers of the hungrier path)."""
-    import re
-
-    m = re.search(r"  if \(!\((.*)\)\) return;\n", src)
-    loop = re.search(r"  (PYCA_FOR_EACH_VOXEL\(.*_body)<int>(\(.*\n)", src[m.end():])
-    both = f"  if ({m.group(1)}) {{\n    {loop.group(1)}<int>{loop.group(2)}  }} else {{\n    " \
-           f"{loop.group(1)}<long long>{loop.group(2)}  }}\n"
-    a = m.end() + loop.start()
-    return src[:m.start()] + src[m.end():a] + both + src[a + len(loop.group(0)):]
-
-
-def _variant(kernel, edits):
+def _variant(kernel, edits=(), add=(), drop=(), cap=True):
+    """The kernel's 32-bit entry compiled from its source with `edits`, with its opt-in defines plus
+    `add` minus `drop`, and (one kernel with both index paths) the register cap, as shipped."""
     from pyca import cuda
+    from pyca.kernels.voxel import register_cap
 
-    src = kernel.source
-    for e in edits:
-        src = e(src) if callable(e) else src.replace(*e)
-    return cuda.SourceModule(src, name=f"lab_{kernel.name}.cu").get_function(f"pyca_k_{kernel.name}_gpu")
+    c = kernel._translate()
+    src = c.source
+    for a, b in edits:
+        src = src.replace(a, b)
+    opts = [o for o in c.gpu_options if o not in drop] + [o for o in add if o not in c.gpu_options]
+    if cap and SPLIT not in opts:
+        rc = register_cap(src, f"lab_{kernel.name}", cuda.default_arch(), opts)
+        opts += [f"--maxrregcount={rc}"] if rc else []
+    return cuda.SourceModule(src, opts, name=f"lab_{kernel.name}.cu").get_function(f"pyca_k_{kernel.name}_gpu")
 
 
 def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
@@ -184,27 +180,29 @@ def lab_rows(table, n, out, im, hf, tmp, wim, r, t_apply, t_gauss, t_builtin):
     line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin, hf)
 
 
-# ca.line's tiles (pyca/kernels/kernel_rt.h, lineTiles) with one choice changed.
+# ca.line's tiles (PYCA_KERNEL_TILES; pyca/kernels/kernel_rt.h, lineTiles) with one choice changed.
 _TILE = "TX = AX == 0 ? 128 : 32, TY = AX == 0 ? 8 : (AX == 1 ? 64 : 1), TZ = AX == 2 ? 64 : 1"
 _SMEM = "#define PYCA_K_LINE_SMEM (32 * (64 + 2 * PYCA_K_LINE_RMAX))"
 LINE_VARIANTS = {
-    "no tile (ca.line read from the image)": [("pyca_ax >= 0 && pyca_ax <= 2", "false && pyca_ax <= 2")],
     "radius <= 16 staged (12 KiB of shared memory)": [("#define PYCA_K_LINE_RMAX 32", "#define PYCA_K_LINE_RMAX 16")],
     "tiles of 32 along y/z": [(_TILE, _TILE.replace("64", "32"))],
-    "tiles of 128 along y/z": [(_TILE, _TILE.replace("64", "128")),
-                               (_SMEM, _SMEM.replace("(64 + ", "(128 + "))],
+    "tiles of 128 along y/z": [(_TILE, _TILE.replace("64", "128")), (_SMEM, _SMEM.replace("(64 + ", "(128 + "))],
     "tiles of 256 x 4 along x": [(_TILE, _TILE.replace("128 : 32", "256 : 32").replace("AX == 0 ? 8", "AX == 0 ? 4"))],
     "tiles of 64 x 16 along x": [(_TILE, _TILE.replace("128 : 32", "64 : 32").replace("AX == 0 ? 8", "AX == 0 ? 16"))],
-    "the 64-bit path in the same kernel (a branch on the sizes)": [with_wide_branch],
 }
 
 
 def line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin=None, hf=None):
-    """The 3-D Gaussian through ca.line (shipped) beside the taps read from the image, tile shapes,
-    launch shapes, and a grid of exactly the tiles (no blocks that find no tile)."""
-    from _kernels_bench import gauss_pass, gauss_pass_taps
+    """The 3-D Gaussian through ca.line with and without its tiles (whatever PYCA_KERNEL_TILES says for
+    the shipped rows), beside the taps read from the image; tile shapes, launch shapes, the 64-bit
+    path in a kernel of its own (PYCA_KERNEL_SPLIT64)."""
+    from pyca.kernels.voxel import LINE_VOXELS_PER_THREAD
+
+    from _kernels_bench import apply_h, gauss_pass, gauss_pass_taps
 
     size = f"{n}^3"
+    cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
+    lin = (cdiv(cdiv(n, 32) * cdiv(n, 4) * cdiv(n, 2), LINE_VOXELS_PER_THREAD), 1, 1)  # the tiled kernels' grid
 
     def g3(f, **kw):
         def run():
@@ -213,79 +211,75 @@ def line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin=None, hf=None):
             f(out, tmp, wim, r, 2, **kw)
         return timeit_median(run, sync=pyca_sync, repeat=21)
 
-    table.add("lab 3-D Gaussian: taps read from the image (no ca.line)", size, g3(gauss_pass_taps),
-              "shipped @ca.kernel (ca.line)", t_gauss)
+    tiled, plain = _variant(gauss_pass, add=[TILES]), _variant(gauss_pass, drop=[TILES])
+    t_tiled, t_plain = g3(tiled, grid=lin), g3(plain)
+    table.add("lab 3-D Gaussian, ca.line: tiles in shared memory (PYCA_KERNEL_TILES=1)", size, t_tiled,
+              "GaussianFilter.filter", t_builtin, f"shipped in this run: {t_gauss:.3f} ms")
+    table.add("lab 3-D Gaussian, ca.line: tiles", size, t_tiled, "no tiles (reads of the image)", t_plain)
+    table.add("lab 3-D Gaussian: taps read from the image (no ca.line)", size, g3(gauss_pass_taps), "ca.line, tiles",
+              t_tiled)
     for axis in range(3):
-        tl = timeit_median(lambda: gauss_pass(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
+        tl = timeit_median(lambda: tiled(out, im, wim, r, axis, grid=lin), sync=pyca_sync, repeat=21)
         tt = timeit_median(lambda: gauss_pass_taps(out, im, wim, r, axis), sync=pyca_sync, repeat=21)
         note = f"{tl / (t_builtin / 3):.2f}x GaussianFilter.filter / 3" if t_builtin else ""
-        table.add(f"lab Gaussian pass along {'xyz'[axis]}: ca.line", size, tl, "taps read from the image", tt, note)
-    base = _variant(gauss_pass, [])
-    t_base = g3(base)
-    table.add("lab 3-D Gaussian: shipped source, no register cap", size, t_base, "shipped @ca.kernel", t_gauss)
+        table.add(f"lab Gaussian pass along {'xyz'[axis]}: ca.line, tiles", size, tl, "taps read from the image", tt,
+                  note)
     for name, edits in LINE_VARIANTS.items():
-        table.add(f"lab 3-D Gaussian, ca.line: {name}", size, g3(_variant(gauss_pass, edits)),
-                  "shipped source, no register cap", t_base)
+        table.add(f"lab 3-D Gaussian, ca.line tiles: {name}", size,
+                  g3(_variant(gauss_pass, edits, add=[TILES]), grid=lin), "tiles as shipped", t_tiled)
     for block in ((32, 4, 1), (32, 16, 1), (32, 32, 1)):
-        table.add(f"lab 3-D Gaussian, ca.line: block {block}", size, g3(gauss_pass, block=block),
-                  "shipped (256 threads)", t_gauss)
-    if hf is not None:  # ApplyH (no loops): the 64-bit path in its own kernel or behind a branch
-        from _kernels_bench import apply_h
-
-        t_a = timeit_median(lambda: apply_h(out, im, hf), sync=pyca_sync, repeat=21)
-        fa = _variant(apply_h, [with_wide_branch])
-        table.add("lab ApplyH: the 64-bit path in the same kernel (a branch on the sizes)", size,
-                  timeit_median(lambda: fa(out, im, hf), sync=pyca_sync, repeat=21), "shipped (two kernels)", t_a)
-    cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
+        grid = (cdiv(lin[0] * 256, block[0] * block[1] * block[2]), 1, 1)
+        table.add(f"lab 3-D Gaussian, ca.line tiles: block {block}", size, g3(tiled, block=block, grid=grid),
+                  "256 threads", t_tiled)
     tiles = [cdiv(n, 128) * cdiv(n, 8) * n, cdiv(n, 32) * cdiv(n, 64) * n, cdiv(n, 32) * cdiv(n, 64) * n]
 
     def exact():
-        gauss_pass(out, im, wim, r, 0, grid=(tiles[0], 1, 1))
-        gauss_pass(tmp, out, wim, r, 1, grid=(tiles[1], 1, 1))
-        gauss_pass(out, tmp, wim, r, 2, grid=(tiles[2], 1, 1))
+        tiled(out, im, wim, r, 0, grid=(tiles[0], 1, 1))
+        tiled(tmp, out, wim, r, 1, grid=(tiles[1], 1, 1))
+        tiled(out, tmp, wim, r, 2, grid=(tiles[2], 1, 1))
 
-    table.add("lab 3-D Gaussian, ca.line: grid of exactly the tiles", size,
-              timeit_median(exact, sync=pyca_sync, repeat=21), "shipped (a block per 2048 voxels)", t_gauss)
-    one = (cdiv(n, 32), cdiv(n, 4), cdiv(n, 2))  # the default launch of kernels without a ca.line
-
-    def per_voxel():
-        gauss_pass(out, im, wim, r, 0, grid=one)
-        gauss_pass(tmp, out, wim, r, 1, grid=one)
-        gauss_pass(out, tmp, wim, r, 2, grid=one)
-
-    table.add("lab 3-D Gaussian, ca.line: a block per 256 voxels (most find no tile)", size,
-              timeit_median(per_voxel, sync=pyca_sync, repeat=21), "shipped (a block per 2048 voxels)", t_gauss)
+    table.add("lab 3-D Gaussian, ca.line tiles: grid of exactly the tiles", size,
+              timeit_median(exact, sync=pyca_sync, repeat=21), "a block per 2048 voxels", t_tiled)
+    table.add("lab 3-D Gaussian, ca.line tiles: a block per 256 voxels (most find no tile)", size, g3(tiled),
+              "a block per 2048 voxels", t_tiled)
+    table.add("lab 3-D Gaussian, ca.line tiles: 32-bit kernel alone (PYCA_KERNEL_SPLIT64=1)", size,
+              g3(_variant(gauss_pass, add=[TILES, SPLIT]), grid=lin), "one kernel, both index paths", t_tiled)
+    if hf is not None:  # ApplyH (no loops)
+        fa1, fa2 = _variant(apply_h, drop=[SPLIT]), _variant(apply_h, add=[SPLIT])
+        t1 = timeit_median(lambda: fa1(out, im, hf), sync=pyca_sync, repeat=21)
+        t2 = timeit_median(lambda: fa2(out, im, hf), sync=pyca_sync, repeat=21)
+        table.add("lab ApplyH: 32-bit kernel alone (PYCA_KERNEL_SPLIT64=1)", size, t2,
+                  "one kernel, both index paths, register cap", t1)
 
 
 def geodesic_rows(table, n):
-    """The 64-bit path in its own kernel (shipped) against inside the 32-bit one, on the fused geodesic
-    passes, the largest @ca.kernel bodies in pyca (pyca/registration/_geodesic_kernels.py), on random
-    fields."""
+    """The 64-bit path in a kernel of its own (PYCA_KERNEL_SPLIT64) against a branch in one kernel
+    with and without the register cap, on the fused geodesic passes, the largest @ca.kernel bodies in
+    pyca (pyca/registration/_geodesic_kernels.py), on random arrays."""
     import numpy as np
 
     import pyca as ca
-    from pyca import cuda
     from pyca.registration import _geodesic_kernels as gk
 
     g, D, size = ca.GridInfo((n, n, n)), ca.MEM_DEVICE, f"{n}^3"
     rng = np.random.default_rng(1)
 
-    def fld(scale=1.0):
-        a = rng.standard_normal((n, n, n, 3), dtype=np.float32) * np.float32(scale)
-        return ca.Field3D.from_array(np.asfortranarray(a), g).to(D)
+    def arg(kind):
+        if kind == "Field3D":
+            a = rng.standard_normal((n, n, n, 3), dtype=np.float32)
+            return ca.Field3D.from_array(np.asfortranarray(a), g).to(D)
+        if kind == "Image3D":
+            return ca.Image3D.from_array(np.asfortranarray(rng.random((n, n, n), dtype=np.float32)), g).to(D)
+        return {"float": 0.5, "int": 1, "bool": True}[kind]
 
-    def img():
-        return ca.Image3D.from_array(np.asfortranarray(rng.random((n, n, n), dtype=np.float32)), g).to(D)
-
-    h = ca.Field3D(g)
-    ca.SetToIdentity(h)
-    h = h.to(D)
-    cases = {"force": (gk.force, (fld(), img(), img(), fld(), fld(), 1.0, 1.0, 1.0, True)),
-             "step_forward": (gk.step_forward, (fld(), h, fld(0.5), fld(0.5), 0.5, 0.5, 0.1, 1.0, 1.0, 1.0, False))}
-    for name, (k, args) in cases.items():
-        t_ship = timeit_median(lambda: k(*args), sync=pyca_sync, repeat=11)
-        f_both = cuda.SourceModule(with_wide_branch(k.source), name=f"lab_{k.name}_both.cu").get_function(
-            f"pyca_k_{k.name}_gpu")
-        t_both = timeit_median(lambda: f_both(*args), sync=pyca_sync, repeat=11)
-        table.add(f"lab fused geodesic {name}: 32-bit kernel alone (shipped)", size, t_ship,
-                  "64-bit path in the same kernel", t_both)
+    for name in gk.__all__:
+        k = getattr(gk, name)
+        args = [arg(kind) for kind in k._kinds.values()]
+        t = {}
+        for label, kw in (("capped", {}), ("uncapped", {"cap": False}), ("split", {"add": [SPLIT]})):
+            f = _variant(k, drop=[SPLIT], **kw) if label != "split" else _variant(k, **kw)
+            t[label] = timeit_median(lambda: f(*args), sync=pyca_sync, repeat=11)
+        table.add(f"lab fused geodesic {name}: 32-bit kernel alone (PYCA_KERNEL_SPLIT64=1)", size, t["split"],
+                  "one kernel, register cap (default)", t["capped"])
+        table.add(f"lab fused geodesic {name}: one kernel without the register cap", size, t["uncapped"],
+                  "one kernel, register cap (default)", t["capped"])

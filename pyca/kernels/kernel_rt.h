@@ -327,9 +327,10 @@ PYCA_HD float fnan() { return __builtin_nanf(""); }
 #endif
 
 // ca.line(im, axis, radius): t[d] is im at this voxel moved d along axis, clamped to the grid as any
-// read. On the GPU a kernel with a line stages, per block, a tile of im with `radius` voxels of halo
-// along the axis in shared memory (lineTiles); t[d] with |d| <= radius then reads the tile, any other
-// d (and the CPU, and the GPU's paths without a tile) reads the image (pyca/kernels/line.py).
+// read. On the GPU, compiled with PYCA_K_TILES (opt-in), a kernel with a line stages per block a tile
+// of im with `radius` voxels of halo along the axis in shared memory (lineTiles); t[d] with
+// |d| <= radius then reads the tile, any other d (and the CPU, and the GPU without a tile) reads the
+// image (pyca/kernels/line.py).
 struct Line {
   const float* s;  // this voxel's value in the tile, or nullptr (no tile)
   int stride;      // floats between neighbours along the axis in the tile

@@ -11,7 +11,8 @@ read ``im[i + (d if axis == 0 else 0), j + (d if axis == 1 else 0), k + (d if ax
 marked with its offset, so that the CPU's per-voxel body and its strips (rows of the image,
 pyca/kernels/strip.py) treat it as any read; the device code reads it through ``pyca_k::line_rd``,
 which takes the block's tile in shared memory (``pyca_k::lineTiles``, staged once per block with the
-halo) when the offset lies within the radius. The statement ``t = ca.line(...)`` becomes a check of
+halo; compiled only with PYCA_KERNEL_TILES=1 until measured on a GPU) when the offset lies within the
+radius. The statement ``t = ca.line(...)`` becomes a check of
 the axis (the CPU call raises ValueError for an axis other than 0, 1, 2).
 """
 from __future__ import annotations
@@ -25,8 +26,9 @@ __all__ = ["LINE", "LineInfo", "rewrite"]
 
 def LINE(image, axis, radius):  # noqa: N802 - the object behind ca.line
     """Inside a @ca.kernel: ``t = ca.line(im, axis, radius)``; ``t[d]`` is im at this voxel moved d
-    voxels along axis (0 x, 1 y, 2 z), clamped to the grid. On the GPU the block stages im with
-    `radius` voxels of halo in shared memory (reads of offsets within the radius come from there)."""
+    voxels along axis (0 x, 1 y, 2 z), clamped to the grid. With PYCA_KERNEL_TILES=1 the GPU stages im
+    per block with `radius` voxels of halo in shared memory (reads of offsets within the radius come
+    from there)."""
     raise RuntimeError("ca.line() is only meaningful inside a @ca.kernel function")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import os
 import threading
 from pathlib import Path
 
@@ -47,9 +48,13 @@ class CompiledSource:
     """A generated source and its two halves, each built at its first use: the CPU entry `cpu_name`
     (ctypes, argument types `cpu_types`, returning int) and the kernels `gpu_names` (NVRTC)."""
 
-    def __init__(self, source: str, name: str, cpu_entries: dict, gpu_names=()):
+    def __init__(self, source: str, name: str, cpu_entries: dict, gpu_names=(), gpu_options=()):
         self.source = source
         self.name = name
+        # -DPYCA_K_TILES, -DPYCA_K_SPLIT64: the opt-in device code paths (device_options), decided
+        # when the source is generated
+        self.gpu_options = list(gpu_options)
+        self.split64 = "-DPYCA_K_SPLIT64" in self.gpu_options
         self.cpu_entries = dict(cpu_entries)  # C name -> (argtypes, restype)
         self._lib = None
         self._lib64 = None
@@ -76,11 +81,21 @@ class CompiledSource:
 
     @property
     def module(self) -> _cuda.SourceModule:
-        """The device code with 32-bit voxel indices (arrays of fewer than 2^31 voxels)."""
+        """The device code: one kernel with a branch to 64-bit voxel indices for arrays of 2^31 voxels
+        or more, compiled with the registers of its 32-bit path as a cap (register_cap); with
+        PYCA_K_SPLIT64 the 32-bit kernel alone (module64 holds the other)."""
         if self._module is None:
             with self._lock:
                 if self._module is None:
-                    self._module = _cuda.SourceModule(self.source, name=f"{self.name}.cu", lazy=True)
+                    opts = list(self.gpu_options)
+                    if not self.split64:
+                        arch = _cuda.default_arch()
+                        cap = register_cap(self.source, self.name, arch, opts)
+                        opts += [f"--maxrregcount={cap}"] if cap else []
+                        self._module = _cuda.SourceModule(self.source, opts, name=f"{self.name}.cu", arch=arch,
+                                                          lazy=True)
+                    else:
+                        self._module = _cuda.SourceModule(self.source, opts, name=f"{self.name}.cu", lazy=True)
         return self._module
 
     @property
@@ -90,9 +105,42 @@ class CompiledSource:
         if self._module64 is None:
             with self._lock:
                 if self._module64 is None:
-                    self._module64 = _cuda.SourceModule(self.source, ["-DPYCA_K_IDX64"], name=f"{self.name}_64.cu",
-                                                        lazy=True)
+                    self._module64 = _cuda.SourceModule(self.source, self.gpu_options + ["-DPYCA_K_IDX64"],
+                                                        name=f"{self.name}_64.cu", lazy=True)
         return self._module64
+
+
+_WIDE_BODY, _NARROW_BODY = "_body<long long>(", "_body<int>("
+
+
+def register_cap(source: str, name: str, arch: str, options=()) -> int | None:
+    """The registers of a kernel's 32-bit instantiation alone, as the cap for the whole kernel. A
+    kernel holds the body twice (32- and 64-bit indices) and the compiler gives it the registers of
+    the hungrier one, the 64-bit one that only arrays of 2^31 voxels or more run (a fused geodesic
+    pass: 146 registers against 80); capped, the 64-bit path spills instead. Found by compiling the
+    32-bit-only source once with ptxas's report (cached like any module); None for PTX (no GPU:
+    the driver allocates registers) or a source without the two paths."""
+    import re
+
+    if not arch.startswith("sm_") or _WIDE_BODY not in source:
+        return None
+    try:
+        probe = _cuda.SourceModule(source.replace(_WIDE_BODY, _NARROW_BODY), list(options) + ["--ptxas-options=-v"],
+                                   name=f"{name}_regs.cu", arch=arch)
+    except _cuda.CompileError:  # the module itself then reports its error
+        return None
+    m = re.search(r"Used (\d+) registers", probe.log)
+    return int(m.group(1)) if m else None
+
+
+def device_options(has_line: bool) -> list[str]:
+    """The opt-in device code paths, from the environment (docs/kernels.md, "Opt-in GPU paths"): not
+    yet measured on a GPU, so off by default. PYCA_KERNEL_TILES=1: ca.line's tiles in shared memory
+    (-DPYCA_K_TILES); PYCA_KERNEL_SPLIT64=1: 32- and 64-bit voxel indices in two kernels
+    (-DPYCA_K_SPLIT64). Decided when a kernel's source is generated (part of its cache key)."""
+    on = lambda v: os.environ.get(v, "0").lower() in ("1", "on", "true", "yes")  # noqa: E731
+    return ((["-DPYCA_K_TILES"] if has_line and on("PYCA_KERNEL_TILES") else [])
+            + (["-DPYCA_K_SPLIT64"] if on("PYCA_KERNEL_SPLIT64") else []))
 
 
 class LazyFunction(_cuda.Function):
@@ -102,7 +150,15 @@ class LazyFunction(_cuda.Function):
         super().__init__(name, params, codes)
         self._build = build
         self._module_attr = module
-        self.wide = wide  # the kernel for arrays of 2^31 voxels or more, when it is another one
+        self._wide = wide
+
+    @property
+    def wide(self) -> "LazyFunction | None":
+        """The kernel for arrays of 2^31 voxels or more when it is another one (PYCA_K_SPLIT64), else
+        None (the kernel itself branches to 64-bit indices)."""
+        if self._wide is None or not getattr(self._build(), "split64", False):
+            return None
+        return self._wide
 
     @property
     def handle(self) -> int:
@@ -132,9 +188,9 @@ _ERRORS = {1: (IndexError, "wrote outside the grid of an output (line {line}): w
 
 
 _WIDE = 1 << 31  # arrays of this many voxels or more run the build with 64-bit indices
-# The default launch of a kernel with a ca.line has a block per 8 x 256 voxels (a tile along y or z; a
-# block loops over the tiles along x, 4 x 256 voxels each, two at a time): a block per 256 voxels left
-# 7 blocks in 8 without a tile.
+# The default launch of a kernel with ca.line's tiles (PYCA_KERNEL_TILES) has a block per 8 x 256 voxels
+# (a tile along y or z; a block loops over the tiles along x, 4 x 256 voxels each, two at a time): a
+# block per 256 voxels would leave 7 blocks in 8 without a tile.
 LINE_VOXELS_PER_THREAD = 8
 
 
@@ -201,7 +257,7 @@ class Kernel(DispatchedOp):
             with self._tlock:
                 if self._compiled is None:
                     self._compiled = self._generate()
-                    if self.line is not None and hasattr(self._plan, "set_voxels_per_thread"):
+                    if "-DPYCA_K_TILES" in self._compiled.gpu_options and hasattr(self._plan, "set_voxels_per_thread"):
                         # ca.line's tiles: 2048 voxels (y, z) or 1024 (x) per block of 256 threads
                         self._plan.set_voxels_per_thread(LINE_VOXELS_PER_THREAD)
         return self._compiled
@@ -227,32 +283,33 @@ class Kernel(DispatchedOp):
         dom = f"p_{self._domain}"
         dparams = ", ".join(f"{_PARAM_C[self._kinds[n]][0]} p_{n}" for n in names)
         call = ", ".join(f"p_{n}" for n in names)
-        # Two kernels: 32-bit voxel indices (64-bit index arithmetic took most of the instructions of the
-        # body, docs/design/kernels.md) and, compiled only when a call needs it, 64-bit ones; the
-        # dispatch plan launches the second when an array of the call has 2^31 voxels or more. The
-        # first returns at once for such arrays (reached only by launching it directly).
+        # 32-bit voxel indices (64-bit index arithmetic took most of the instructions of the body,
+        # docs/design/kernels.md), 64-bit ones for arrays of 2^31 voxels or more: by default a branch in
+        # one kernel; with PYCA_K_SPLIT64 two kernels, the dispatch plan launching the second (compiled
+        # when a call needs it) for such arrays, and the first returning at once for them.
         arrays = [n for n in names if self._kinds[n] in ARRAY_TYPES]
         narrow = " && ".join(f"p_{n}.nVox() < (1ull << 31)" for n in arrays)
         lcall = hcall = call
         staged = ""
-        if tr.line is not None:  # ca.line: per block, a tile of the image with its halo in shared memory
+        if tr.line is not None:  # ca.line: with PYCA_K_TILES, per block a tile of the image in shared memory
             lcall = hcall = f"{call}, pyca_k::Line{{nullptr, 0, 0}}"
             ax, rad = tr.expr(tr.line.axis).code, tr.expr(tr.line.radius).code
-            staged = (f"  const int pyca_ax = {ax}, pyca_r = {rad};\n"
-                      f"  if (pyca_ax >= 0 && pyca_ax <= 2 && pyca_r >= 0 && pyca_r <= PYCA_K_LINE_RMAX"
+            staged = (f"#if defined(PYCA_K_TILES)\n  const int pyca_ax = {ax}, pyca_r = {rad};\n"
+                      f"  if (({narrow}) && pyca_ax >= 0 && pyca_ax <= 2 && pyca_r >= 0 && pyca_r <= PYCA_K_LINE_RMAX"
                       f" && pyca_k::lineBlockOk()) {{\n"
                       f"    pyca_k::lineTiles({dom}.size, p_{tr.line.image}, pyca_ax, pyca_r, [&](int i, int j, int k, "
                       f"const pyca_k::Line& pyca_line) {{\n"
                       f"      {self._cname}_body<int>(i, j, k, {call}, pyca_line, nullptr);\n    }});\n"
-                      f"    return;\n  }}\n")
+                      f"    return;\n  }}\n#endif\n")
+        loop = f"PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<%s>(i, j, k, {lcall}, nullptr);\n"
         device = (f"#if !defined(PYCA_K_IDX64)\n"
-                  f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n'
-                  f"  if (!({narrow})) return;\n{staged}"
-                  f"  PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<int>(i, j, k, {lcall}, nullptr);\n"
-                  f"}}\n#else\n"
-                  f'extern "C" __global__ void {self._cname}_gpu64({dparams}) {{\n'
-                  f"  PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<long long>(i, j, k, {lcall}, nullptr);\n"
-                  f"}}\n#endif\n")
+                  f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n{staged}'
+                  f"#if defined(PYCA_K_SPLIT64)\n"
+                  f"  if (!({narrow})) return;\n  {loop % 'int'}"
+                  f"#else\n"
+                  f"  if ({narrow}) {{\n    {loop % 'int'}  }} else {{\n    {loop % 'long long'}  }}\n"
+                  f"#endif\n}}\n#else\n"
+                  f'extern "C" __global__ void {self._cname}_gpu64({dparams}) {{\n  {loop % "long long"}}}\n#endif\n')
         hparams, unpack, refs = [], "", []
         for n in names:
             ct = _PARAM_C[self._kinds[n]][0]
@@ -288,7 +345,8 @@ class Kernel(DispatchedOp):
                 f"  *pyca_line = err.v & 0xffffff;\n  return err.v >> 24;\n}}\n")
         src = assemble(f"kernel {fn.__qualname__} ({self._where})", ctx.helpers + [body], device, host)
         return CompiledSource(src, self._cname, {f"{self._cname}_cpu": (self._cpu_types + [ctypes.POINTER(ctypes.c_int)],
-                                                                        ctypes.c_int)})
+                                                                        ctypes.c_int)},
+                              gpu_options=device_options(tr.line is not None))
 
     @property
     def source(self) -> str:

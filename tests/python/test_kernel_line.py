@@ -135,6 +135,16 @@ def test_line_device_code():
     assert "pyca_line.s[(-v_d) * pyca_line.stride] + pyca_line.s[v_d * pyca_line.stride]" in src
 
 
+def test_line_tiles_are_opt_in(monkeypatch):
+    """The tiles (not yet measured on a GPU) are compiled only with PYCA_KERNEL_TILES=1, decided when
+    the source is generated; the source is the same either way (the define selects)."""
+    assert line_pass._translate().gpu_options == []
+    monkeypatch.setenv("PYCA_KERNEL_TILES", "1")
+    k = ca.kernel(check_sizes=False, register=False)(line_pass.__wrapped__)
+    assert k._translate().gpu_options == ["-DPYCA_K_TILES"] and k.source == line_pass.source
+    assert ca.kernel(register=False)(line_parity.__wrapped__)._translate().gpu_options == ["-DPYCA_K_TILES"]
+
+
 def test_line_cuda_half_compiles():
     try:
         ok = bool(ca.core._cuda_nvrtc_version())
@@ -142,8 +152,10 @@ def test_line_cuda_half_compiles():
         ok = False
     if not ok:
         pytest.skip("pyca built without NVRTC")
-    m = ca.cuda.SourceModule(line_pass.source, ["--ptxas-options=-v"], name="line_pass.cu", arch="sm_90")
-    assert "16384 bytes smem" in m.log and "0 bytes spill stores" in m.log
+    for opts, smem in (([], None), (["-DPYCA_K_TILES"], "16384 bytes smem"),
+                       (["-DPYCA_K_TILES", "-DPYCA_K_SPLIT64"], "16384 bytes smem")):
+        m = ca.cuda.SourceModule(line_pass.source, opts + ["--ptxas-options=-v"], name="line_pass.cu", arch="sm_90")
+        assert "0 bytes spill stores" in m.log and (smem in m.log if smem else "smem" not in m.log), m.log
 
 
 def _bad(src, path):
@@ -173,10 +185,16 @@ def test_line_refusals(body, what, tmp_path):
 
 
 @needs_gpu
+@pytest.mark.parametrize("tiles", ["0", "1"])
 @pytest.mark.parametrize("shape", [(37, 29, 23), (130, 70, 67)])
-def test_line_gpu_matches_cpu(shape):
+def test_line_gpu_matches_cpu(shape, tiles, monkeypatch):
     """Tiles of every axis, radii 0 .. beyond PYCA_K_LINE_RMAX (no tile), a block that is not whole
-    warps (no tile), offsets beyond the radius, an input of another grid than the output."""
+    warps (no tile), offsets beyond the radius, an input of another grid than the output; with and
+    without PYCA_KERNEL_TILES (kernels generated afresh under each)."""
+    monkeypatch.setenv("PYCA_KERNEL_TILES", tiles)
+    line_pass = ca.kernel(check_sizes=False, register=False)(globals()["line_pass"].__wrapped__)
+    line_wide = ca.kernel(check_sizes=False, register=False)(globals()["line_wide"].__wrapped__)
+    assert line_pass._translate().gpu_options == (["-DPYCA_K_TILES"] if tiles == "1" else [])
     w, r = half_gauss(2.0)
     a = rand(4, shape)
     wim = image(w.reshape(-1, 1, 1))

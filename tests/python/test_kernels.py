@@ -683,20 +683,44 @@ def test_function_source_blocks(tmp_path):
 
 
 @pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
-def test_two_kernels_32_and_64_bit_indices():
-    """The device code is two kernels: 32-bit voxel indices (the module compiled at the first device
-    call) and 64-bit ones (-DPYCA_K_IDX64, compiled when a call has an array of 2^31 voxels or more;
-    the dispatch plan picks). NVRTC makes the sm_90 CUBINs here without a GPU."""
+def test_register_cap_is_the_32_bit_paths():
+    """On a GPU the module is compiled with the registers of the body's 32-bit instantiation alone
+    as its cap (NVRTC makes the sm_90 CUBIN here without a GPU); PTX gets no cap."""
     import re
 
+    from pyca.kernels.voxel import register_cap
+
     src = everything.source
-    narrow = ca.cuda.SourceModule(src, ["--ptxas-options=-v"], name="everything.cu", arch="sm_90")
-    wide = ca.cuda.SourceModule(src, ["-DPYCA_K_IDX64", "--ptxas-options=-v"], name="everything_64.cu", arch="sm_90")
+    cap = register_cap(src, "everything", "sm_90")
+    narrow = ca.cuda.SourceModule(src.replace("_body<long long>(", "_body<int>("), ["--ptxas-options=-v"],
+                                  name="everything_32.cu", arch="sm_90")
+    assert cap == int(re.search(r"Used (\d+) registers", narrow.log).group(1))
+    capped = ca.cuda.SourceModule(src, [f"--maxrregcount={cap}", "--ptxas-options=-v"], name="everything.cu",
+                                  arch="sm_90")
+    assert int(re.search(r"Used (\d+) registers", capped.log).group(1)) <= cap
+    assert register_cap(src, "everything", "compute_90") is None
+
+
+@pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
+def test_split64_two_kernels(monkeypatch):
+    """PYCA_KERNEL_SPLIT64=1 (opt-in until measured on a GPU): 32-bit voxel indices in one kernel,
+    64-bit ones in another (-DPYCA_K_IDX64, compiled when a call has an array of 2^31 voxels or more;
+    the dispatch plan picks), without the register cap. NVRTC makes the sm_90 CUBINs here."""
+    import re
+
+    assert everything.gpu.wide is None and everything._translate().gpu_options == []
+    monkeypatch.setenv("PYCA_KERNEL_SPLIT64", "1")
+    k = ca.kernel(register=False)(everything.__wrapped__)
+    assert k._translate().gpu_options == ["-DPYCA_K_SPLIT64"] and k.gpu.wide.name == "pyca_k_everything_gpu64"
+    src = k.source
+    narrow = ca.cuda.SourceModule(src, ["-DPYCA_K_SPLIT64", "--ptxas-options=-v"], name="e.cu", arch="sm_90")
+    wide = ca.cuda.SourceModule(src, ["-DPYCA_K_SPLIT64", "-DPYCA_K_IDX64", "--ptxas-options=-v"], name="e64.cu",
+                                arch="sm_90")
+    both = ca.cuda.SourceModule(src, ["--ptxas-options=-v"], name="e2.cu", arch="sm_90")
     assert re.findall(r"entry function '(\w+)'", narrow.log) == ["pyca_k_everything_gpu"]
     assert re.findall(r"entry function '(\w+)'", wide.log) == ["pyca_k_everything_gpu64"]
-    regs = [int(re.search(r"Used (\d+) registers", m.log).group(1)) for m in (narrow, wide)]
-    assert regs[0] < regs[1]
-    assert everything.gpu.wide.name == "pyca_k_everything_gpu64" and everything.gpu.wide.wide is None
+    regs = [int(re.search(r"Used (\d+) registers", m.log).group(1)) for m in (narrow, wide, both)]
+    assert regs[0] < regs[1] and regs[0] < regs[2]
 
 
 @ca.kernel(register=False)
@@ -706,9 +730,14 @@ def plane_index(out: ca.Image3D):
 
 
 @needs_gpu
-def test_arrays_of_2_31_voxels_run_the_64_bit_kernel():
-    """An image of 2^31 + 2^21 voxels (8 GiB): the plan launches the 64-bit kernel (the 32-bit one
-    would return at once and leave the image as it was); every voxel written, the last plane too."""
+@pytest.mark.parametrize("split", ["0", "1"])
+def test_arrays_of_2_31_voxels_run_the_64_bit_path(split, monkeypatch):
+    """An image of 2^31 + 2^21 voxels (8 GiB): the 64-bit path runs (the kernel's branch, or with
+    PYCA_KERNEL_SPLIT64 the plan's second kernel; the 32-bit one would return at once and leave the
+    image as it was); every voxel written, the last plane too."""
+    monkeypatch.setenv("PYCA_KERNEL_SPLIT64", split)
+    plane_index = ca.kernel(register=False)(globals()["plane_index"].__wrapped__)
+    assert (plane_index.gpu.wide is not None) == (split == "1")
     g = ca.GridInfo((2048, 1024, 1025))
     out = ca.Image3D(g, ca.MEM_DEVICE)
     out.fill(0.0)
