@@ -4,6 +4,9 @@ CPU (the tiles in shared memory, offsets beyond the radius, radii too large for 
 not whole warps, an image of another grid), and its refusals."""
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy.ndimage import correlate1d
@@ -223,3 +226,132 @@ def test_line_gpu_matches_cpu(shape, tiles, monkeypatch):
 @pytest.mark.parametrize("case", parity_params(names=[f"{__name__}.line_parity"]))
 def test_line_parity(case):
     case.run()
+
+
+# ------------------------------------------------------------------------------------------------
+# The device code on the CPU: the generated CUDA source compiled by the host compiler under a shim
+# that runs each block's threads as std::threads (threadIdx per thread, __syncthreads a barrier,
+# __shared__ one static array per block at a time), so that the tiles' indexing and
+# synchronisation are checked against the CPU half here, without a GPU. Not a timing.
+EMU_SHIM = r"""
+#include <barrier>
+#include <cstring>
+#include <thread>
+#include <vector>
+struct uint3 { unsigned x, y, z; };
+struct dim3 { unsigned x, y, z; };
+static thread_local uint3 threadIdx;
+static uint3 blockIdx;
+static dim3 blockDim, gridDim;
+static std::barrier<>* emu_sync;
+inline void __syncthreads() { emu_sync->arrive_and_wait(); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, sizeof f); return f; }
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __CUDACC__ 1
+#define __CUDACC_RTC__ 1
+#define __CUDA_ARCH__ 900
+"""
+
+EMU_LAUNCH = r"""
+template <class F>
+static void emu_launch(dim3 g, dim3 b, F kernel) {
+  gridDim = g;
+  blockDim = b;
+  const unsigned nt = b.x * b.y * b.z;
+  std::barrier<> sync(nt), start(nt + 1), end(nt + 1);
+  emu_sync = &sync;
+  bool done = false;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < nt; ++t)
+    pool.emplace_back([&, t] {
+      threadIdx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+      for (;;) {
+        start.arrive_and_wait();
+        if (done) return;
+        kernel();
+        end.arrive_and_wait();
+      }
+    });
+  for (unsigned z = 0; z < g.z; ++z)
+    for (unsigned y = 0; y < g.y; ++y)
+      for (unsigned x = 0; x < g.x; ++x) {
+        blockIdx = uint3{x, y, z};
+        start.arrive_and_wait();
+        end.arrive_and_wait();
+      }
+  done = true;
+  start.arrive_and_wait();
+  for (auto& th : pool) th.join();
+}
+"""
+
+
+def emulated(kernel, options=()):
+    """run(*args, grid, block): `kernel`'s CUDA entry run on the CPU under the shim."""
+    import ctypes
+    import subprocess
+
+    from pyca.kernels import host
+
+    names = list(kernel._kinds)
+    ctype = {"Image3D": "const pyca::ImageView*", "Field3D": "const pyca::FieldView*", "float": "float", "int": "int",
+             "bool": "bool"}
+    params = ", ".join(f"{ctype[kernel._kinds[n]]} a_{n}" for n in names)
+    args = ", ".join(f"*a_{n}" if kernel._kinds[n] in ("Image3D", "Field3D") else f"a_{n}" for n in names)
+    defines = "".join(f"#define {o[2:]}\n" for o in options)
+    src = (defines + EMU_SHIM + kernel.source + EMU_LAUNCH
+           + f'extern "C" void emu_run({params}, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, '
+           f"unsigned bz) {{\n  emu_launch(dim3{{gx, gy, gz}}, dim3{{bx, by, bz}}, [&] {{ {kernel._cname}_gpu({args}); }});\n}}\n")
+    d = Path(ca.cuda.get_cache_dir()) / f"emu_{kernel.name}_{abs(hash(src))}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "k.cpp").write_text(src)
+    cmd = ["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-w",
+           *[f"-I{x}" for x in ca.cuda.include_dirs()], str(d / "k.cpp"), "-o", str(d / "k.so")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    fn = ctypes.CDLL(str(d / "k.so")).emu_run
+    packers = {"Image3D": host.image_view, "Field3D": host.field_view}
+
+    def run(*a, grid, block):
+        packed = [packers[kernel._kinds[n]](v) if kernel._kinds[n] in packers else v for n, v in zip(names, a)]
+        keep = [ctypes.byref(p) if kernel._kinds[n] in packers else (ctypes.c_float(p) if kernel._kinds[n] == "float"
+                else ctypes.c_int(int(p))) for n, p in zip(names, packed)]
+        fn(*keep, *(ctypes.c_uint(v) for v in (*grid, *block)))
+
+    return run
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the emulation")
+@pytest.mark.parametrize("options", [["-DPYCA_K_TILES"], []], ids=["tiles", "no-tiles"])
+def test_line_device_code_on_a_cpu_emulation(options):
+    """The CUDA half of ca.line kernels (with and without the tiles) on the emulation against the CPU
+    half: every axis, radii 0 .. beyond the tiles' 32, the tiled launch (a block per 2048 voxels), a
+    block per 256 voxels (blocks without a tile), a block that is not whole warps, offsets beyond the
+    radius and varying per voxel, an input of another grid than the output."""
+    w, r = half_gauss(2.0)
+    shape = (37, 29, 23)
+    a = rand(7, shape)
+    small = rand(8, (shape[0] // 2, shape[1] - 3, shape[2] // 3))
+    ep, ew = emulated(line_pass, options), emulated(line_wide, options)
+    cdiv = lambda p, q: (p + q - 1) // q  # noqa: E731
+    per_voxel = ((cdiv(shape[0], 32), cdiv(shape[1], 4), cdiv(shape[2], 2)), (32, 4, 2))
+    tiled = ((cdiv(per_voxel[0][0] * per_voxel[0][1] * per_voxel[0][2], 8), 1, 1), (32, 4, 2))
+    odd = ((3, 4, 5), (5, 3, 2))
+    for axis in range(3):
+        for rr, launch in ((0, tiled), (3, per_voxel), (r, tiled), (33, tiled), (r, odd)):
+            ww = image(np.resize(w, rr + 1).reshape(-1, 1, 1))
+            ref, got = image(np.zeros_like(a)), image(np.full_like(a, np.nan))
+            line_pass(ref, image(a), ww, rr, axis)
+            ep(got, image(a), ww, rr, axis, grid=launch[0], block=launch[1])
+            np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"axis {axis} r {rr} launch {launch}")
+        for src in (a, small):
+            ref, got = image(np.zeros_like(a)), image(np.full_like(a, np.nan))
+            line_wide(ref, image(src), 2, axis)
+            ew(got, image(src), 2, axis, grid=tiled[0], block=tiled[1])
+            np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
