@@ -291,7 +291,7 @@ static void emu_launch(dim3 g, dim3 b, F kernel) {
 """
 
 
-def emulated(kernel, options=()):
+def emulated(kernel, options=(), entry="_gpu"):
     """run(*args, grid, block): `kernel`'s CUDA entry run on the CPU under the shim."""
     import ctypes
     import subprocess
@@ -306,8 +306,8 @@ def emulated(kernel, options=()):
     defines = "".join(f"#define {o[2:]}\n" for o in options)
     src = (defines + EMU_SHIM + kernel.source + EMU_LAUNCH
            + f'extern "C" void emu_run({params}, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, '
-           f"unsigned bz) {{\n  emu_launch(dim3{{gx, gy, gz}}, dim3{{bx, by, bz}}, [&] {{ {kernel._cname}_gpu({args}); }});\n}}\n")
-    d = Path(ca.cuda.get_cache_dir()) / f"emu_{kernel.name}_{abs(hash(src))}"
+           f"unsigned bz) {{\n  emu_launch(dim3{{gx, gy, gz}}, dim3{{bx, by, bz}}, [&] {{ {kernel._cname}{entry}({args}); }});\n}}\n")
+    d = Path(ca.cuda.get_cache_dir()) / f"emu_{kernel.name}_{abs(hash(src)) % 10**12}"
     d.mkdir(parents=True, exist_ok=True)
     (d / "k.cpp").write_text(src)
     cmd = ["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-w",
@@ -355,3 +355,17 @@ def test_line_device_code_on_a_cpu_emulation(options):
             line_wide(ref, image(src), 2, axis)
             ew(got, image(src), 2, axis, grid=tiled[0], block=tiled[1])
             np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the emulation")
+def test_split64_entries_on_a_cpu_emulation():
+    """PYCA_KERNEL_SPLIT64's two entries on the emulation (small arrays: the 64-bit one computes the
+    same values), with the tiles: the 32-bit kernel alone and the 64-bit one."""
+    a = rand(9, (21, 13, 11))
+    ref = image(np.zeros_like(a))
+    line_wide(ref, image(a), 2, 1)
+    for options, entry in ((["-DPYCA_K_TILES", "-DPYCA_K_SPLIT64"], "_gpu"),
+                           (["-DPYCA_K_TILES", "-DPYCA_K_SPLIT64", "-DPYCA_K_IDX64"], "_gpu64")):
+        got = image(np.full_like(a, np.nan))
+        emulated(line_wide, options, entry)(got, image(a), 2, 1, grid=(3, 2, 1), block=(32, 4, 2))
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5, err_msg=entry)
