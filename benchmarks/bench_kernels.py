@@ -201,6 +201,48 @@ print(f"{{t1 - t0:.4f}} {{t3 - t2:.4f}}")
 """
 
 
+NVRTC_CHILD = r"""
+import sys, time
+import pyca as ca
+from pyca import _cuda_libs
+ca.cuda.set_cache_dir(sys.argv[1])
+t0 = time.perf_counter()
+if sys.argv[2] == "module":
+    ca.cuda.SourceModule('extern "C" __global__ void q(float* x) {{ x[0] = 1.0f; }}', name="q.cu")
+else:
+    ca.core._cuda_nvrtc_version()
+t1 = time.perf_counter()
+print(f"{{t1 - t0:.5f}}", int(_cuda_libs.loaded_nvrtc() is not None))
+"""
+
+
+def nvrtc_key_rows(table: Table, runs: int = 5):
+    """A cached CUDA module in a new process (PTX where there is no GPU): the kernel cache's key names
+    libnvrtc's file from a record, so a hit does not load libnvrtc; beside what loading it costs."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = pyca_env()
+
+        def child(what):
+            r = subprocess.run([sys.executable, "-c", NVRTC_CHILD.format(), cache, what], env=env, cwd=cache,
+                               capture_output=True, text=True, timeout=300)
+            if r.returncode:
+                raise RuntimeError(r.stderr[-2000:])
+            t, loaded = r.stdout.split()
+            return float(t), int(loaded)
+
+        try:
+            child("module")  # compiles, records libnvrtc's file
+            hits = [child("module") for _ in range(runs)]
+            loads = [child("version") for _ in range(runs)]
+        except Exception as e:  # noqa: BLE001 - no NVRTC here
+            table.skip("cached CUDA module in a new process", "-", "-", f"failed: {str(e)[-200:]}")
+            return
+        med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+        table.add("cached CUDA module in a new process (cache lookup, key included)", "-", med([t for t, _ in hits]),
+                  "loading libnvrtc (what the key cost before)", med([t for t, _ in loads]),
+                  f"libnvrtc loaded by the hit in {sum(x for _, x in hits)} of {runs} processes")
+
+
 def compile_times(table: Table, cpu: bool = True):
     """First call with an empty cache (CPU half: host compiler; CUDA half: NVRTC, PTX without a GPU), then
     the first call of a new process with the cache filled."""
@@ -268,6 +310,7 @@ def main():
     signal.signal(signal.SIGTERM, stopped)
     if not args.no_compile:
         compile_times(t, cpu=not args.gpu_only)
+        nvrtc_key_rows(t)
         if gpu and (args.lab or args.startup):
             startup_rows(t)
     for n in (int(s) for s in args.sizes.split(",")):
