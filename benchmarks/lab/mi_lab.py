@@ -7,7 +7,7 @@ What docs/performance.md's "Multi-modal registration" sweeps ran.
         --params '[{}, {"sigma": 0.05}, {"iterations": [30, 30, 30]}]'
 
 A setting is a dict of lddmm.register's parameters (metric mi unless given; contrast t1 takes pyca's
-defaults plus the setting).
+defaults plus the setting); "_fixed_mask": true passes the fixed image's support (> 0) as fixed_mask.
 """
 from __future__ import annotations
 
@@ -50,7 +50,10 @@ def main(argv=None):
             M = Mt1 if contrast == "t1" else data.other_contrast(Mt1, contrast, seed=1, centres=Mc,
                                                                   spacing=(a.resolution,) * 3)
             for prm in json.loads(a.params):
-                kw = {k.lstrip("_"): v for k, v in prm.items()}  # ("_bins": the spelling before bins was a parameter)
+                kw = dict(prm)
+                if kw.pop("_fixed_mask", False):  # the fixed image's support (> 0) as fixed_mask
+                    kw["fixed_mask"] = im((F > 0).astype(np.float32))
+                kw = {k.lstrip("_"): v for k, v in kw.items()}  # ("_bins": the spelling before bins was a parameter)
                 if contrast != "t1":
                     kw.setdefault("metric", "mi")
                 t0 = time.perf_counter()

@@ -52,11 +52,11 @@ __all__ = ["build", "AtlasResult", "AtlasError", "DEFAULTS", "resolve_inputs", "
 # not, and the template drifts (tests/python/test_atlas.py measured it). Nor lddmm's histogram matching
 # and bias correction: both change each subject's intensities towards the current template, and the
 # template update assumes they are the subjects' own; nor the fixed image's blur, constant or matched to
-# the interpolation (the template is itself a mean of interpolated images). alpha (the SSD's, None), gamma, lpow, tol and T are
+# the interpolation (the template is itself a mean of interpolated images). alpha 1, gamma, lpow, tol and T are
 # those the atlas runs of docs/atlas.md were measured with (lpow 2, its heavier-tailed kernel).
 # sigma 0.002 is those runs' 0.05 of the unnormalised K in the units of K of gain 1 (docs/lddmm.md, 'The
 # kernel's scale'): 0.05 gamma^(lpow / 2), the same registrations.
-DEFAULTS = dict(lddmm.DEFAULTS, metric="ssd", scales=(4, 2, 1), iterations=(30, 20, 10), alpha=None, gamma=0.04, lpow=2,
+DEFAULTS = dict(lddmm.DEFAULTS, metric="ssd", scales=(4, 2, 1), iterations=(30, 20, 10), alpha=1.0, gamma=0.04, lpow=2,
                 sigma=0.002, tol=1e-2, time_steps=8, normalize="percentiles", bias_sigma=0.0, fixed_blur=0.0,
                 interp_blur="none")
 ATLAS_DEFAULTS = dict(template_iterations=5, max_failed_fraction=0.25, cohort=16, cohort_size=(32, 32, 32), seed=0)

@@ -48,9 +48,10 @@ __all__ = ["Metric", "SSD", "LNCC", "MI", "make_metric", "metric_class", "CLASSE
 METRICS = ("ssd", "lncc", "mi")
 # sigma and alpha used when none is given (intensities normalised to [0, 1]); chosen by the
 # measurements of docs/lddmm.md ("Defaults for T1 brain MRI"; sigma: "The kernel's scale", for K
-# of gain 1 at the zero frequency).
+# of gain 1 at the zero frequency; alpha: "The kernel: lpow 8, alpha 0.15"); mi's by docs/performance.md,
+# "Multi-modal registration".
 DEFAULT_SIGMA = {"ssd": 0.007, "lncc": 0.03, "mi": 0.02}
-DEFAULT_ALPHA = {"ssd": 1.0, "lncc": 2.0, "mi": 2.0}
+DEFAULT_ALPHA = {"ssd": 0.15, "lncc": 0.15, "mi": 0.1}
 # iteration caps per scale (4, 2, 1) when none are given (docs/lddmm.md; mi: docs/performance.md,
 # "Multi-modal registration").
 DEFAULT_ITERATIONS = {"ssd": (10, 150, 150), "lncc": (10, 150, 150), "mi": (10, 150, 150)}

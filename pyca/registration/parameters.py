@@ -87,7 +87,8 @@ _INF = float("inf")
 DECLARED = (
     Parameter("device", "device", "auto", "where to run (default: %(default)s: the GPU when one can be used)",
               choices=("auto", "cpu", "gpu"), group=""),
-    Parameter("alpha", "real", 0.15, "larger: a wider kernel, a smoother map (default %(default)s)",
+    Parameter("alpha", "real", None, "larger: a wider kernel, a smoother map (default: the metric's, "
+              f"{_per_metric(DEFAULT_ALPHA)})",
               unit="per world unit", lo=0, lo_open=True, group=_REG),
     Parameter("beta", "real", 0.0, "weight of -grad div: larger, volume changes cost more (default %(default)s)",
               lo=0, group=_REG),
