@@ -384,11 +384,13 @@ def main(argv=None):
     main_thread = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # discards files being written,
     old_hook = sys.unraisablehook  # as Ctrl-C does
+    redeliver = _Redelivery(old_hook)
     if main_thread:
-        sys.unraisablehook = _redeliver_interrupt(old_hook)
+        sys.unraisablehook = redeliver.hook
     try:
         rc = _run(argv)
     finally:
+        redeliver.close()  # a signal the command's end overtook is not raised in the caller's code later
         if main_thread:
             signal.signal(signal.SIGTERM, old)
             sys.unraisablehook = old_hook
@@ -414,25 +416,39 @@ def _terminated(signum, frame):
     raise Terminated()
 
 
-def _redeliver_interrupt(previous):
+class _Redelivery:
     """An unraisable-exception hook: a Ctrl-C or SIGTERM whose exception was raised where Python can only
     ignore it (a gc callback, such as Dask's GCDiagnosis, or a __del__) is delivered again to the main
-    thread, so that it ends the command as anywhere else; any other unraisable exception goes to
-    `previous`."""
-    import _thread
-    import signal
+    thread while the command runs, so that it ends the command as anywhere else; any other unraisable
+    exception goes to `previous`."""
 
-    def hook(unraisable):
+    def __init__(self, previous):
+        self._previous = previous
+        self._lock = threading.Lock()
+        self._open = True
+
+    def hook(self, unraisable):
+        import signal
+
         exc = unraisable.exc_value
-        if isinstance(exc, KeyboardInterrupt):
-            # From another thread, once this hook has returned: raised inside the hook, it would be
-            # ignored again. Raised again where it can only be ignored, it comes back here.
-            sig = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
-            threading.Timer(0.01, _thread.interrupt_main, (sig,)).start()
+        if not isinstance(exc, KeyboardInterrupt):
+            self._previous(unraisable)
             return
-        previous(unraisable)
+        # From another thread, once this hook has returned: raised inside the hook, it would be ignored
+        # again. Raised again where it can only be ignored, it comes back here.
+        sig = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+        threading.Timer(0.01, self._deliver, (sig,)).start()
 
-    return hook
+    def _deliver(self, sig):
+        import _thread
+
+        with self._lock:
+            if self._open:
+                _thread.interrupt_main(sig)
+
+    def close(self):
+        with self._lock:
+            self._open = False
 
 
 def _run(argv):

@@ -405,6 +405,25 @@ def test_a_signal_inside_a_gc_callback_still_ends_the_command(tmp_path, sig, cod
     _no_temporary(out)
 
 
+def test_a_redelivered_signal_is_not_raised_after_the_command_ended():
+    from types import SimpleNamespace
+
+    from pyca.cli import _Redelivery
+
+    others = []
+    r = _Redelivery(others.append)
+    r.hook(SimpleNamespace(exc_value=ValueError("x")))
+    assert len(others) == 1  # anything else goes to the previous hook
+    r.hook(SimpleNamespace(exc_value=KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):  # delivered again, in this (the main) thread
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 5:
+            time.sleep(0.001)
+    r.hook(SimpleNamespace(exc_value=KeyboardInterrupt()))
+    r.close()  # the command returned before the redelivery: nothing is raised in the caller's code
+    time.sleep(0.2)
+
+
 # ------------------------------------------------------------------------------------------------
 # Items 5, 6, 7: refused before Dask starts, in one line
 @pytest.mark.parametrize("workers,needle", [("1000", "got 1000"), ("-1", "got -1")])
