@@ -421,15 +421,16 @@ def main():
                     "shoot and of lddmm, and shoot's time per iteration at 16^3")
     ap.add_argument("--sample-apart", action="store_true", help="fused passes: the image I0 o h_j sampled by "
                     "ApplyH before the force pass (default: inside it)")
-    ap.add_argument("--fused", choices=["auto", "on", "off"], default="auto",
-                    help="the adjoint sweep's fused passes: auto (on the GPU), on, off")
+    ap.add_argument("--fused", choices=["default", "gpu", "on", "off"], default="default",
+                    help="the fused passes (Geodesic.fused): default (pyca's: off), gpu (on the GPU only), on, off")
     a = ap.parse_args()
     import pyca as ca
 
     mem = ca.MEM_DEVICE if a.gpu else ca.MEM_HOST
     from pyca.registration.geodesic import Geodesic
 
-    Geodesic.fused = {"auto": None, "on": True, "off": False}[a.fused]
+    if a.fused != "default":
+        Geodesic.fused = {"gpu": None, "on": True, "off": False}[a.fused]
     Geodesic.fuse_sample = not a.sample_apart
     dev = ca.device_info() if a.gpu else f"cpu ({os.cpu_count()} cores)"
     print(f"# bench_shoot: {dev}; size {a.size}^3, {a.iterations} iterations, T {a.time_steps}, step {a.step:g}, "
@@ -442,10 +443,12 @@ def main():
         print(f"pyca shoot: {t_shoot * 1e3:.1f} ms/iteration (T {a.time_steps}, keep {keep}); energy "
               f"{e_shoot[0]:.6g} -> {e_shoot[-1]:.6g}")
         print("  " + phases(ca, I0, I1, mem, a.time_steps, a.sigma))
-        if a.gpu:  # the adjoint sweep as the CPU runs it (a chain of operations), for comparison
-            t_u, e_u, _ = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma, fused=False)
-            print(f"pyca shoot, adjoint unfused: {t_u * 1e3:.1f} ms/iteration (fused: {t_shoot / t_u:.2f}x its time); "
-                  f"energy {e_u[-1]:.6g} (fused {e_shoot[-1]:.6g})")
+        if a.gpu:  # the other way: the fused passes against the chains of operations
+            fused = bool(Geodesic.fused if Geodesic.fused is not None else a.gpu)
+            t_u, e_u, _ = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma, fused=not fused)
+            t_f, t_c = (t_shoot, t_u) if fused else (t_u, t_shoot)
+            print(f"pyca shoot, {'chains of operations' if fused else 'fused passes'}: {t_u * 1e3:.1f} ms/iteration "
+                  f"(fused / chains: {t_f / t_c:.2f}x the time); energy {e_u[-1]:.6g} (the first run {e_shoot[-1]:.6g})")
         if not a.skip_lddmm:
             try:
                 t_l, T_l = lddmm_run(ca, I0, I1, mem, a.iterations)

@@ -73,7 +73,10 @@ class Geodesic:
     per shooting; a first step with w_0 = v_0 alone made most of the error at T = 5). The adjoint sweep
     steps back along x + dt w_j(x + dt/2 w_j(x)), w_0 = (v_0 + v_1) / 2 with the v_1 of the shooting."""
 
-    fused = None  # None: fused passes on the GPU only; True / False: everywhere / nowhere (tests, benchmarks)
+    # the fused passes (pyca/registration/_geodesic_kernels.py) instead of the chains of operations:
+    # False (the default: chains on both backends), True (both backends) or None (the GPU only). Opt-in
+    # until their CUDA kernels are measured against the CPU on a GPU (docs/shoot.md).
+    fused = False
     fuse_sample = True  # fused: I_j = I0 o h_j sampled inside the force pass (False: ApplyH before it)
 
     def __init__(self, grid, mem, T, K, keep="auto"):
@@ -94,8 +97,7 @@ class Geodesic:
         self.v0_dot = None  # <m0, K m0> of the last shoot
         self.scratch = [F() for _ in range(4)]  # the sweeps' (and callers') scratch fields
         self._im = [ca.Image3D(grid, mem) for _ in range(3)]
-        # fused passes (pyca/registration/_geodesic_kernels.py) of the shooting and the adjoint sweep, on
-        # the GPU: the same arithmetic as the chains of operations the CPU runs (the reference)
+        # the fused passes: the same arithmetic as the chains of operations (the reference)
         self.fused = Geodesic.fused if Geodesic.fused is not None else int(mem) == int(ca.MEM_DEVICE)
         self._im2 = None
 

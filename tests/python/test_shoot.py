@@ -303,46 +303,70 @@ def test_cli_shoot_and_regress(tmp_path):
     assert r.returncode == 2 and "--scales" in r.stderr  # not an option of regress
 
 
+_ANISO = ((20, 18, 12), (1.0, 1.2, 1.5))
+
+
+def _fused_case(aniso, fused, mem=MEM):
+    """phi_{1,0} and the gradients (momentum, base image) of a regression with two measurements, on
+    the 2-D test grid or a 3-D grid of anisotropic spacing, computed on `mem` by the chains of operations
+    (fused False) or the fused passes (True; 'sample apart': I0 o h_j by ApplyH before the force pass)."""
+    if not aniso:
+        I0, grid, K, _ = _setup(6)
+        m0 = _momentum(K=K, vmax=1.0)
+        I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9)), MEM)
+    else:
+        size, sp = _ANISO
+        grid = ca.GridInfo(ca.Vec3Di(*size), ca.Vec3Df(*sp), ca.Vec3Df(0, 0, 0))
+        rng = np.random.default_rng(7)
+        I0 = common.ImFromNPArr(ndimage.gaussian_filter(rng.random(size), 2), MEM)
+        I1 = common.ImFromNPArr(ndimage.gaussian_filter(rng.random(size), 2), MEM)
+        I0.setGrid(grid)
+        I1.setGrid(grid)
+        K = epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)
+        a = ndimage.gaussian_filter(rng.standard_normal(size + (3,)), (2, 2, 2, 0))
+        m0 = common.FieldFromNPArr(a, MEM, sp=sp)
+        v = m0.clone()
+        K.applyInverseOperator(v)
+        ca.MulC_I(m0, 1.5 / float(ca.LInf(v)))  # velocities of 1.5 world units at most
+    if mem != MEM:
+        I0, I1, m0 = I0.clone(mem), I1.clone(mem), m0.clone(mem)
+        K = epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)
+    G = Geodesic(grid, mem, 6, K)
+    G.fused, G.fuse_sample = bool(fused), fused is True
+    f = GeodesicFit(G, I0, [(3, I1), (6, I1)], 0.5, m0=m0, estimate_base=True)
+    f.forward()
+    f.gradients()
+    return [common.AsNPCopy(x.clone(MEM) if mem != MEM else x).copy() for x in (f.g, f.gI, G.hs[-1])]
+
+
+def _assert_same(ref, other):
+    for a, b in zip(ref, other):
+        np.testing.assert_allclose(b, a, atol=1e-5 * np.abs(a).max())  # float32 positions, rounded apart
+
+
 def test_fused_adjoint_passes_equal_the_chain_of_operations():
-    """The fused passes of the shooting and of the adjoint sweep (what the GPU runs;
-    pyca/registration/_geodesic_kernels.py) give the CPU's chains of operations' map phi_{1,0} and
-    gradients (momentum and base image), on a 2-D and a 3-D grid of anisotropic spacing."""
+    """The fused passes of the shooting and of the adjoint sweep (pyca/registration/_geodesic_kernels.py,
+    Geodesic.fused) give the chains of operations' map phi_{1,0} and gradients (momentum and base image),
+    on a 2-D and a 3-D grid of anisotropic spacing: their CPU loops, here."""
     pytest.importorskip("pyca.kernels")
     from pyca.kernels import NoCompilerError
 
-    grids = [None, ca.GridInfo(ca.Vec3Di(20, 18, 12), ca.Vec3Df(1.0, 1.2, 1.5), ca.Vec3Df(0, 0, 0))]
-    for g in grids:
-        out = []
-        for fused in (False, True, "sample apart"):  # the chains; the fused passes (I0 o h_j sampled in or out)
-            if g is None:
-                I0, grid, K, G = _setup(6)
-                m0 = _momentum(K=K, vmax=1.0)
-                I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9)), MEM)
-            else:
-                grid = g
-                rng = np.random.default_rng(7)
-                I0 = common.ImFromNPArr(ndimage.gaussian_filter(rng.random((20, 18, 12)), 2), MEM)
-                I1 = common.ImFromNPArr(ndimage.gaussian_filter(rng.random((20, 18, 12)), 2), MEM)
-                I0.setGrid(grid)
-                I1.setGrid(grid)
-                K = epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)
-                G = Geodesic(grid, MEM, 6, K)
-                a = ndimage.gaussian_filter(rng.standard_normal((20, 18, 12, 3)), (2, 2, 2, 0))
-                m0 = common.FieldFromNPArr(a, MEM, sp=(1.0, 1.2, 1.5))
-                v = m0.clone()
-                K.applyInverseOperator(v)
-                ca.MulC_I(m0, 1.5 / float(ca.LInf(v)))  # velocities of 1.5 world units at most
-            G.fused, G.fuse_sample = bool(fused), fused is True
-            f = GeodesicFit(G, I0, [(3, I1), (6, I1)], 0.5, m0=m0, estimate_base=True)
-            f.forward()
+    for aniso in (False, True):
+        ref = _fused_case(aniso, False)
+        for fused in (True, "sample apart"):
             try:
-                f.gradients()
+                _assert_same(ref, _fused_case(aniso, fused))
             except NoCompilerError as e:
                 pytest.skip(f"no C++ compiler for the kernels' CPU loops: {e}")
-            out.append((common.AsNPCopy(f.g).copy(), common.AsNPCopy(f.gI).copy(), common.AsNPCopy(G.hs[-1]).copy()))
-        for other in out[1:]:
-            for a, b in zip(out[0], other):
-                np.testing.assert_allclose(b, a, atol=1e-5 * np.abs(a).max())  # float32 positions, rounded apart
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("fused", [False, True, "sample apart"])
+def test_geodesic_on_the_gpu_equals_the_cpu_chains(fused):
+    """The same cases on the GPU (the chains of operations, or the fused passes' CUDA kernels) against
+    the CPU's chains of operations."""
+    for aniso in (False, True):
+        _assert_same(_fused_case(aniso, False), _fused_case(aniso, fused, ca.MEM_DEVICE))
 
 
 def test_atlas_finds_the_centre_of_two_geodesics():
