@@ -325,16 +325,11 @@ def profile(ca, I0, I1, mem, T, sigma, its=3):
         from pyca.apps import lddmm
 
         kw = dict(device=mem, scales=[1], affine="none", tol=0.0, normalize="none", bias_sigma=0.0, fixed_blur=0.0)
-        counts = []
-        for n in (2, 2 + 4 * its):  # the difference of two runs: the iterations without the setup
-            timer.rows.clear()
-            r = lddmm.register(I1, I0, iterations=n, **kw)
-            counts.append((r.timings["scales"][0]["iterations"], dict(timer.rows)))
-        (n0, a), (n1, b) = counts
-        timer.rows = {k: (b[k][0] - a.get(k, (0, 0.0))[0], b[k][1] - a.get(k, (0, 0.0))[1]) for k in b}
-        timer.rows = {k: v for k, v in timer.rows.items() if v[0] > 0}
-        print(f"profile pyca lddmm (T {r.params['time_steps']}), per iteration (runs of {n1} and {n0} iterations, "
-              f"the difference):\n" + timer.table(max(1, n1 - n0)))
+        timer.rows.clear()
+        r = lddmm.register(I1, I0, iterations=4 * its, **kw)
+        n = max(1, r.timings["scales"][0]["iterations"])
+        print(f"profile pyca lddmm (T {r.params['time_steps']}), per iteration ({n} iterations, its setup "
+              f"included):\n" + timer.table(n))
     finally:
         timer.restore()
     small = [ca.Image3D.from_array(np.asfortranarray(x)).clone(mem) for x in pair(16)]

@@ -68,10 +68,10 @@ class Geodesic:
     A step moves the map along the characteristics of the velocity at mid-step, extrapolated from the
     last two (Adams-Bashforth), from the mid-point departure point (second order in dt, one kernel
     application per step): w_j = 3/2 v_j - 1/2 v_{j-1}, d_j = w_j(x - dt/2 w_j(x)),
-    h_{j+1} = h_j(x - dt d_j(x)). The first step has no v_{-1}: it is predicted with w = v_0 and taken
-    again with w_0 = (v_0 + v_1) / 2, v_1 that of the predicted h_1 (Heun; one kernel application more
-    per shooting; a first step with w_0 = v_0 alone made most of the error at T = 5). The adjoint sweep
-    steps back along x + dt w_j(x + dt/2 w_j(x)), w_0 = (v_0 + v_1) / 2 with the v_1 of the shooting."""
+    h_{j+1} = h_j(x - dt d_j(x)); the first step, without v_{-1}, takes w_0 = v_0. (A Heun first step,
+    w_0 = (v_0 + v_1) / 2 with the v_1 of a first try, brings the energies nearer their T -> infinity
+    limit but further from the vector-momentum client's at 128^3, for one kernel application more:
+    docs/performance.md.) The adjoint sweep steps back along x + dt w_j(x + dt/2 w_j(x))."""
 
     # the fused passes (pyca/registration/_geodesic_kernels.py) instead of the chains of operations:
     # False (the default: chains on both backends), True (both backends) or None (the GPU only). Opt-in
@@ -136,9 +136,7 @@ class Geodesic:
 
     def _weights(self, j):
         """(a, b, k): w_j = a v_j + b v_k (the velocity of step j)."""
-        if j > 0:
-            return 1.5, -0.5, j - 1
-        return (0.5, 0.5, 1) if self.T > 1 else (1.0, 0.0, 0)
+        return (1.5, -0.5, j - 1) if j > 0 else (1.0, 0.0, 0)
 
     def _step_field(self, j, w):
         """w_j into w (after shoot()); returns w."""
@@ -175,16 +173,8 @@ class Geodesic:
             m, v = self._at(j)
             if j == 0:
                 self.v0_dot = float(ca.Dot(m, v))
-                self._step(0, w, d, 1.0, 0.0, v)  # the predictor (w = v_0)
-                if self.T == 1:
-                    break
-                if self.keep == "all":
-                    self._mv(1, *self._mvs[1])
-                v1 = self._at(1)[1]
-                self._step(0, w, d, 0.5, 0.5, v1)  # h_1 again with w_0 = (v_0 + v_1) / 2
-                self._cached = [c if c != 1 else None for c in self._cached]  # (m_1, v_1: the predicted h_1's)
-                continue
-            self._step(j, w, d, 1.5, -0.5, self._at(j - 1)[1])
+            a, b, k = self._weights(j)
+            self._step(j, w, d, a, b, self._at(k)[1])
         return self.hs[-1]
 
     def forward_map(self, out):
