@@ -78,11 +78,11 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
         out[i, j, k, 1] = qy
         out[i, j, k, 2] = qz
         return
-    u0 = int(math.floor(qx))
-    v0 = int(math.floor(qy))
-    t0 = int(math.floor(qz))
+    u0 = int(math.floor(qx))  # the corner and the fractions of the departure point, per axis
     gx = qx - u0
+    v0 = int(math.floor(qy))
     gy = qy - v0
+    t0 = int(math.floor(qz))
     gz = qz - t0
     for c in range(3):
         acc = 0.0
