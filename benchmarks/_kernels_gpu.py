@@ -35,7 +35,7 @@ T.append(time.perf_counter())
 c = apply_h._translate()  # Python AST -> C++
 T.append(time.perf_counter())
 from pyca import _cuda_libs
-_cuda_libs.nvrtc_identity(ca.cuda.get_cache_dir(), ca.core.__file__, ca.core._cuda_nvrtc_version)  # cache key
+_cuda_libs.nvrtc_identity(ca.cuda.get_cache_dir(), ca.core)  # cache key
 T.append(time.perf_counter())
 c.module.image  # cache lookup (header digest, sha256 of the source, read)
 T.append(time.perf_counter())

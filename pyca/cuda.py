@@ -449,7 +449,7 @@ def _compile(source: str, name: str, options: list[str], name_expressions: list[
     # The compiler in the key is libnvrtc's file (path, size, mtime), known without loading it when the
     # cache directory records it (a process whose kernels all come from the cache never loads it).
     cdir = get_cache_dir() if cache else None
-    nvrtc = _cuda_libs.nvrtc_identity(cdir, core.__file__, core._cuda_nvrtc_version)
+    nvrtc = _cuda_libs.nvrtc_identity(cdir, core)
 
     def key_of(nvrtc):
         key_src = json.dumps(
@@ -477,7 +477,7 @@ def _compile(source: str, name: str, options: list[str], name_expressions: list[
     if not ok:
         raise CompileError(name, log, options)
     c = _Compiled(bytes(image), bool(cubin), dict(zip(name_expressions, lowered)), log, None)
-    actual = _cuda_libs.check_nvrtc_identity(nvrtc)
+    actual = _cuda_libs.check_nvrtc_identity(nvrtc, core)
     if actual != nvrtc:  # the recorded library was not the one that compiled
         key = key_of(actual)
         path = cdir / f"{key}.pycak" if cdir is not None else None

@@ -614,6 +614,23 @@ PyObject* _cuda_nvrtc_version() {
 #endif
 }
 
+// The file name of the libnvrtc pyca opens (libnvrtc.so.MAJOR), without loading it; the path of the
+// one it loaded (loading it now if it was not).
+PyObject* _cuda_nvrtc_soname() {
+#ifdef PYCA_WITH_CUDA
+  return PyUnicode_FromString(pyca::cuda_rt::nvrtcSoname());
+#else
+  pyca::pydispatch::noCuda("NVRTC");
+#endif
+}
+PyObject* _cuda_nvrtc_path() {
+#ifdef PYCA_WITH_CUDA
+  return PyUnicode_FromString(pyca::cuda_rt::nvrtcLibraryPath().c_str());
+#else
+  pyca::pydispatch::noCuda("NVRTC");
+#endif
+}
+
 // 10 * major + minor of the current device's compute capability; 0 without a usable device.
 int _cuda_device_arch() {
 #ifdef PYCA_WITH_CUDA

@@ -188,6 +188,8 @@ std::string cudaLibraryPath(CudaLib lib) {
   return gLoaded[int(lib)].path;
 }
 
+const char* cudaLibrarySoname(CudaLib lib) { return kSpecs[int(lib)].soname; }
+
 }  // namespace cuda_rt
 }  // namespace pyca
 

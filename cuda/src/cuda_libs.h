@@ -25,5 +25,8 @@ enum class CudaLib { cufft, nvrtc };
 // cannot be found (the message names the library, the folders searched and how to install it).
 std::string cudaLibraryPath(CudaLib lib);
 
+// The library's file name as the loader opens it (libnvrtc.so.13, ...), without loading it.
+const char* cudaLibrarySoname(CudaLib lib);
+
 }  // namespace cuda_rt
 }  // namespace pyca

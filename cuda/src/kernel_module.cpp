@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "cuda_libs.h"
 #include "pyca/errors.h"
 #include "pyca/kernel.cuh"
 #include "pyca/runtime.h"
@@ -112,6 +113,9 @@ CompileResult compile(const std::string& source, const std::string& name,
   out.ok = true;
   return out;
 }
+
+std::string nvrtcLibraryPath() { return cudaLibraryPath(CudaLib::nvrtc); }
+const char* nvrtcSoname() { return cudaLibrarySoname(CudaLib::nvrtc); }
 
 std::pair<int, int> nvrtcVersion() {
   int major = 0, minor = 0;

@@ -36,6 +36,10 @@ CompileResult compile(const std::string& source, const std::string& name,
                       const std::vector<std::string>& nameExpressions);
 // NVRTC's version (major, minor).
 std::pair<int, int> nvrtcVersion();
+// The file libnvrtc was loaded from (loading it now if it was not), and the file name the loader
+// opens (libnvrtc.so.MAJOR) without loading it.
+std::string nvrtcLibraryPath();
+const char* nvrtcSoname();
 // 10 * major + minor of the current device's compute capability, 0 when no device can be used.
 int deviceArch();
 

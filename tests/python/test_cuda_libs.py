@@ -109,12 +109,16 @@ def _nvrtc_available() -> bool:
 # A new process compiling one source through the kernel cache: the cache's answer, whether libnvrtc
 # is mapped into the process afterwards, and the recorded library.
 NVRTC_CHILD = """
-import json, os, sys
+import ctypes, json, os, sys
 import pyca as ca
+from pyca import _cuda_libs
 ca.cuda.set_cache_dir(sys.argv[1])
+if len(sys.argv) > 2:
+    ctypes.CDLL(sys.argv[2])  # another library mapped under a libnvrtc name
+soname = getattr(ca.core, "_cuda_nvrtc_soname", lambda: None)()
 m = ca.cuda.SourceModule('extern "C" __global__ void q(float* x) {{ x[0] = {value}; }}', name="q.cu")
 rec = json.load(open(os.path.join(sys.argv[1], "nvrtc-library.json")))
-print(m.cache_hit, "libnvrtc.so" in open("/proc/self/maps").read(), os.path.basename(rec["library"][0]))
+print(m.cache_hit, _cuda_libs.loaded_nvrtc(soname) is not None, os.path.basename(rec["library"][0]))
 """
 
 
@@ -124,15 +128,22 @@ def test_cache_hit_in_a_new_process_does_not_load_nvrtc(tmp_path):
     loaded it: a later process whose kernel is in the cache never loads libnvrtc (6-15 ms)."""
     cache = str(tmp_path / "cache")
 
-    def child(value="1.0f", **env):
-        r = subprocess.run([sys.executable, "-c", NVRTC_CHILD.format(value=value), cache], capture_output=True,
-                           text=True, timeout=300, env={**os.environ, **env}, cwd=str(tmp_path))
+    def child(value="1.0f", *preload, **env):
+        r = subprocess.run([sys.executable, "-c", NVRTC_CHILD.format(value=value), cache, *preload],
+                           capture_output=True, text=True, timeout=300, env={**os.environ, **env}, cwd=str(tmp_path))
         assert r.returncode == 0, r.stderr
         return r.stdout.split()
 
     hit, loaded, lib = child()
     assert (hit, loaded) == ("None", "True") and lib.startswith("libnvrtc.so")
     assert child() == ["disk", "False", lib]
+    if hasattr(ca.core, "_cuda_nvrtc_soname"):  # a libnvrtc of another major version mapped (CuPy's, ...)
+        import _ctypes
+
+        major = int(ca.core._cuda_nvrtc_soname().rsplit(".", 1)[1])
+        other = tmp_path / f"libnvrtc.so.{major - 1}"
+        shutil.copy(_ctypes.__file__, other)
+        assert child("1.0f", str(other)) == ["disk", "False", lib]
     # The search changed (another LD_LIBRARY_PATH): the record is not trusted, libnvrtc is loaded,
     # and it is the same file, so the cached kernel still serves.
     assert child(LD_LIBRARY_PATH=str(tmp_path)) == ["disk", "True", lib]
