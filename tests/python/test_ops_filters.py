@@ -462,3 +462,29 @@ def test_fluid_kernel_band_rejects_bad_values():
     with pytest.raises(ValueError, match=r"setBand.*'band'"):
         k.setBand(ca.Vec3Di(2, -2, 0))
     assert tuple(k.getBand()) == (-1, -1, -1)
+
+
+_K_BITS = """
+import hashlib, numpy as np, pyca as ca
+n = (98, 116, 94)  # a 2 mm brain's grid: 2^18 voxels and more, where plans could be measured
+g = ca.GridInfo(n, (2.0, 2.0, 2.0), (0.0, 0.0, 0.0))
+v = np.asfortranarray(np.random.default_rng(0).standard_normal(n + (3,)).astype(np.float32))
+k = ca.FluidKernelFFT(); k.setAlpha(0.5); k.setGamma(0.1); k.setLPow(2); k.setGrid(g)
+f = ca.Field3D(g, ca.MEM_HOST)
+k.applyInverseOperator(f, ca.Field3D.from_array(v, g))
+print(hashlib.sha1(np.ascontiguousarray(f.numpy()).tobytes()).hexdigest())
+"""
+
+
+def test_fluid_kernel_host_bits_are_the_same_in_every_process_and_on_any_number_of_threads():
+    # FFTW's measured plans are chosen by timing: with them each process gave other bits.
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.dirname(ca.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+    env.pop("PYCA_FFTW_MEASURE", None)
+    bits = [subprocess.run([sys.executable, "-c", _K_BITS], env=dict(env, OMP_NUM_THREADS=str(t)), capture_output=True,
+                           text=True, timeout=300, check=True).stdout.strip() for t in (2, 1, 2, 16)]
+    assert len(set(bits)) == 1 and len(bits[0]) == 40, bits

@@ -41,6 +41,12 @@ std::mutex& plannerMutex() {
 // The most time FFTW may spend measuring one plan (forward or inverse) of a grid size.
 constexpr double kMeasureSeconds = 2.0;
 
+// PYCA_FFTW_MEASURE=1: measured host plans for large grids (see FftwPlans).
+bool measureRequested() {
+  const char* v = std::getenv("PYCA_FFTW_MEASURE");
+  return v && std::strcmp(v, "1") == 0;
+}
+
 // FFTW's description of a plan ("" for none).
 std::string planText(fftwf_plan p) {
   if (!p) return {};
@@ -91,8 +97,11 @@ struct FftwPlans {
     }
     {
       std::lock_guard<std::mutex> lk(plannerMutex());
-      // Measuring pays off for large grids; small ones are planned at once.
-      flags = nReal >= (std::size_t(1) << 18) ? FFTW_MEASURE : FFTW_ESTIMATE;
+      // Estimated plans depend on the grid alone, so a rerun (another process, another number of
+      // threads) gives the same bits; measured plans are chosen by timing, differ from process to
+      // process and cost seconds of planning per grid size. PYCA_FFTW_MEASURE=1 measures grids of
+      // 2^18 voxels and more (a few percent faster transforms, not bit-reproducible).
+      flags = (nReal >= (std::size_t(1) << 18) && measureRequested()) ? FFTW_MEASURE : FFTW_ESTIMATE;
       plan(rank, dims + first, nthreads, flags);
       // Estimated (not measured) threaded plans of some odd x sizes (49, 99, ...) split each 1-D
       // transform along x over the threads, thousands of times a call: 100-500x slower than one
