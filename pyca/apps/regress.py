@@ -28,7 +28,7 @@ from .. import io as pio
 from ..registration import optimisers
 from ..registration import parameters as _parameters
 from ..registration.geodesic import Geodesic, GeodesicFit
-from ..registration.inputs import as_image, on_grid
+from ..registration.inputs import as_image, check_world_overlap, on_grid
 from ._device import wait
 from . import shoot
 
@@ -219,6 +219,9 @@ def _load(a, params):
     shoot.device_of(_checked(params, "regress"), "regress")
     obs = [(t, pio.load_image(path)) for t, path in a.observations]
     shoot.check_images([(f"{path} (time {t:g})", im) for (t, im), (_, path) in zip(obs, a.observations)], "regress")
+    (t0, first), first_path = obs[0], a.observations[0][1]
+    for (t, im), (_, path) in list(zip(obs, a.observations))[1:]:
+        check_world_overlap(first.grid(), im.grid(), f"{first_path} (time {t0:g})", f"{path} (time {t:g})", "regress")
     time_steps_of([t for t, _ in obs], params["time_steps"])
     return obs
 

@@ -33,7 +33,7 @@ from .._files import atomic_open
 from ..registration import intensities, optimisers, transform_files
 from ..registration import parameters as _parameters
 from ..registration.geodesic import KEEP, Geodesic, GeodesicFit, epdiff_kernel
-from ..registration.inputs import as_image, on_grid
+from ..registration.inputs import as_image, check_world_overlap, on_grid
 from ..registration.transforms import jacobian_det, level_images
 from ._device import wait
 
@@ -353,8 +353,9 @@ def _load(a, params):
     device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
     fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
     check_images([("the fixed image", fixed), ("the moving image", moving)])
-    check_images([("the moving image placed on the fixed grid (do the two overlap in the world?)",
-                   on_grid(moving, fixed.grid()))])
+    check_world_overlap(fixed.grid(), moving.grid(), f"the fixed image {a.fixed}", f"the moving image {a.moving}",
+                        "shoot")
+    check_images([("the moving image placed on the fixed grid", on_grid(moving, fixed.grid()))])
     return fixed, moving
 
 

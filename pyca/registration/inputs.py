@@ -31,10 +31,11 @@ import numpy as np
 
 from .. import core as ca
 from .. import io as pio
-from .transforms import center_of_mass, same_grid
+from .transforms import center_of_mass, same_grid, vox2world
 
 __all__ = ["on_grid", "LabelImage", "MAX_LABELS", "MIN_SIZE", "as_image", "describe", "check_finite",
-           "placed_inputs", "check_inputs", "check_overlap", "binary", "linear_kind", "on_fixed"]
+           "placed_inputs", "check_inputs", "check_overlap", "world_overlap", "check_world_overlap", "binary",
+           "linear_kind", "on_fixed"]
 
 MIN_SIZE = 4  # smallest extent of a registered axis (z may be 1: a 2-D image)
 MAX_LABELS = 1 << 24  # distinct label values: each index must be exact in float32
@@ -252,6 +253,27 @@ def check_overlap(H, gm, names):
         raise ValueError(f"lddmm: the fields of view of {describe('fixed', names)} and {describe('moving', names)} do "
                          f"not overlap after the linear stage ({inside / H.grid().nVox():.1%} of the fixed grid "
                          "maps inside the moving image)")
+
+
+def world_overlap(fixed_grid, moving_grid, samples=48):
+    """The fraction of `fixed_grid`'s voxel centres (at most `samples` per axis, evenly spread) whose world
+    position lies inside `moving_grid`'s box (its voxels' extent), each grid placed by its own affine."""
+    axes = [np.unique(np.linspace(0, n - 1, min(n, samples)).round()) for n in tuple(fixed_grid.size())]
+    i = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")] + [np.ones(axes[0].size * axes[1].size *
+                                                                                  axes[2].size)])
+    j = np.linalg.solve(vox2world(moving_grid), vox2world(fixed_grid) @ i)[:3]
+    n = np.array(tuple(moving_grid.size()), float)[:, None]
+    inside = np.all((j >= -0.5) & (j <= n - 0.5), axis=0)
+    return float(inside.mean())
+
+
+def check_world_overlap(fixed_grid, moving_grid, fixed_what, moving_what, prog):
+    """Before any work: refused in one line when less than 1% of the fixed grid lies inside the moving
+    image's box in the world (the moving image would be its own border, smeared over the fixed grid)."""
+    f = world_overlap(fixed_grid, moving_grid)
+    if f < 0.01:
+        raise ValueError(f"{prog}: {fixed_what} and {moving_what} do not overlap in the world ({f:.1%} of the "
+                         "first's grid lies inside the second's box): check their affines (qform/sform)")
 
 
 def binary(im, mem):

@@ -291,16 +291,35 @@ def test_cli_shoot_and_regress(tmp_path):
     far[:3, 3] = 1000.0  # the same image 1 m away in the world: no overlap
     nib.save(nib.Nifti1Image(np.random.default_rng(2).random((24, 24, 8), dtype=np.float32), far),
              str(tmp_path / "far3.nii.gz"))
+    far_x = np.eye(4)
+    far_x[0, 3] = 500.0  # 500 mm along x only: placed with its border extended, a noisy border is not constant
+    nib.save(nib.Nifti1Image(np.random.default_rng(3).random((24, 24, 8), dtype=np.float32), far_x),
+             str(tmp_path / "farx.nii.gz"))
     nib.save(nib.Nifti1Image(a1[:, :, 0].astype(np.float32), aff), str(tmp_path / "f2.nii.gz"))
     for args, says in ((("shoot", "--fixed", "f2.nii.gz", "--moving", "m3.nii.gz"), "2-D image with a 3-D one"),
                        (("shoot", "--fixed", "m3.nii.gz", "--moving", "c3.nii.gz"), "is constant"),
                        (("regress", "m3.nii.gz:0", "c3.nii.gz:1"), "c3.nii.gz (time 1) is constant"),
-                       (("shoot", "--fixed", "m3.nii.gz", "--moving", "far3.nii.gz"), "do the two overlap")):
+                       (("shoot", "--fixed", "m3.nii.gz", "--moving", "far3.nii.gz"), "do not overlap in the world"),
+                       (("shoot", "--fixed", "m3.nii.gz", "--moving", "farx.nii.gz"), "do not overlap in the world"),
+                       (("regress", "m3.nii.gz:0", "farx.nii.gz:1"), "do not overlap in the world")):
         r = _pyca(*args, "--out", "bad", "--device", "cpu", cwd=tmp_path)
         assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert not os.path.exists(tmp_path / "bad")
     r = _pyca("regress", "m.nii.gz:0", "f.nii.gz:2", "--out", "reg3", "--scales", "2,1", cwd=tmp_path)
     assert r.returncode == 2 and "--scales" in r.stderr  # not an option of regress
+
+
+def test_world_overlap_is_the_fraction_of_the_fixed_grid_inside_the_moving_box():
+    from pyca.registration.inputs import world_overlap
+
+    g = ca.GridInfo((10, 8, 6), (2.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    half = ca.GridInfo((10, 8, 6), (2.0, 1.0, 1.0), (10.0, 0.0, 0.0))  # 5 voxels along x: centres 5..9 inside
+    assert world_overlap(g, half) == pytest.approx(0.5)
+    flipped = ca.GridInfo((10, 8, 6), (2.0, 1.0, 1.0), (18.0, 0.0, 0.0), np.diag([-1.0, 1.0, 1.0]))  # LAS, same box
+    assert world_overlap(g, flipped) == 1.0
+    assert world_overlap(g, ca.GridInfo((10, 8, 6), (2.0, 1.0, 1.0), (500.0, 0.0, 0.0))) == 0.0
+    big = ca.GridInfo((200, 10, 10), (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))  # sampled (48 per axis): about a quarter
+    assert world_overlap(big, ca.GridInfo((50, 10, 10), (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))) == pytest.approx(0.25, abs=0.02)
 
 
 _ANISO = ((20, 18, 12), (1.0, 1.2, 1.5))
