@@ -319,6 +319,22 @@ def test_register_batch_ctrl_c_and_sigterm_are_one_line(pair_files, tmp_path):
         _no_temporary(out)
 
 
+def _start_at_marker(tmp_path, sitecustomize, *args):
+    """Starts the command with `sitecustomize` loaded first; returns once it has created the file named by
+    PYCA_TEST_MARKER (the moment the test acts)."""
+    site, marker = tmp_path / "site", tmp_path / "marker"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(sitecustomize)
+    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+               PYCA_TEST_MARKER=str(marker))
+    p = _start(*args, env=env)
+    t0 = time.perf_counter()
+    while not marker.exists():
+        assert p.poll() is None and time.perf_counter() - t0 < 120, p.stderr.read() if p.poll() is not None else ""
+        time.sleep(0.02)
+    return p
+
+
 SLOW_SAVE = '''
 import os, time
 import pyca.io
@@ -334,18 +350,9 @@ pyca.io.GzipWriter = _Slow
 
 
 def test_sigterm_while_lddmm_writes_leaves_no_temporary_folder(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SLOW_SAVE)
-    marker, out = tmp_path / "writing", tmp_path / "out"
-    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-               PYCA_TEST_MARKER=str(marker))
-    p = _start("lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations", "2,2", "--time-steps", "2",
-               "--no-progress", "--no-report", "--device", "cpu", "--out", out, env=env)
-    t0 = time.perf_counter()
-    while not marker.exists():
-        assert p.poll() is None and time.perf_counter() - t0 < 120, p.stderr.read() if p.poll() is not None else ""
-        time.sleep(0.05)
+    out = tmp_path / "out"
+    p = _start_at_marker(tmp_path, SLOW_SAVE, "lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations", "2,2",
+                         "--time-steps", "2", "--no-progress", "--no-report", "--device", "cpu", "--out", out)
     os.kill(p.pid, signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 143, (p.returncode, err)
@@ -385,18 +392,9 @@ gc.callbacks.append(_hold)
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"),
                                            (signal.SIGTERM, 143, "terminated (SIGTERM)")])
 def test_a_signal_inside_a_gc_callback_still_ends_the_command(tmp_path, sig, code, word):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(GC_CALLBACK)
-    marker, out = tmp_path / "held", tmp_path / "out"
-    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-               PYCA_TEST_MARKER=str(marker))
-    p = _start("lddmm", "--size", "24,24,16", "--scales", "2,1", "--iterations", "400,400", "--no-progress",
-               "--no-report", "--device", "cpu", "--out", out, env=env)
-    t0 = time.perf_counter()
-    while not marker.exists():
-        assert p.poll() is None and time.perf_counter() - t0 < 120, p.stderr.read() if p.poll() is not None else ""
-        time.sleep(0.02)
+    out = tmp_path / "out"
+    p = _start_at_marker(tmp_path, GC_CALLBACK, "lddmm", "--size", "24,24,16", "--scales", "2,1", "--iterations",
+                         "400,400", "--no-progress", "--no-report", "--device", "cpu", "--out", out)
     os.kill(p.pid, sig)
     _, err = p.communicate(timeout=120)
     # Without the redelivery the exception is printed as ignored and the registration runs to its end (exit 0).
