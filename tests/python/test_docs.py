@@ -72,3 +72,42 @@ def test_docs_script_builds_outside_the_checkout(tmp_path):
     assert (tmp_path / "site-out" / "site" / "index.html").is_file()
     assert (tmp_path / "site-out" / "site" / "design" / "report.html").is_file()
     assert tree() == before
+
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?(?![\w.])")
+
+
+def test_lddmm_page_states_the_declared_defaults():
+    """docs/lddmm.md's parameter table gives each parameter the default pyca.registration.parameters
+    declares (per metric where the declaration defers to pyca.registration.metrics): the page is not kept
+    in sync by hand alone."""
+    from pyca.registration import metrics, parameters
+
+    rows = {}
+    for line in (ROOT / "docs" / "lddmm.md").read_text().splitlines():
+        m = re.match(r"\| ((?:`\w+`(?:, )?)+)(?: / [^|]*)? \| ([^|]+) \|", line)
+        if m:
+            rows.update((name, m.group(2)) for name in re.findall(r"`(\w+)`", m.group(1)))
+    per_metric = {"alpha": metrics.DEFAULT_ALPHA, "sigma": metrics.DEFAULT_SIGMA,
+                  "iterations": metrics.DEFAULT_ITERATIONS}
+    checked = []
+    for q in parameters.DECLARED:
+        if q.name not in rows:
+            continue
+        cell = rows[q.name]
+        numbers = [float(x) for x in _NUMBER.findall(cell)]
+        values = list(per_metric[q.name].values()) if q.name in per_metric else [q.default]
+        for v in values:
+            if v is None:
+                assert cell.strip().lower() == "none", (q.name, cell)
+            elif isinstance(v, str):
+                assert v in cell, (q.name, v, cell)
+            elif isinstance(v, tuple):
+                seq = [float(x) for x in v]
+                assert any(numbers[i:i + len(seq)] == seq for i in range(len(numbers))), (q.name, v, cell)
+            else:
+                assert float(v) in numbers, (q.name, v, cell)
+        checked.append(q.name)
+    assert {"alpha", "gamma", "lpow", "sigma", "iterations", "scales", "tol", "time_steps", "bias_sigma",
+            "band_tol", "interp_blur", "fixed_blur", "metric", "radius", "bins", "max_step", "percentiles", "affine",
+            "fixed_mask", "moving_mask", "device"} <= set(checked), checked
