@@ -111,3 +111,26 @@ def test_lddmm_page_states_the_declared_defaults():
     assert {"alpha", "gamma", "lpow", "sigma", "iterations", "scales", "tol", "time_steps", "bias_sigma",
             "band_tol", "interp_blur", "fixed_blur", "metric", "radius", "bins", "max_step", "percentiles", "affine",
             "fixed_mask", "moving_mask", "device"} <= set(checked), checked
+
+
+def test_shoot_page_states_the_defaults():
+    """docs/shoot.md's option table gives each option the default of pyca.apps.shoot.DEFAULTS."""
+    from pyca.apps import shoot
+
+    checked = []
+    for line in (ROOT / "docs" / "shoot.md").read_text().splitlines():
+        m = re.match(r"\| ((?:`--[\w-]+`(?:, )?)+) \| ([^|]+) \|", line)
+        if not m:
+            continue
+        names = [o.replace("-", "_") for o in re.findall(r"`--([\w-]+)`", m.group(1))]
+        cells = m.group(2).split(", ") if len(names) > 1 else [m.group(2)]
+        assert len(cells) == len(names), line
+        for name, cell in zip(names, cells):
+            v = shoot.DEFAULTS[name]
+            if isinstance(v, str):
+                assert cell.strip() == v, (name, v, cell)
+            else:
+                want = [float(x) for x in (v if isinstance(v, tuple) else (v,))]
+                assert [float(x) for x in _NUMBER.findall(cell)] == want, (name, v, cell)
+            checked.append(name)
+    assert set(checked) >= set(shoot.DEFAULTS) - {"percentiles"}, checked
