@@ -15,3 +15,13 @@ def grid(request):
     size = request.param
     sp = (1.5, 2.1, 1.0) if size[2] == 1 else (1.5, 1.0, 2.0)
     return ca.GridInfo(size, sp, (0.5, -1.0, 2.0))
+
+
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory):
+    """One kernel cache folder for a module's compilations (and its subprocesses' cache hits); a module
+    uses it with pytestmark = pytest.mark.usefixtures("kernel_cache")."""
+    d = tmp_path_factory.mktemp("kernel-cache")
+    ca.cuda.set_cache_dir(str(d))
+    yield d
+    ca.cuda.set_cache_dir(None)

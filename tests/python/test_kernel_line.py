@@ -16,12 +16,7 @@ from pyca.kernels import KernelSyntaxError
 from pyca.testing import needs_gpu, parity_params
 
 
-@pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory):
-    d = tmp_path_factory.mktemp("kernel-cache")
-    ca.cuda.set_cache_dir(str(d))
-    yield d
-    ca.cuda.set_cache_dir(None)
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # one kernel cache per module (conftest.py)
 
 
 def image(a, mem=ca.MEM_HOST):

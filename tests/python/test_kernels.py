@@ -26,13 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PYCA_PATH = os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(ca.__file__)), os.environ.get("PYTHONPATH")) if p)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory):
-    """One kernel cache for the module's compilations (and the subprocesses' cache hits)."""
-    d = tmp_path_factory.mktemp("kernel-cache")
-    ca.cuda.set_cache_dir(str(d))
-    yield d
-    ca.cuda.set_cache_dir(None)
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # one kernel cache per module (conftest.py)
 
 
 G = ca.GridInfo((17, 15, 13))

@@ -156,16 +156,17 @@ print(float(mi).hex(), hashlib.sha256(h.numpy().tobytes()).hexdigest(), hashlib.
 """
 
 
-def test_cpu_mutual_information_has_the_same_bits_for_1_2_and_3_threads():
-    def run(n):
-        env = {**os.environ, "OMP_NUM_THREADS": n, "OMP_DYNAMIC": "false"}
-        return subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
-                              timeout=300, check=True).stdout.split()
+def _probe(src, **env):
+    """The words `src` prints, run in a new process with `env` added to this one's environment."""
+    return subprocess.run([sys.executable, "-c", src], env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=300, check=True).stdout.split()
 
-    ref = run("1")
+
+def test_cpu_mutual_information_has_the_same_bits_for_1_2_and_3_threads():
+    ref = _probe(_PROBE, OMP_NUM_THREADS="1", OMP_DYNAMIC="false")
     assert len(ref) == 3
-    assert run("2") == ref
-    assert run("3") == ref
+    assert _probe(_PROBE, OMP_NUM_THREADS="2", OMP_DYNAMIC="false") == ref
+    assert _probe(_PROBE, OMP_NUM_THREADS="3", OMP_DYNAMIC="false") == ref
 
 
 # Histograms, MI and gradients of pairs with a background, NaN and infinite voxels, values outside the
@@ -199,14 +200,9 @@ print(hashlib.sha256(b"".join(out)).hexdigest())
 def test_cpu_simd_mutual_information_has_the_scalar_bits():
     """The AVX-512 loops (eight voxels at once: core/src/ops/similarity_simd.cpp) give the scalar loops'
     histogram, MI and gradient bit for bit (PYCA_CPU_SIMD=0 runs the scalar ones), each in a process."""
-    def run(simd):
-        env = {**os.environ, "PYCA_CPU_SIMD": simd, "OMP_NUM_THREADS": "2"}
-        return subprocess.run([sys.executable, "-c", _PROBE_EDGES], env=env, capture_output=True, text=True,
-                              timeout=300, check=True).stdout.split()
-
-    ref = run("0")
+    ref = _probe(_PROBE_EDGES, PYCA_CPU_SIMD="0", OMP_NUM_THREADS="2")
     assert len(ref) == 1
-    assert run("1") == ref
+    assert _probe(_PROBE_EDGES, PYCA_CPU_SIMD="1", OMP_NUM_THREADS="2") == ref
 
 
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
