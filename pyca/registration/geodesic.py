@@ -71,13 +71,19 @@ class Geodesic:
     h_{j+1} = h_j(x - dt d_j(x)); the first step, without v_{-1}, takes w_0 = v_0. (A Heun first step,
     w_0 = (v_0 + v_1) / 2 with the v_1 of a first try, brings the energies nearer their T -> infinity
     limit but further from the vector-momentum client's at 128^3, for one kernel application more:
-    docs/performance.md.) The adjoint sweep steps back along x + dt w_j(x + dt/2 w_j(x))."""
+    docs/performance.md.) The adjoint sweep steps back two time steps at once along the stored
+    mid-step velocity, x + 2 dt v_{j+1}(x + dt v_{j+1}(x)) (the midpoint rule: second order, one kernel
+    application per two steps; adjoint_stride = 1: one step at a time along x + dt w_j(x + dt/2 w_j(x)),
+    the shooting's own steps reversed); a measurement at t_{j+1} makes that step two single ones."""
 
     # the fused passes (pyca/registration/_geodesic_kernels.py) instead of the chains of operations:
     # False (the default: chains on both backends), True (both backends) or None (the GPU only). Opt-in
     # until their CUDA kernels are measured against the CPU on a GPU (docs/shoot.md).
     fused = False
-    fuse_sample = True  # fused: I_j = I0 o h_j sampled inside the force pass (False: ApplyH before it)
+    fuse_sample = True
+    # the adjoint sweep's step in time steps: 2 (two at once where no measurement lies between: about T / 2
+    # kernel applications K) or 1 (one per time step, the discrete adjoint of the shooting)
+    adjoint_stride = 2  # fused: I_j = I0 o h_j sampled inside the force pass (False: ApplyH before it)
 
     def __init__(self, grid, mem, T, K, keep="auto"):
         if int(T) < 1:
@@ -197,6 +203,17 @@ class Geodesic:
         integration's error."""
         return [float(ca.Dot(*self._at(j))) for j in range(self.T)]
 
+    def sweep_steps(self, jumps=()):
+        """The adjoint sweep's steps back, [(j, st)] from t_{j+st} to t_j, last step first: two time steps
+        at once (st = 2, the midpoint rule with the stored v_{j+1}) where adjoint_stride is 2 and no
+        measurement lies at t_{j+1}, else one (st = 1)."""
+        out, t = [], self.T
+        while t > 0:
+            st = 2 if int(self.adjoint_stride) == 2 and t >= 2 and (t - 1) not in jumps else 1
+            t -= st
+            out.append((t, st))
+        return out
+
     def adjoint(self, I0, jumps):
         """The backward sweep after shoot(m0): jumps maps a step j (0 .. T) to an image adjoint
         jump at t_j, -(sigma^2 / 2) dE/dI_j / sigma^2 = -r_j / sigma^2 (an Image3D; for matching {T:
@@ -220,16 +237,22 @@ class Geodesic:
                 self._im2 = ca.Image3D(self.grid, self.mem)
             Ihat2 = self._im2
         zero_m = True
-        for j in range(self.T - 1, -1, -1):
-            # s_j = x + dt w_j(x + dt/2 w_j) (an H-field), the step back from t_{j+1} to t_j
-            if fused:
+        for j, st in self.sweep_steps(jumps):
+            dt = self.dt * st
+            # s_j = x + dt w(x + dt/2 w) (an H-field), the step back from t_{j+st} to t_j; st = 1: w = w_j,
+            # the shooting's velocity of step j; st = 2: w = v_{j+1}, the velocity at mid-step
+            if st == 1:
                 a, b, k = self._weights(j)
-                v = self._at(j)[1]
-                gk.step(s, v, v, self._at(k)[1], a, b, self.dt, 1.0, *sp, False)
+                v, vk = self._at(j)[1], self._at(k)[1]
             else:
-                self._step_field(j, f)
-                ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)
-                ca.MulC_I(s, self.dt)
+                a, b, v = 1.0, 0.0, self._at(j + st // 2)[1]
+                vk = v
+            if fused:
+                gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
+            else:
+                ca.MulC_Add_MulC(f, v, a, vk, b)
+                ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * dt)
+                ca.MulC_I(s, dt)
                 ca.VtoH_I(s)
             # I^ <- |D s_j| I^ o s_j ;  m~ = m^ o s_j
             if fused:
@@ -259,14 +282,14 @@ class Geodesic:
             self.K.applyInverseOperator(f)
             # m^ = m~ - dt (v^ + (D v_j) m~)
             if zero_m:
-                ca.MulC(mhat, f, -self.dt)
+                ca.MulC(mhat, f, -dt)
                 zero_m = False
             elif fused:
-                gk.momentum_update(mhat, mt, f, v, self.dt, *sp)
+                gk.momentum_update(mhat, mt, f, v, dt, *sp)
             else:
                 ca.JacobianXY(s, v, mt)
                 ca.Add_I(f, s)
-                ca.Add_MulC(mhat, mt, f, -self.dt)
+                ca.Add_MulC(mhat, mt, f, -dt)
             if j in jumps:
                 ca.Add_I(Ihat, jumps[j])
         return mhat, Ihat

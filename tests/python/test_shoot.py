@@ -90,11 +90,14 @@ def test_shoot_moves_points_along_the_initial_velocity():
     np.testing.assert_allclose(h - ident, -v0, atol=0.05 * 0.05)
 
 
-def test_adjoint_gradient_matches_finite_differences():
-    """The adjoint sweep's gradient K m0 - m^_0 against central differences of the energy, within 5%.
+@pytest.mark.parametrize("stride", [1, 2])
+def test_adjoint_gradient_matches_finite_differences(stride):
+    """The adjoint sweep's gradient K m0 - m^_0 against central differences of the energy, within 5%,
+    with the sweep stepping back one time step at a time or two (the default: the midpoint rule).
     (The adjoint differentiates the continuous model: on smooth images. Near a sharp edge the discrete
     energy's derivative is that of the trilinear interpolant, one-sided differences, and differs more.)"""
     I0, grid, K, G = _setup(10, blur=2.5)
+    G.adjoint_stride = stride
     I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9), blur=2.5), MEM)
     fit = GeodesicFit(G, I0, [(G.T, I1)], 0.5, m0=_momentum(K=K, vmax=1.0))
 
@@ -119,11 +122,26 @@ def test_adjoint_gradient_matches_finite_differences():
         ca.Copy(fit.m0, m_saved)
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_low_memory_mode_gives_the_same_numbers(fused):
+def test_the_sweep_steps_back_two_time_steps_at_once_except_over_a_measurement():
+    """Geodesic.sweep_steps: (j, steps) from t_{j+steps} back to t_j, covering [0, T] once."""
+    _, grid, K, _ = _setup()
+    G = Geodesic(grid, MEM, 10, K)
+    assert G.adjoint_stride == 2
+    assert G.sweep_steps({10: 0}) == [(8, 2), (6, 2), (4, 2), (2, 2), (0, 2)]
+    assert Geodesic(grid, MEM, 5, K).sweep_steps({5: 0}) == [(3, 2), (1, 2), (0, 1)]
+    G6 = Geodesic(grid, MEM, 6, K)
+    assert G6.sweep_steps({3: 0, 6: 0}) == [(4, 2), (3, 1), (1, 2), (0, 1)]
+    assert G6.sweep_steps({5: 0, 6: 0}) == [(5, 1), (3, 2), (1, 2), (0, 1)]
+    G6.adjoint_stride = 1
+    assert G6.sweep_steps({6: 0}) == [(j, 1) for j in range(5, -1, -1)]
+
+
+@pytest.mark.parametrize("fused,stride", [(False, 1), (False, 2), (True, 2)])
+def test_low_memory_mode_gives_the_same_numbers(fused, stride):
     I0, grid, K, Ga = _setup(6, "all")
     Gm = Geodesic(grid, MEM, 6, K, keep="maps")
     Ga.fused = Gm.fused = fused
+    Ga.adjoint_stride = Gm.adjoint_stride = stride
     I1 = common.ImFromNPArr(_blob(c=(21, 19), r=(11, 9)), MEM)
     m0 = _momentum(K=K, vmax=1.0)
     out = []
