@@ -418,7 +418,7 @@ def main():
     ap.add_argument("--sample-apart", action="store_true", help="fused passes: the image I0 o h_j sampled by "
                     "ApplyH before the force pass (default: inside it)")
     ap.add_argument("--fused", choices=["default", "gpu", "on", "off"], default="default",
-                    help="the fused passes (Geodesic.fused): default (pyca's: off), gpu (on the GPU only), on, off")
+                    help="the fused passes (Geodesic.fused): default (pyca's: the GPU only), gpu (on the GPU only), on, off")
     ap.add_argument("--adjoint-stride", type=int, choices=[1, 2], default=None,
                     help="the adjoint sweep's time steps per step back (Geodesic.adjoint_stride; default pyca's)")
     a = ap.parse_args()

@@ -397,6 +397,15 @@ def test_fused_adjoint_passes_equal_the_chain_of_operations():
                 pytest.skip(f"no C++ compiler for the kernels' CPU loops: {e}")
 
 
+def test_the_fused_passes_are_the_default_on_the_gpu_only():
+    """Geodesic.fused = None: a geodesic on the GPU runs the fused passes (their CUDA kernels equal the
+    CPU's chains: the test below), one on the CPU the chains of operations (faster there)."""
+    _, grid, K, G = _setup()
+    assert Geodesic.fused is None and G.fused is False
+    if ca.cuda_available():
+        assert Geodesic(grid, ca.MEM_DEVICE, 4, epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)).fused is True
+
+
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("fused", [False, True, "sample apart"])
 def test_geodesic_on_the_gpu_equals_the_cpu_chains(fused):
