@@ -415,8 +415,9 @@ def main():
     ap.add_argument("--brain-skip-lddmm", action="store_true")
     ap.add_argument("--profile", action="store_true", help="also each operation's time in one iteration of "
                     "shoot and of lddmm, and shoot's time per iteration at 16^3")
-    ap.add_argument("--sample-apart", action="store_true", help="fused passes: the image I0 o h_j sampled by "
-                    "ApplyH before the force pass (default: inside it)")
+    ap.add_argument("--sample", choices=["default", "apart", "inside"], default="default",
+                    help="fused passes: the image I0 o h_j sampled by ApplyH before the force pass (apart, pyca's "
+                    "default) or inside it (Geodesic.fuse_sample)")
     ap.add_argument("--fused", choices=["default", "gpu", "on", "off"], default="default",
                     help="the fused passes (Geodesic.fused): default (pyca's: the GPU only), gpu (on the GPU only), on, off")
     ap.add_argument("--adjoint-stride", type=int, choices=[1, 2], default=None,
@@ -429,7 +430,8 @@ def main():
 
     if a.fused != "default":
         Geodesic.fused = {"gpu": None, "on": True, "off": False}[a.fused]
-    Geodesic.fuse_sample = not a.sample_apart
+    if a.sample != "default":
+        Geodesic.fuse_sample = a.sample == "inside"
     if a.adjoint_stride:
         Geodesic.adjoint_stride = a.adjoint_stride
     dev = ca.device_info() if a.gpu else f"cpu ({os.cpu_count()} cores)"

@@ -346,7 +346,8 @@ _ANISO = ((20, 18, 12), (1.0, 1.2, 1.5))
 def _fused_case(aniso, fused, mem=MEM):
     """phi_{1,0} and the gradients (momentum, base image) of a regression with two measurements, on
     the 2-D test grid or a 3-D grid of anisotropic spacing, computed on `mem` by the chains of operations
-    (fused False) or the fused passes (True; 'sample apart': I0 o h_j by ApplyH before the force pass)."""
+    (fused False) or the fused passes (True: I0 o h_j sampled inside the force pass; 'sample apart': by
+    ApplyH before it, the default)."""
     if not aniso:
         I0, grid, K, _ = _setup(6)
         m0 = _momentum(K=K, vmax=1.0)
@@ -399,9 +400,11 @@ def test_fused_adjoint_passes_equal_the_chain_of_operations():
 
 def test_the_fused_passes_are_the_default_on_the_gpu_only():
     """Geodesic.fused = None: a geodesic on the GPU runs the fused passes (their CUDA kernels equal the
-    CPU's chains: the test below), one on the CPU the chains of operations (faster there)."""
+    CPU's chains: the test below, both ways of sampling the image), one on the CPU the chains of
+    operations (faster there)."""
     _, grid, K, G = _setup()
     assert Geodesic.fused is None and G.fused is False
+    assert Geodesic.fuse_sample is False  # the image sampled by ApplyH before the force pass
     if ca.cuda_available():
         assert Geodesic(grid, ca.MEM_DEVICE, 4, epdiff_kernel(grid, 0.01, 0.01, 0.001, 1)).fused is True
 
