@@ -405,6 +405,16 @@ __device__ __forceinline__ void lineTilesAx(float* sh, const pyca::Vec3Di& dom, 
     }
   }
 }
+// The first voxel (linear index) of this thread and the step between a thread's voxels, over the whole
+// launch: blocks and their threads in one linear order, consecutive threads on consecutive voxels of x.
+__device__ __forceinline__ long long linearThread() {
+  const long long b = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+  return b * (blockDim.x * blockDim.y * blockDim.z) + threadIdx.x +
+         blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ __forceinline__ long long linearThreads() {
+  return (long long)gridDim.x * gridDim.y * gridDim.z * (blockDim.x * blockDim.y * blockDim.z);
+}
 template <class F>
 __device__ __forceinline__ void lineTiles(const pyca::Vec3Di& dom, const pyca::ImageView& im, int ax, int r,
                                           F body) {
@@ -416,6 +426,26 @@ __device__ __forceinline__ void lineTiles(const pyca::Vec3Di& dom, const pyca::I
   else
     lineTilesAx<2>(sh, dom, im, r, body);
 }
+#endif
+
+// The voxel loop of a kernel's device entry (X, Y, Z: int indices of the grid sz; Idx: int, or long long
+// for arrays of 2^31 voxels or more). A kernel with ca.line's tiles (PYCA_K_TILES) is launched with a
+// linear grid of one block per LINE_VOXELS_PER_THREAD x block voxels (pyca/kernels/voxel.py), which
+// PYCA_FOR_EACH_VOXEL's 3-D grid-stride loop would cover with the blocks of x only (about nx x 8 threads,
+// ~100x slower); where its tiles cannot run (a radius beyond PYCA_K_LINE_RMAX, a block that is not whole
+// warps, 64-bit indices) its threads step through the voxels by their linear index instead, any launch
+// covering every voxel once.
+#if defined(PYCA_K_TILES) && defined(__CUDA_ARCH__)
+#define PYCA_K_FOR_EACH_VOXEL(Idx, sz, X, Y, Z)                                                      \
+  for (long long pyca_v = pyca_k::linearThread(), pyca_n = (long long)(sz).x * (sz).y * (sz).z,      \
+                 pyca_st = pyca_k::linearThreads();                                                  \
+       pyca_v < pyca_n; pyca_v += pyca_st)                                                           \
+    for (int X = int(static_cast<Idx>(pyca_v) % (sz).x),                                             \
+             Y = int(static_cast<Idx>(pyca_v) / (sz).x % (sz).y),                                    \
+             Z = int(static_cast<Idx>(pyca_v) / (static_cast<Idx>((sz).x) * (sz).y)), pyca_once = 1; \
+         pyca_once; pyca_once = 0)
+#else
+#define PYCA_K_FOR_EACH_VOXEL(Idx, sz, X, Y, Z) PYCA_FOR_EACH_VOXEL(sz, X, Y, Z)
 #endif
 
 }  // namespace pyca_k

@@ -301,15 +301,16 @@ class Kernel(DispatchedOp):
                       f"const pyca_k::Line& pyca_line) {{\n"
                       f"      {self._cname}_body<int>(i, j, k, {call}, pyca_line, nullptr);\n    }});\n"
                       f"    return;\n  }}\n#endif\n")
-        loop = f"PYCA_FOR_EACH_VOXEL({dom}.size, i, j, k) {self._cname}_body<%s>(i, j, k, {lcall}, nullptr);\n"
+        loop = lambda idx: (f"PYCA_K_FOR_EACH_VOXEL({idx}, {dom}.size, i, j, k) "  # noqa: E731
+                            f"{self._cname}_body<{idx}>(i, j, k, {lcall}, nullptr);\n")
         device = (f"#if !defined(PYCA_K_IDX64)\n"
                   f'extern "C" __global__ void {self._cname}_gpu({dparams}) {{\n{staged}'
                   f"#if defined(PYCA_K_SPLIT64)\n"
-                  f"  if (!({narrow})) return;\n  {loop % 'int'}"
+                  f"  if (!({narrow})) return;\n  {loop('int')}"
                   f"#else\n"
-                  f"  if ({narrow}) {{\n    {loop % 'int'}  }} else {{\n    {loop % 'long long'}  }}\n"
+                  f"  if ({narrow}) {{\n    {loop('int')}  }} else {{\n    {loop('long long')}  }}\n"
                   f"#endif\n}}\n#else\n"
-                  f'extern "C" __global__ void {self._cname}_gpu64({dparams}) {{\n  {loop % "long long"}}}\n#endif\n')
+                  f'extern "C" __global__ void {self._cname}_gpu64({dparams}) {{\n  {loop("long long")}}}\n#endif\n')
         hparams, unpack, refs = [], "", []
         for n in names:
             ct = _PARAM_C[self._kinds[n]][0]

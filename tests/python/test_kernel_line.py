@@ -229,6 +229,7 @@ def test_line_parity(case):
 # __shared__ one static array per block at a time), so that the tiles' indexing and
 # synchronisation are checked against the CPU half here, without a GPU. Not a timing.
 EMU_SHIM = r"""
+#include <atomic>
 #include <barrier>
 #include <cstring>
 #include <thread>
@@ -240,6 +241,9 @@ static uint3 blockIdx;
 static dim3 blockDim, gridDim;
 static std::barrier<>* emu_sync;
 inline void __syncthreads() { emu_sync->arrive_and_wait(); }
+static thread_local long emu_visits;  // voxels this thread's body ran for, in the current block
+static std::atomic<long> emu_most{0};  // the most of any thread of any block since the last read
+inline void emu_visit() { ++emu_visits; }
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, sizeof f); return f; }
 #define __global__
@@ -268,7 +272,10 @@ static void emu_launch(dim3 g, dim3 b, F kernel) {
       for (;;) {
         start.arrive_and_wait();
         if (done) return;
+        emu_visits = 0;
         kernel();
+        for (long m = emu_most.load(); emu_visits > m && !emu_most.compare_exchange_weak(m, emu_visits);) {
+        }
         end.arrive_and_wait();
       }
     });
@@ -287,7 +294,8 @@ static void emu_launch(dim3 g, dim3 b, F kernel) {
 
 
 def emulated(kernel, options=(), entry="_gpu"):
-    """run(*args, grid, block): `kernel`'s CUDA entry run on the CPU under the shim."""
+    """run(*args, grid, block): `kernel`'s CUDA entry run on the CPU under the shim; run.most_visits() the
+    most voxels one thread (of one block) ran the body for since the last call."""
     import ctypes
     import subprocess
 
@@ -299,7 +307,9 @@ def emulated(kernel, options=(), entry="_gpu"):
     params = ", ".join(f"{ctype[kernel._kinds[n]]} a_{n}" for n in names)
     args = ", ".join(f"*a_{n}" if kernel._kinds[n] in ("Image3D", "Field3D") else f"a_{n}" for n in names)
     defines = "".join(f"#define {o[2:]}\n" for o in options)
-    src = (defines + EMU_SHIM + kernel.source + EMU_LAUNCH
+    body = f"{kernel._cname}_body<"
+    src = (defines + EMU_SHIM + kernel.source.replace(body, "emu_visit(), " + body) + EMU_LAUNCH
+           + 'extern "C" long emu_most_visits() { return emu_most.exchange(0); }\n'
            + f'extern "C" void emu_run({params}, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, '
            f"unsigned bz) {{\n  emu_launch(dim3{{gx, gy, gz}}, dim3{{bx, by, bz}}, [&] {{ {kernel._cname}{entry}({args}); }});\n}}\n")
     d = Path(ca.cuda.get_cache_dir()) / f"emu_{kernel.name}_{abs(hash(src)) % 10**12}"
@@ -309,7 +319,9 @@ def emulated(kernel, options=(), entry="_gpu"):
            *[f"-I{x}" for x in ca.cuda.include_dirs()], str(d / "k.cpp"), "-o", str(d / "k.so")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    fn = ctypes.CDLL(str(d / "k.so")).emu_run
+    lib = ctypes.CDLL(str(d / "k.so"))
+    fn = lib.emu_run
+    lib.emu_most_visits.restype = ctypes.c_long
     packers = {"Image3D": host.image_view, "Field3D": host.field_view}
 
     def run(*a, grid, block):
@@ -318,6 +330,7 @@ def emulated(kernel, options=(), entry="_gpu"):
                 else ctypes.c_int(int(p))) for n, p in zip(names, packed)]
         fn(*keep, *(ctypes.c_uint(v) for v in (*grid, *block)))
 
+    run.most_visits = lib.emu_most_visits
     return run
 
 
@@ -350,6 +363,37 @@ def test_line_device_code_on_a_cpu_emulation(options):
             line_wide(ref, image(src), 2, axis)
             ew(got, image(src), 2, axis, grid=tiled[0], block=tiled[1])
             np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the emulation")
+def test_the_per_voxel_loop_of_a_tiled_launch_uses_every_thread():
+    """With the tiles compiled, a kernel with ca.line is launched with one block per 8 blocks' voxels (a
+    linear grid: LINE_VOXELS_PER_THREAD). Where the tiles cannot run (a radius beyond 32, a block that is
+    not whole warps, the 64-bit entry) the per-voxel loop must still spread the voxels over every thread of
+    that launch: at most ceil(voxels / threads) each (a 3-D grid-stride loop over this linear grid left all
+    but the blocks of x idle, each of their threads visiting ~ny nz / 8 voxels: ~100x slower on a GPU). On
+    the emulation: the most voxels any thread runs the body for, and the values against the CPU half."""
+    from pyca.kernels.voxel import LINE_VOXELS_PER_THREAD
+
+    shape = (40, 24, 20)
+    a = rand(11, shape)
+    nvox = a.size
+    block = (32, 4, 2)
+    nb = -(-((-(-shape[0] // 32)) * (-(-shape[1] // 4)) * (-(-shape[2] // 2))) // LINE_VOXELS_PER_THREAD)
+    runs = {}
+    for options, entry, r, blk in ((["-DPYCA_K_TILES"], "_gpu", 33, block), (["-DPYCA_K_TILES"], "_gpu", 2, (5, 3, 2)),
+                                   (["-DPYCA_K_TILES", "-DPYCA_K_SPLIT64", "-DPYCA_K_IDX64"], "_gpu64", 2, block)):
+        run = runs.get((tuple(options), entry)) or runs.setdefault((tuple(options), entry),
+                                                                    emulated(line_wide, options, entry))
+        ref, got = image(np.zeros_like(a)), image(np.full_like(a, np.nan))
+        line_wide(ref, image(a), r, 1)
+        run.most_visits()  # (the library may be loaded already: a count of an earlier launch is dropped)
+        run(got, image(a), r, 1, grid=(nb, 1, 1), block=blk)
+        # (sums of up to 71 taps of values up to ~800, in another order: float rounding of the largest)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6 * np.abs(ref.numpy()).max(),
+                                   err_msg=entry)
+        threads = nb * blk[0] * blk[1] * blk[2]
+        assert run.most_visits() <= -(-nvox // threads), (options, entry, r, blk, threads)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the emulation")
