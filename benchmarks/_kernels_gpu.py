@@ -224,6 +224,21 @@ def line_rows(table, n, out, im, tmp, wim, r, t_gauss, t_builtin=None, hf=None):
         note = f"{tl / (t_builtin / 3):.2f}x GaussianFilter.filter / 3" if t_builtin else ""
         table.add(f"lab Gaussian pass along {'xyz'[axis]}: ca.line, tiles", size, tl, "taps read from the image", tt,
                   note)
+    # A radius beyond the tiles' 32: the tiled launch (a block per 2048 voxels) runs the per-voxel loop,
+    # which must keep every thread of it busy (PYCA_K_FOR_EACH_VOXEL): about the time without the tiles.
+    import numpy as np
+
+    import pyca as ca
+
+    w33 = ca.Image3D.from_array(np.full((34, 1, 1), 1.0 / 67.0, np.float32)).to(ca.MEM_DEVICE)
+    t33 = timeit_median(lambda: tiled(out, im, w33, 33, 2, grid=lin), sync=pyca_sync, repeat=11)
+    table.add("lab Gaussian pass along z, r=33 (no tile): tiled launch, per-voxel loop", size, t33,
+              "no tiles (a block per 256 voxels)",
+              timeit_median(lambda: plain(out, im, w33, 33, 2), sync=pyca_sync, repeat=11))
+    grid3 = _variant(gauss_pass, [("PYCA_K_FOR_EACH_VOXEL(int, ", "PYCA_FOR_EACH_VOXEL(")], add=[TILES])
+    table.add("lab Gaussian pass along z, r=33, tiled launch: a 3-D grid-stride loop (PYCA_FOR_EACH_VOXEL)", size,
+              timeit_median(lambda: grid3(out, im, w33, 33, 2, grid=lin), sync=pyca_sync, repeat=3),
+              "the linear loop (shipped)", t33)
     for name, edits in LINE_VARIANTS.items():
         table.add(f"lab 3-D Gaussian, ca.line tiles: {name}", size,
                   g3(_variant(gauss_pass, edits, add=[TILES]), grid=lin), "tiles as shipped", t_tiled)
