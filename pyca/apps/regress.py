@@ -68,6 +68,7 @@ class RegressionResult:
                 "initial_mismatch": self.initial_mismatch, "final_mismatch": self.final_mismatch,
                 "final_energy": self.final_energy, "momentum_energies": self.momentum_energies,
                 "stop": self.report.get("stop"), "iterations": self.report.get("iterations"),
+                "folding_steps_rejected": self.report.get("folding_steps_rejected"),
                 "timings": self.timings, "energies": self.energies}
 
 
@@ -113,7 +114,8 @@ def fit(observations, *, progress=False, **params):
     base = ims[0].clone(mem)
     K = shoot.kernel_of(grid, p)
     geo = Geodesic(grid, mem, p["time_steps"], K, keep=p["keep"])
-    prob = GeodesicFit(geo, base, list(zip(steps, ims)), p["sigma"], estimate_base=p["estimate_base"])
+    prob = GeodesicFit(geo, base, list(zip(steps, ims)), p["sigma"], estimate_base=p["estimate_base"],
+                       reject_folds=p["folds"] == "reject")
     m_start = prob.forward()[0] * 2 * prob.sigma2 * prob.N
     wait(mem)
     t0 = time.perf_counter()
@@ -124,6 +126,7 @@ def fit(observations, *, progress=False, **params):
                                  records=records, label="regress", pbar=pbar, forwarded=True)
     finally:
         pbar.close()
+    rep["folding_steps_rejected"] = prob.folds_rejected
     m_end = prob.forward()[0] * 2 * prob.sigma2 * prob.N
     wait(mem)
     t1 = time.perf_counter()
@@ -173,7 +176,7 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
         ca.SetMem(acc, 0.0)
         total = 0.0
         for i, J in enumerate(ims):
-            fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i])
+            fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i], reject_folds=p["folds"] == "reject")
             optimisers.descend(fit_i, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"])
             m, _ = fit_i.forward()
             total += m + fit_i.reg_energy()

@@ -45,7 +45,7 @@ __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_
 # give the clients' final energy (RK4, 5 steps) within 1% (docs/shoot.md).
 DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
                 scales=(1,), iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
-                percentiles=(0.5, 99.5))
+                percentiles=(0.5, 99.5), folds="reject")
 OUTPUTS = ("m0", "phiinv", "phi", "deformed", "jacdet")
 _HELP = {
     "alpha": "weight of -Laplacian in L (larger: smoother velocities)",
@@ -63,6 +63,8 @@ _HELP = {
     "normalize": "'percentiles': each image's 0.5-99.5 percentile range to [0, 1]; 'none': as they are",
     "keep": "'all': keep m_t and v_t of every step (fastest); 'maps': only the maps (least memory); 'auto': "
             "'all' while its fields take at most 6 GiB",
+    "folds": "'reject': a descent step whose map would fold (det D phiinv <= 0) is undone and halved; 'allow': "
+             "accepted by its energy alone",
 }
 
 
@@ -99,6 +101,7 @@ class ShootResult:
                 "initial_mismatch": self.initial_mismatch, "final_mismatch": self.final_mismatch,
                 "final_energy": self.final_energy, "jacobian_min": float(jmin), "jacobian_max": float(jmax),
                 "momentum_energies": self.momentum_energies, "stop": self.report.get("stop"),
+                "folding_steps_rejected": self.report.get("folding_steps_rejected"),
                 "iterations": self.report.get("iterations"), "timings": self.timings, "energies": self.energies}
 
 
@@ -123,6 +126,8 @@ def check(p, prog="shoot"):
         real("step", 0.0)
     if p["normalize"] not in ("percentiles", "none"):
         raise ValueError(f"{prog}: normalize must be 'percentiles' or 'none', not {p['normalize']!r}")
+    if p["folds"] not in ("reject", "allow"):
+        raise ValueError(f"{prog}: folds must be 'reject' or 'allow', not {p['folds']!r}")
     if p["keep"] not in KEEP:
         raise ValueError(f"{prog}: keep must be one of {', '.join(KEEP)}, not {p['keep']!r}")
     return p
@@ -208,16 +213,16 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
                 ca.Resample(v, v_up, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
                 start = ca.Field3D(g, mem)
                 K.applyOperator(start, v)
-            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start)
+            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=p["folds"] == "reject")
             rep = optimisers.descend(fit, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"],
                                      records=records, tag={"scale": f}, label=f"shoot 1/{f}", pbar=pbar)
-            reports.append(rep)
+            reports.append(dict(rep, folding_steps_rejected=fit.folds_rejected))
             fit.forward()  # the accepted m0's geodesic (the last forward may have been a rejected step's)
             v_up = geo.velocity(0).clone(mem) if f != 1 else None
     finally:
         pbar.close()
     rep = dict(reports[-1], iterations=sum(r["iterations"] for r in reports), energy_start=reports[0]["energy_start"],
-               scales=reports)
+               folding_steps_rejected=sum(r["folding_steps_rejected"] for r in reports), scales=reports)
     wait(mem)
     t1 = time.perf_counter()
     phiinv = geo.hs[-1].clone(mem)
@@ -307,6 +312,8 @@ def add_model_arguments(p, defaults, scales=True):
                        help=f"{_HELP[k]} (default %(default)s)")
     g.add_argument("--normalize", choices=["percentiles", "none"], default=defaults["normalize"],
                    help=f"{_HELP['normalize']} (default %(default)s)")
+    g.add_argument("--folds", choices=["reject", "allow"], default=defaults["folds"],
+                   help=f"{_HELP['folds']} (default %(default)s)")
     p.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
 
@@ -376,9 +383,12 @@ def run(a):
     say(f"pyca shoot: {res.device}; {s['iterations']} iterations ({s['stop']}), energy {res.report['energy_start']:.6g} "
         f"-> {res.final_energy:.6g}, mismatch {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g}")
     say(f"  det D phiinv in [{s['jacobian_min']:.4g}, {s['jacobian_max']:.4g}]; "
-        f"{res.timings['per_iteration_s'] * 1e3:.1f} ms per iteration")
+        f"{res.timings['per_iteration_s'] * 1e3:.1f} ms per iteration"
+        + (f"; {s['folding_steps_rejected']} steps rejected: their map would fold" if s["folding_steps_rejected"]
+           else ""))
     say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}")
     if s["jacobian_min"] <= 0:
-        print("pyca shoot: the map folds (det D phiinv <= 0 somewhere): larger alpha or sigma", file=sys.stderr)
+        print("pyca shoot: the map folds (det D phiinv <= 0 somewhere): larger alpha or --time-steps, or --folds "
+              "reject", file=sys.stderr)
         return 3
     return 0

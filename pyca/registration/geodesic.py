@@ -308,7 +308,7 @@ class GeodesicFit:
     image I0 along Ihat_0 (a damped Gauss-Newton step: sigma^2 / (2 n) at the first step size, n the
     number of measurements). measurements: [(j, J)] with j the time step (0 .. T) of image J."""
 
-    def __init__(self, geo, base, measurements, sigma, m0=None, estimate_base=False):
+    def __init__(self, geo, base, measurements, sigma, m0=None, estimate_base=False, reject_folds=False):
         if not measurements:
             raise ValueError("geodesic fit: no measurements")
         for j, J in measurements:
@@ -328,6 +328,9 @@ class GeodesicFit:
         self.estimate_base = bool(estimate_base)
         if self.estimate_base:
             self.base_prev, self.gI = Im(), Im()
+        self.reject_folds = bool(reject_folds)
+        self.folds_rejected = 0  # steps admissible() barred: their map phi_{1,0} folded
+        self._admissible = None
         self.meas = [(int(j), J) for j, J in measurements]
         self.resid = [Im() for _ in self.meas]
         self._It = Im()
@@ -346,6 +349,7 @@ class GeodesicFit:
 
     def forward(self):
         h = self.geo.shoot(self.m0)
+        self._admissible = None
         e = 0.0
         for (j, J), r in zip(self.meas, self.resid):
             self.images(j, self._It)
@@ -357,6 +361,19 @@ class GeodesicFit:
 
     def match(self):
         return self._match
+
+    def admissible(self):
+        """With reject_folds: False when the last forward()'s map phi_{1,0} folds (det D phi_{1,0} <= 0
+        somewhere, transforms.jacobian_det, as `pyca shoot` reports it), and descend() rejects the step.
+        (A fold is the T time steps failing to follow a deformation too large for them: the geodesic
+        itself is a diffeomorphism.)"""
+        if not self.reject_folds:
+            return True
+        if self._admissible is None:
+            jacobian_det(self._It, self.geo.hs[-1])
+            self._admissible = float(ca.MinMax(self._It)[0]) > 0.0
+            self.folds_rejected += not self._admissible
+        return self._admissible
 
     def reg_energy(self):
         return self._reg

@@ -18,6 +18,7 @@ A problem for ``descend`` offers (pyca/apps/_lddmm_solver.py's level is one):
     update(eps)      parameters <- parameters + eps * direction (the previous kept for undo())
     undo()           back to the parameters (and images) before the last update() and forward()
     halve()          after update(eps), forward(), undo(): the state update(eps / 2) would give
+    admissible()     (optional) after forward(): False bars the step (it is undone as one that raised the energy)
 """
 from __future__ import annotations
 
@@ -57,9 +58,11 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
     step: 'auto' (the first step sized so that the largest velocity change is max_step voxels, then
     times STEP_GROW after each accepted step, up to STEP_MAX) or a fixed eps; a rejected step (the
     energy rose or is not finite) is undone and halved. Stops when stop_rule(history, tol) holds, after
-    MAX_REJECTED rejections in a row, or at n_it. records: a list that receives one dict per iteration
-    ({**tag, iteration, energy, match, reg, step, step_vox (the step in voxels, with step='auto'),
-    accepted}); pbar: a progress bar (set_postfix_str,
+    MAX_REJECTED rejections in a row, or at n_it. A problem that offers admissible() (called after
+    forward(), on a step that lowered the energy) has the step rejected too where it returns False (a map
+    that would fold). records: a list that receives one dict per iteration ({**tag, iteration, energy,
+    match, reg, step, step_vox (the step in voxels, with step='auto'), accepted; with admissible(),
+    inadmissible}); pbar: a progress bar (set_postfix_str,
     update) labelled `label`; forwarded: lev.forward() has run with the current parameters (only the
     target may have changed since). A fixed step that lowered nothing raises NoDescent."""
     tag = dict(tag or {})
@@ -72,6 +75,8 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
     grid = getattr(lev, "grid", None)
     nvox = float(grid.nVox()) if grid is not None else 1.0  # energies shown per voxel
     dmax = None  # the direction's largest component, voxels per unit of eps: the step in voxels is eps dmax
+    admissible = getattr(lev, "admissible", None)
+    barred = False
     for it in range(n_it):
         if fails:  # the rejected step, halved: no gradients to compute again (halve())
             lev.halve()
@@ -90,9 +95,12 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
         r_new = lev.reg_energy()
         E_new = m_new + r_new
         accepted = bool(np.isfinite(E_new) and E_new <= E)
+        barred = accepted and admissible is not None and not admissible()  # e.g. a map that would fold
+        accepted = accepted and not barred
         if records is not None:
             records.append({**tag, "iteration": it, "energy": E_new, "match": m_new, "reg": r_new, "step": eps,
-                            "step_vox": eps * dmax if dmax else None, "accepted": accepted})
+                            "step_vox": eps * dmax if dmax else None, "accepted": accepted,
+                            **({"inadmissible": barred} if admissible is not None else {})})
         if accepted:
             E, match, fails = E_new, m_new, 0
             hist.append(E)
@@ -111,7 +119,8 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
         if accepted and stop_rule(hist, float(tol)):
             stop = f"converged (the last {STOP_WINDOW} iterations gained < {STOP_WINDOW * tol:g} of the scale's gain)"
         elif fails >= MAX_REJECTED:
-            stop = f"step too small ({MAX_REJECTED} rejected steps in a row)"
+            stop = (f"every smaller step would fold the map ({MAX_REJECTED} rejected steps in a row)" if barred else
+                    f"step too small ({MAX_REJECTED} rejected steps in a row)")
         else:
             continue
         if pbar is not None:
