@@ -162,9 +162,8 @@ class Level:
     Two paths compute the same iteration. The fused path (the sum-of-squared-differences match, and
     a metric whose residual it transports, metric.fused_residual: MI, through LDDMMResidualStep)
     runs one LDDMMTransportStep per forward time step and, per backward time step, one LDDMMGradStep
-    (match gradient and momentum update, and ComposeHV's backward map of the step before, in one
-    pass) and the kernel K: gradients()
-    then only marks the gradients as due, and update(eps) computes them together with the update
+    (match gradient and momentum update, and LDDMMComposeStep's backward map of the step before, in
+    one pass) and the kernel K: gradients() then only marks the gradients as due, and update(eps) computes them together with the update
     (direction_max() computes them alone when the step size is not known yet). The general path
     runs the chain of single operations (any match term). `fused = False` (on the class or an
     instance) selects the general path, for comparisons (tests, benchmarks)."""
@@ -263,7 +262,7 @@ class Level:
                     ca.LDDMMTransportStep(hn, self.J0[j + 1], *hj, self.v[j], self.source[0], -self.dt, *self._rows)
                 h, hn = hn, h
                 continue
-            ca.ComposeHVInv(hn, h, self.v[j], self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
+            ca.LDDMMComposeStep(hn, h, self.v[j], -self.dt)  # phi_{t+dt,0} = phi_{t,0} o (x - dt v_t)
             h, hn = hn, h
             if self.source is None:
                 ca.ApplyH(self.J0[j + 1], self.I0, h)
@@ -318,7 +317,7 @@ class Level:
             self.metric.gradient(self.resid, self.J0[self.T], self.I1)
         ca.SetToIdentity(h)
         for j in range(self.T - 1, -1, -1):
-            ca.ComposeHV(hn, h, self.v[j], self.dt)
+            ca.LDDMMComposeStep(hn, h, self.v[j], self.dt)
             h, hn = hn, h
             ca.ApplyH(self.J1, self.I1 if self._plain else self.resid, h)
             jacobian_det(self.jac, h)

@@ -18,9 +18,9 @@ gamma = 0: not divided), by gradient descent in the V metric:
     v_j <- v_j - eps (2 v_j - K b_j),   b_j = (2 / sigma^2) |D phi_{t_j,1}| (J0_j - J1_j) grad J0_j
 
 with J0_j = I0 o phi_{t_j,0}, J1_j = I1 o phi_{t_j,1} and K = L^-1. The flows are integrated
-semi-Lagrangianly (ComposeHVInv forwards, ComposeHV backwards), J0 / J1 by ApplyH, |D phi| by
-JacDetH (per world unit, as PyCA's, so times the voxel volume: 1 for the identity), grad J0 by
-Gradient. A coarse-to-fine schedule runs the same algorithm on downsampled images
+semi-Lagrangianly (LDDMMComposeStep: each map extended beyond the grid by its border displacement),
+J0 / J1 by ApplyH, |D phi| by JacDetH (per world unit, as PyCA's, so times the voxel volume: 1 for
+the identity), grad J0 by Gradient. A coarse-to-fine schedule runs the same algorithm on downsampled images
 (ResampleAA) and carries the velocities up (Resample). Every operation routes by memory type, so
 the same code runs on the CPU (MEM_HOST) and on the GPU (MEM_DEVICE). Algorithm and parameters:
 docs/lddmm.md.

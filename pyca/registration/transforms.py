@@ -172,11 +172,12 @@ def centred_affine(A, t, c):
 def flow_forward(h, hn, v, dt):
     """phi_{0,1} of the time-varying velocity v (a list of T V-fields, world units, v[j] on [j dt,
     (j + 1) dt)): from the identity, phi_{t_j,1} = phi_{t_{j+1},1} o (x + dt v_j) for j = T-1 .. 0
-    (ComposeHV, semi-Lagrangian). h, hn: two Field3D on v's grid (overwritten); returns the one that
-    holds the result."""
+    (semi-Lagrangian; LDDMMComposeStep: each map extended beyond the grid by its border displacement,
+    as the LDDMM solver's backward maps). h, hn: two Field3D on v's grid (overwritten); returns the one
+    that holds the result."""
     ca.SetToIdentity(h)
     for j in range(len(v) - 1, -1, -1):
-        ca.ComposeHV(hn, h, v[j], dt)
+        ca.LDDMMComposeStep(hn, h, v[j], dt)
         h, hn = hn, h
     return h
 

@@ -43,6 +43,13 @@ void transportStep(float* const hOut[3], float* J, const float* const h[3], cons
   });
 }
 
+void composeStep(float* const hOut[3], const float* const h[3], const float* const v[3],
+                 const math::ComposeParams& P, const char*) {
+  const math::MutPlanes<3> o = math::mutPlanes<3>(hOut);
+  const math::Planes<3> hp = math::planes<3>(h), vp = math::planes<3>(v);
+  voxelRows(P.n, [&](int x, int y, int z, std::size_t id) { math::composeVoxel(o, hp, vp, P, x, y, z, id); });
+}
+
 void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0,
                  const float* I1, const math::GradStepParams& P, const math::ComposeOut& C, const char*) {
   const math::MutPlanes<3> o = math::mutPlanes<3>(mOut);
@@ -133,6 +140,20 @@ void LDDMMTransportStep(Field3D& hOut, Image3D& J, const Field3D& v, const Image
                         const Vec3Df& a0, const Vec3Df& a1, const Vec3Df& a2, const Vec3Df& t) {
   const Vec3Df affine[4] = {a0, a1, a2, t};
   transport(hOut, J, nullptr, v, im, delta, affine);
+}
+
+void LDDMMComposeStep(Field3D& hOut, const Field3D& h, const Field3D& v, float delta) {
+  const char* op = "LDDMMComposeStep";
+  const bool dev = detail::prepare(op, {{"hOut", &hOut}, {"h", &h}, {"v", &v}});
+  detail::checkNoAlias(op, {"hOut", &hOut}, {"h", &h});  // h is read at neighbouring points
+  const Vec3Df sp = hOut.spacing();
+  math::ComposeParams P;
+  P.n = hOut.size();
+  P.scale = Vec3Df(delta / sp.x, delta / sp.y, delta / sp.z);
+  float* o[3] = {hOut.x(), hOut.y(), hOut.z()};
+  const float* hp[3] = {h.x(), h.y(), h.z()};
+  const float* vp[3] = {v.x(), v.y(), v.z()};
+  PYCA_BACKEND_RUN(dev, op, composeStep(o, hp, vp, P, op));
 }
 
 namespace {

@@ -12,6 +12,7 @@ namespace pyca {
 //   transportStep  hOut, J = math::transportVoxel(h, v, im, P) over the voxels of P.n
 //   ssdGradStep    mOut = math::ssdGradStepVoxel(m, h, J0, I1) (and C's hOut: math::gradStepVoxel) over
 //                  the voxels of P.g
+//   composeStep    hOut = math::composeVoxel(h, v, P) over the voxels of P.n
 //   halveStep      *sum = the sum over i < n of math::halveElement(m, mOld, v, vOld, i)
 #define PYCA_LDDMM_BACKEND_DECLARATIONS                                                                     \
   void transportStep(float* const hOut[3], float* J, const float* const h[3], const float* const v[3],      \
@@ -19,6 +20,8 @@ namespace pyca {
   void ssdGradStep(float* const mOut[3], const float* const m[3], const float* const h[3], const float* J0, \
                    const float* I1, const math::GradStepParams& P, const math::ComposeOut& C,               \
                    const char* op);                                                                         \
+  void composeStep(float* const hOut[3], const float* const h[3], const float* const v[3],                  \
+                   const math::ComposeParams& P, const char* op);                                           \
   void halveStep(float* m, const float* mOld, float* v, const float* vOld, std::size_t n, double* sum,      \
                  const char* op);
 namespace cpu_impl {

@@ -84,14 +84,15 @@ PYCA_SIMD16 void stepPoints(F16 p[3], const math::Planes<3>& v, const Vec3Df& sc
   p[2] = math::stepCoord(splat(float(z)), scale.z, load(v.p[2] + id, live));
 }
 
-// q = h(p) (trilinear, PARTIAL_ID): composeHVAt's sample.
+// q = h(p) (trilinear, h extended by its border displacement): composeHVAt's sample (sampleMapBorder,
+// which inside the grid is interiorSamples' value).
 PYCA_SIMD16 void composeAt(F16 q[3], const math::Planes<3>& h, const Vec3Di& n, const F16 p[3], Mask live) {
   const Mask done = interiorSamples<3>(q, h, n, p[0], p[1], p[2], live);
   eachLane(live & Mask(~done), [&](int k) {
-    float r[3];
-    math::interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3>(r, h, n,
-                                                                        Vec3Df(p[0][k], p[1][k], p[2][k]));
-    for (int c = 0; c < 3; ++c) q[c][k] = r[c];
+    const Vec3Df r = math::sampleMapBorder(h, n, Vec3Df(p[0][k], p[1][k], p[2][k]));
+    q[0][k] = r.x;
+    q[1][k] = r.y;
+    q[2][k] = r.z;
   });
 }
 

@@ -60,6 +60,15 @@ __global__ void ssdGradStepKernel(math::MutPlanes<3> mOut, math::Planes<3> m, ma
   }
 }
 
+template <class Index>
+__global__ void composeKernel(math::MutPlanes<3> hOut, math::Planes<3> h, math::Planes<3> v,
+                              math::ComposeParams P) {
+  PYCA_VOXEL_RUNS(P.n, kZPerThread) {
+    const std::size_t id = math::linearIndex(x, y, z, P.n);
+    math::composeVoxel<Index>(hOut, h, v, P, x, y, z, id);
+  }
+}
+
 constexpr int kHalveThreads = 256;
 
 template <class Index>
@@ -99,6 +108,20 @@ void ssdGradStep(float* const mOut[3], const float* const m[3], const float* con
     ssdGradStepKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P, C);
   } else {
     ssdGradStepKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, mp, hp, J0, I1, P, C);
+  }
+  checkLaunch(op);
+}
+
+void composeStep(float* const hOut[3], const float* const h[3], const float* const v[3],
+                 const math::ComposeParams& P, const char* op) {
+  if (math::nVoxOf(P.n) == 0) return;
+  const Launch l = launchFor(P.n);
+  const auto o = math::mutPlanes<3>(hOut);
+  const auto hp = math::planes<3>(h), vp = math::planes<3>(v);
+  if (indices32(P.n)) {
+    composeKernel<std::uint32_t><<<l.grid, l.block, 0, stream()>>>(o, hp, vp, P);
+  } else {
+    composeKernel<std::size_t><<<l.grid, l.block, 0, stream()>>>(o, hp, vp, P);
   }
   checkLaunch(op);
 }

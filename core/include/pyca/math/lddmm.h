@@ -30,14 +30,34 @@ PYCA_HD Vec3Df stepPoint(const Planes<3>& v, const Vec3Df& scale, int x, int y, 
                 stepCoord(float(z), scale.z, loadRO(v.p[2] + id)));
 }
 
-// hOut(x) = h(x + scale * v(x)) (trilinear, PARTIAL_ID; scale = delta / spacing): ComposeHV's voxel.
+// How far x lies beyond [0, n - 1] (x - clamp(x)): 0 inside and along an axis of size 1 (not
+// interpolated); NaN stays NaN.
+PYCA_HD float beyondGrid(float x, int n) {
+  if (n == 1) return 0.f;
+  const float last = float(n - 1);
+  return x - (x >= 0.f ? (x <= last ? x : last) : 0.f);
+}
+
+// The H-field h at p (trilinear), h extended beyond its grid by its displacement at the grid's border:
+// h(p) = p + u(clamp(p)) with u = h - id, i.e. CLAMP's sample of h plus how far p lies beyond the grid
+// along each axis (interpolating h - id under CLAMP and adding p gives the same in exact arithmetic;
+// pyca.apps.syn.compose extends its maps the same way). Inside [0, n - 1] it is PARTIAL_ID's sample
+// to the bit. Outside, the identity extension (PARTIAL_ID) makes a map whose border moves jump back to
+// the identity just beyond the grid, and a flow that carries points there folds at the grid's edge
+// (docs/operations/lddmm.md, "The grid's edge").
+template <class Index = std::size_t>
+PYCA_HD Vec3Df sampleMapBorder(const Planes<3>& h, const Vec3Di& n, const Vec3Df& p) {
+  float r[3];
+  interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP, 3, Index>(r, h, n, p);
+  return Vec3Df(r[0] + beyondGrid(p.x, n.x), r[1] + beyondGrid(p.y, n.y), r[2] + beyondGrid(p.z, n.z));
+}
+
+// hOut(x) = h(x + scale * v(x)) (trilinear, h extended by its border displacement: sampleMapBorder;
+// scale = delta / spacing): LDDMMComposeStep's voxel, and the composition of every fused step.
 template <class Index = std::size_t>
 PYCA_HD Vec3Df composeHVAt(const Planes<3>& h, const Planes<3>& v, const Vec3Di& n, const Vec3Df& scale,
                            int x, int y, int z, std::size_t id) {
-  const Vec3Df p = stepPoint(v, scale, x, y, z, id);
-  float r[3];
-  interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_PARTIAL_ID, 3, Index>(r, h, n, p);
-  return Vec3Df(r[0], r[1], r[2]);
+  return sampleMapBorder<Index>(h, n, stepPoint(v, scale, x, y, z, id));
 }
 
 // im(p) (trilinear, CLAMP): ApplyH's voxel with its defaults.
@@ -80,16 +100,28 @@ PYCA_HD void storeAt(const MutPlanes<3>& o, std::size_t id, const Vec3Df& q) {
   o.p[2][id] = q.z;
 }
 
+// One voxel of LDDMMComposeStep: hOut = h(x + scale * v(x)), h extended by its border displacement.
+struct ComposeParams {
+  Vec3Di n;
+  Vec3Df scale;  // delta / spacing
+};
+template <class Index = std::size_t>
+PYCA_HD void composeVoxel(const MutPlanes<3>& hOut, const Planes<3>& h, const Planes<3>& v,
+                          const ComposeParams& P, int x, int y, int z, std::size_t id) {
+  storeAt(hOut, id, composeHVAt<Index>(h, v, P.n, P.scale, x, y, z, id));
+}
+
 // The first step of the flow, from the identity, at one voxel: p = x + scale * v(x), 0 along an axis
-// of size 1. ComposeHV of the identity gives the same up to the rounding of its lerps (floor(p) +
-// (p - floor(p)), one unit in the last place at most): every tap, inside the grid or, under
-// PARTIAL_ID, outside, holds its own coordinate; an axis of size 1 is not interpolated (index 0: 0).
+// of size 1. composeHVAt of the identity gives the same up to the rounding of its lerps (floor(p) +
+// (p - floor(p)), one unit in the last place at most): inside the grid every tap holds its own
+// coordinate, and outside the identity's border displacement is 0; an axis of size 1 is not
+// interpolated (index 0: 0).
 PYCA_HD Vec3Df composeIdentityAt(const Planes<3>& v, const Vec3Di& n, const Vec3Df& scale, int x, int y,
                                  int z, std::size_t id) {
   return identityOf(stepPoint(v, scale, x, y, z, id), n);
 }
 
-// One voxel of LDDMMTransportStep: hOut = ComposeHV(h, v, delta) and J = ApplyH(im, hOut) there (of
+// One voxel of LDDMMTransportStep: hOut = LDDMMComposeStep(h, v, delta) and J = ApplyH(im, hOut) there (of
 // A hOut + t with an affine). h.p[0] == nullptr: from the identity, unread (composeIdentityAt).
 template <class Index = std::size_t>
 PYCA_HD void transportVoxel(const MutPlanes<3>& hOut, float* J, const Planes<3>& h, const Planes<3>& v,
@@ -144,7 +176,7 @@ PYCA_HD void ssdGradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, cons
   }
 }
 
-// LDDMMGradStep's overload with hOut, v and delta also writes hOut = ComposeHV(h, v, delta), the
+// LDDMMGradStep's overload with hOut, v and delta also writes hOut = LDDMMComposeStep(h, v, delta), the
 // backward map of the time step before, in the same pass (h is read once for both). on: that
 // overload.
 struct ComposeOut {
@@ -154,7 +186,7 @@ struct ComposeOut {
   bool on = false;
 };
 
-// One voxel of LDDMMGradStep (and of its overload with hOut: ComposeHV's voxel after it).
+// One voxel of LDDMMGradStep (and of its overload with hOut: LDDMMComposeStep's voxel after it).
 template <class Index = std::size_t>
 PYCA_HD void gradStepVoxel(const MutPlanes<3>& mOut, const Planes<3>& m, const Planes<3>& h, const float* J0,
                            const float* I1, const GradStepParams& P, const ComposeOut& C, int x, int y, int z,
