@@ -150,6 +150,9 @@ def run_cli(method, shipped, device, params, out):
     if method == "syn" and cmd == "register":
         argv += ["--method", "syn"]
     for k, v in params.items():
+        if v is True:  # a flag (allow_folds)
+            argv += [f"--{k.replace('_', '-')}"]
+            continue
         argv += [f"--{k.replace('_', '-')}", ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
     code = cli.main(argv)
     if code != 0:
