@@ -374,11 +374,12 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,), param_s
             t0 = time.perf_counter()
             if name == "shoot":
                 r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations, scales=scales, **ps)
-                its = r.report["iterations"]
+                its = f"{r.report['iterations']} iterations ({r.report['folding_steps_rejected']} steps rejected for folding; " \
+                      f"stop: {r.report['stop']})"
             else:
                 kw = {} if lddmm_iterations is None else {"iterations": lddmm_iterations}
                 r = lddmm.register(f, m, device=mem, normalize="none", affine="none", **kw)
-                its = sum(s["iterations"] for s in r.timings["scales"])
+                its = f"{sum(s['iterations'] for s in r.timings['scales'])} iterations"
             dt = time.perf_counter() - t0
             w = ca.Image3D(f.grid(), mem)
             ca.ApplyH(w, lab, r.phiinv, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_NN)
@@ -388,7 +389,7 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,), param_s
                    if name == "shoot" else name)
             print(f"brains {pr['name']} {res} mm {tag}: Dice CSF/GM/WM {d[0]:.3f}/{d[1]:.3f}/{d[2]:.3f} (mean "
                   f"{np.mean(d):.3f}, before {before:.3f}), mismatch {r.final_mismatch / r.initial_mismatch:.3f} of "
-                  f"before, det D phiinv [{jmin:.3g}, {jmax:.3g}], {its} iterations, {dt:.2f} s")
+                  f"before, det D phiinv [{jmin:.3g}, {jmax:.3g}], {its}, {dt:.2f} s")
 
 
 def main():
