@@ -214,6 +214,12 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
                 start = ca.Field3D(g, mem)
                 K.applyOperator(start, v)
             fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=p["folds"] == "reject")
+            if v_up is not None and fit.reject_folds:  # the coarser map, which did not fold, may on this grid:
+                for _ in range(optimisers.MAX_REJECTED):  # its velocity halved until it does not
+                    fit.forward()
+                    if fit.admissible():
+                        break
+                    ca.MulC_I(fit.m0, 0.5)
             rep = optimisers.descend(fit, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"],
                                      records=records, tag={"scale": f}, label=f"shoot 1/{f}", pbar=pbar)
             reports.append(dict(rep, folding_steps_rejected=fit.folds_rejected))
