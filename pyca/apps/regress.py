@@ -115,7 +115,7 @@ def fit(observations, *, progress=False, **params):
     K = shoot.kernel_of(grid, p)
     geo = Geodesic(grid, mem, p["time_steps"], K, keep=p["keep"])
     prob = GeodesicFit(geo, base, list(zip(steps, ims)), p["sigma"], estimate_base=p["estimate_base"],
-                       reject_folds=p["folds"] == "reject")
+                       reject_folds=p["folding_steps"] == "reject")
     m_start = prob.forward()[0] * 2 * prob.sigma2 * prob.N
     wait(mem)
     t0 = time.perf_counter()
@@ -176,7 +176,8 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
         ca.SetMem(acc, 0.0)
         total = 0.0
         for i, J in enumerate(ims):
-            fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i], reject_folds=p["folds"] == "reject")
+            fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i],
+                                reject_folds=p["folding_steps"] == "reject")
             optimisers.descend(fit_i, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"])
             m, _ = fit_i.forward()
             total += m + fit_i.reg_energy()

@@ -45,7 +45,7 @@ __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_
 # give the clients' final energy (RK4, 5 steps) within 1% (docs/shoot.md).
 DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
                 scales=(1,), iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
-                percentiles=(0.5, 99.5), folds="reject")
+                percentiles=(0.5, 99.5), folding_steps="reject")
 OUTPUTS = ("m0", "phiinv", "phi", "deformed", "jacdet")
 _HELP = {
     "alpha": "weight of -Laplacian in L (larger: smoother velocities)",
@@ -63,8 +63,8 @@ _HELP = {
     "normalize": "'percentiles': each image's 0.5-99.5 percentile range to [0, 1]; 'none': as they are",
     "keep": "'all': keep m_t and v_t of every step (fastest); 'maps': only the maps (least memory); 'auto': "
             "'all' while its fields take at most 6 GiB",
-    "folds": "'reject': a descent step whose map would fold (det D phiinv <= 0) is undone and halved; 'allow': "
-             "accepted by its energy alone",
+    "folding_steps": "'reject': a descent step whose map would fold (det D phiinv <= 0) is undone and halved; "
+                     "'accept': steps are judged by their energy alone",
 }
 
 
@@ -126,8 +126,8 @@ def check(p, prog="shoot"):
         real("step", 0.0)
     if p["normalize"] not in ("percentiles", "none"):
         raise ValueError(f"{prog}: normalize must be 'percentiles' or 'none', not {p['normalize']!r}")
-    if p["folds"] not in ("reject", "allow"):
-        raise ValueError(f"{prog}: folds must be 'reject' or 'allow', not {p['folds']!r}")
+    if p["folding_steps"] not in ("reject", "accept"):
+        raise ValueError(f"{prog}: folding_steps must be 'reject' or 'accept', not {p['folding_steps']!r}")
     if p["keep"] not in KEEP:
         raise ValueError(f"{prog}: keep must be one of {', '.join(KEEP)}, not {p['keep']!r}")
     return p
@@ -213,7 +213,7 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
                 ca.Resample(v, v_up, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
                 start = ca.Field3D(g, mem)
                 K.applyOperator(start, v)
-            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=p["folds"] == "reject")
+            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=p["folding_steps"] == "reject")
             if v_up is not None and fit.reject_folds:  # the coarser map, which did not fold, may on this grid:
                 for _ in range(optimisers.MAX_REJECTED):  # its velocity halved until it does not
                     fit.forward()
@@ -318,8 +318,8 @@ def add_model_arguments(p, defaults, scales=True):
                        help=f"{_HELP[k]} (default %(default)s)")
     g.add_argument("--normalize", choices=["percentiles", "none"], default=defaults["normalize"],
                    help=f"{_HELP['normalize']} (default %(default)s)")
-    g.add_argument("--folds", choices=["reject", "allow"], default=defaults["folds"],
-                   help=f"{_HELP['folds']} (default %(default)s)")
+    g.add_argument("--folding-steps", choices=["reject", "accept"], default=defaults["folding_steps"],
+                   help=f"{_HELP['folding_steps']} (default %(default)s)")
     p.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
 
@@ -394,7 +394,7 @@ def run(a):
            else ""))
     say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}")
     if s["jacobian_min"] <= 0:
-        print("pyca shoot: the map folds (det D phiinv <= 0 somewhere): larger alpha or --time-steps, or --folds "
-              "reject", file=sys.stderr)
+        print("pyca shoot: the map folds (det D phiinv <= 0 somewhere): larger alpha or --time-steps, or "
+              "--folding-steps reject", file=sys.stderr)
         return 3
     return 0

@@ -129,13 +129,13 @@ def _disc(c, r, n=N):
 
 def test_steps_whose_map_would_fold_are_rejected():
     """Two discs swapped across a gap, a rough kernel and two time steps: judged by its energy alone
-    (folds='allow') the descent ends with a folded map (det D phiinv < 0); with folds='reject' (the
+    (folding_steps='accept') the descent ends with a folded map (det D phiinv < 0); with folding_steps='reject' (the
     default) the steps that fold are undone and halved: the map does not fold, the match still
     improves, and the report counts the rejected steps; also from a coarser level's velocity."""
     moving = (_disc((20, 14), 5) + _disc((20, 27), 5)).astype(np.float32)
     fixed = (_disc((14, 20), 5) + _disc((27, 20), 5)).astype(np.float32)
     kw = dict(device="cpu", iterations=40, alpha=0.002, time_steps=2)
-    allowed = shoot.register(fixed, moving, folds="allow", **kw)
+    allowed = shoot.register(fixed, moving, folding_steps="accept", **kw)
     assert ca.MinMax(allowed.jacobian)[0] < 0 and allowed.report["folding_steps_rejected"] == 0
     res = shoot.register(fixed, moving, **kw)
     assert ca.MinMax(res.jacobian)[0] > 0
@@ -251,8 +251,8 @@ def test_parameters_are_refused_in_one_line():
         shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)), sigma=0)
     with pytest.raises(TypeError, match="unknown parameter"):
         shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)), metric="mi")
-    with pytest.raises(ValueError, match="shoot: folds must be 'reject' or 'allow'"):
-        shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)), folds="never")
+    with pytest.raises(ValueError, match="shoot: folding_steps must be 'reject' or 'accept'"):
+        shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)), folding_steps="never")
     with pytest.raises(ValueError, match="shoot: the fixed image is constant"):
         shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)))
     bad = np.ones((8, 8, 8))
