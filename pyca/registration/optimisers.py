@@ -119,7 +119,8 @@ def descend(lev, n_it, *, step="auto", max_step=0.5, tol=0.0, records=None, tag=
         if accepted and stop_rule(hist, float(tol)):
             stop = f"converged (the last {STOP_WINDOW} iterations gained < {STOP_WINDOW * tol:g} of the scale's gain)"
         elif fails >= MAX_REJECTED:
-            stop = (f"every smaller step would fold the map ({MAX_REJECTED} rejected steps in a row)" if barred else
+            stop = (f"step too small ({MAX_REJECTED} rejected steps in a row, the last inadmissible: e.g. a map that "
+                    "would fold)" if barred else
                     f"step too small ({MAX_REJECTED} rejected steps in a row)")
         else:
             continue

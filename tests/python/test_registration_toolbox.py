@@ -320,6 +320,25 @@ def test_descend_halves_and_undoes_a_step_that_overshoots():
     assert prob.x[0] == pytest.approx(0.225 * 4.0)
 
 
+def test_descend_rejects_a_step_its_problem_declares_inadmissible():
+    """A problem with admissible() (here: x[0] <= 1, the quadratic's minimum lying at 4 / 1.1 beyond it):
+    the steps that would leave the region are undone and halved like steps that raised the energy, so
+    the descent ends inside it, at most 1 and near it; the records mark those steps inadmissible."""
+
+    class Bounded(_Quadratic):
+        def admissible(self):
+            return bool(self.x[0] <= 1.0)
+
+    prob, rec = Bounded([4.0]), []
+    optimisers.descend(prob, 200, step="auto", max_step=0.5, tol=0.0, records=rec)
+    assert 0.95 < prob.x[0] <= 1.0
+    assert all(e["accepted"] == (not e["inadmissible"]) for e in rec)  # the energy falls at every step here
+    assert sum(e["inadmissible"] for e in rec) >= 1
+    plain, rec2 = _Quadratic([4.0]), []
+    optimisers.descend(plain, 100, step=0.45, tol=0.0, records=rec2)
+    assert plain.x[0] > 3.5 and "inadmissible" not in rec2[0]
+
+
 def test_descend_stops_at_a_zero_direction_and_fills_the_progress_bar_once():
     class Bar:
         n = 0
