@@ -29,19 +29,14 @@ def _w(inside: bool) -> float:
     return 1.0 if inside else 0.0
 
 
-@ca.func
-def _tap(inside: bool, value: float, identity: float) -> float:
-    return value if inside else identity
-
-
 @ca.kernel(register=False)
 def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: float,
          sx: float, sy: float, sz: float, compose: bool):
     """p = x + sign dt d(x) / spacing, d(x) = w(x + sign dt/2 w(x) / spacing), w = a v + b vp (sampled
     with its border clamped, as ApplyV / ApplyVInv); out = p (not compose: sign +1, the step back
     x + dt w(x + dt/2 w) of the adjoint sweep; sign -1 from the identity, the first shooting step) or
-    out = h(p) (compose: h trilinear with taps outside the grid at their identity value, ComposeHVInv's
-    PARTIAL_ID; sign -1, a shooting step)."""
+    out = h(p) (compose: h trilinear, extended beyond the grid by its border displacement, h(q) = q +
+    (h - id)(clamp(q)): LDDMMComposeStep's rule; sign -1, a shooting step)."""
     i, j, k = ca.index()
     nx, ny, nz = out.shape
     wx = a * v[i, j, k, 0] + b * vp[i, j, k, 0]
@@ -92,10 +87,13 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
                     ti = u0 + dx
                     tj = v0 + dy
                     tk = t0 + dz
-                    inside = ti >= 0 and ti < nx and tj >= 0 and tj < ny and tk >= 0 and tk < nz
-                    ident = float(ti) if c == 0 else (float(tj) if c == 1 else float(tk))
+                    ci = min(max(ti, 0), nx - 1)
+                    cj = min(max(tj, 0), ny - 1)
+                    ck = min(max(tk, 0), nz - 1)
+                    # a tap beyond the grid: the border's displacement continued (h - id at the clamped tap)
+                    shift = float(ti - ci) if c == 0 else (float(tj - cj) if c == 1 else float(tk - ck))
                     wgt = (gx if dx == 1 else 1.0 - gx) * (gy if dy == 1 else 1.0 - gy) * (gz if dz == 1 else 1.0 - gz)
-                    acc += wgt * _tap(inside, h[ti, tj, tk, c], ident)
+                    acc += wgt * (h[ci, cj, ck, c] + shift)
         out[i, j, k, c] = acc
 
 

@@ -13,7 +13,8 @@ normalised), the momentum is carried by the coadjoint action and the velocity is
 
 and <m_t, v_t> is the same at every t (EPDiff conserves the energy). `Geodesic.shoot` integrates this
 in T steps (dt = 1 / T): m_j = CoAd(h_j, m0), v_j = K m_j, h_{j+1} = h_j o (x - dt v_j)
-(ComposeHVInv), h_j the H-field phi_{t_j,0}.
+(LDDMMComposeStep: h_j extended beyond the grid by its border displacement), h_j the H-field
+phi_{t_j,0}.
 
 `Geodesic.adjoint` runs the adjoint equations backwards from t = 1 to 0, Eulerian, semi-Lagrangian as
 the forward flow: the image adjoint (a density) I^_j = |D s_j| I^_{j+1} o s_j with s_j = x + dt v_j,
@@ -166,8 +167,8 @@ class Geodesic:
         if j == 0:  # h_1 = x - dt d
             ca.MulC(self.hs[0], d, -self.dt)
             ca.VtoH_I(self.hs[0])
-        else:
-            ca.ComposeHVInv(self.hs[j], self.hs[j - 1], d, self.dt)
+        else:  # h_j(x - dt d), h_j extended beyond the grid by its border displacement
+            ca.LDDMMComposeStep(self.hs[j], self.hs[j - 1], d, -self.dt)
 
     def shoot(self, m0):
         """Integrates the geodesic of m0 (kept by reference: not to be changed before adjoint());
@@ -187,16 +188,15 @@ class Geodesic:
 
     def forward_map(self, out):
         """phi_{0,1} (an H-field, voxels: the inverse of phi_{1,0} = shoot()'s map) into out, after
-        shoot(): phi_{t_j,1} = phi_{t_{j+1},1} o s_j with the sweep's steps back s_j (ComposeHH, the
-        identity beyond the grid). Uses scratch[0:3]."""
+        shoot(): phi_{t_j,1} = phi_{t_{j+1},1} o s_j with the sweep's steps back s_j = x + dt w_j(x + dt/2
+        w_j(x)) (LDDMMComposeStep: each map extended beyond the grid by its border displacement). Uses
+        scratch[0:3]."""
         w, s, tmp = self.scratch[0], self.scratch[1], self.scratch[2]
         ca.SetToIdentity(out)
         for j in range(self.T - 1, -1, -1):
             self._step_field(j, w)
             ca.ApplyV(s, w, w, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)
-            ca.MulC_I(s, self.dt)
-            ca.VtoH_I(s)
-            ca.ComposeHH(tmp, out, s, ca.BACKGROUND_STRATEGY_PARTIAL_ID)
+            ca.LDDMMComposeStep(tmp, out, s, self.dt)
             ca.Copy(out, tmp)
         return out
 
