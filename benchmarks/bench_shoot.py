@@ -344,11 +344,13 @@ def _dice(lab_a, lab_b):
 
 
 def _brain_params(text):
-    """'alpha=0.05,sigma=0.2' -> {'alpha': 0.05, 'sigma': 0.2} (pyca shoot's parameters)."""
+    """'alpha=0.05,sigma=0.2' -> {'alpha': 0.05, 'sigma': 0.2} (pyca shoot's parameters; folding_steps=accept
+    a word)."""
     out = {}
     for item in filter(None, text.split(",")):
         k, _, v = item.partition("=")
-        out[k.strip()] = int(v) if k.strip() in ("time_steps", "lpow") else float(v)
+        k = k.strip()
+        out[k] = int(v) if k in ("time_steps", "lpow") else (v.strip() if k == "folding_steps" else float(v))
     return out
 
 
@@ -385,7 +387,7 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,), param_s
             ca.ApplyH(w, lab, r.phiinv, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_NN)
             d = _dice(pr["fixed_labels"], np.rint(w.numpy() if mem == ca.MEM_HOST else w.clone(ca.MEM_HOST).numpy()))
             jmin, jmax = ca.MinMax(r.jacobian)
-            tag = (f"shoot scales {','.join(map(str, scales))}" + "".join(f" {k} {v:g}" for k, v in ps.items())
+            tag = (f"shoot scales {','.join(map(str, scales))}" + "".join(f" {k} {v}" for k, v in ps.items())
                    if name == "shoot" else name)
             print(f"brains {pr['name']} {res} mm {tag}: Dice CSF/GM/WM {d[0]:.3f}/{d[1]:.3f}/{d[2]:.3f} (mean "
                   f"{np.mean(d):.3f}, before {before:.3f}), mismatch {r.final_mismatch / r.initial_mismatch:.3f} of "
