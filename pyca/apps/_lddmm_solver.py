@@ -169,11 +169,14 @@ class Level:
     instance) selects the general path, for comparisons (tests, benchmarks)."""
 
     fused = True
+    momentum = 0.0  # heavy-ball weight mu of the last accepted step added to each update (0: plain descent)
 
     def __init__(self, grid, mem, T, I0, I1, p, metric=None, source=None, interp=False):
         F = lambda: ca.Field3D(grid, mem)  # noqa: E731
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
+        if p.get("momentum") is not None:
+            self.momentum = float(p["momentum"])
         self.I0, self.I1 = I0, I1
         # interp: I0 o phi_{1,0} is compared with I1 plus the bias trilinear interpolation gives it at the
         # points where I0 is sampled (InterpTarget; docs/lddmm.md, 'Interpolation blur'): I1 itself where
@@ -240,6 +243,10 @@ class Level:
         self._matched = False  # the metric's last energy() was of the current images (match())
         self._dot_due = False  # update() accumulated sum_j <m_j, v_j> in K (reg_energy() takes it)
         self._halved = None  # halve()'s sum_j <m_j, v_j> (reg_energy() takes it)
+        # momentum: dm_j = the last update's step of m_j (used while that update stands: not after an undo(), nor
+        # at the scale's first step)
+        self._mom_ok = False
+        self.dm = self._stack(grid, mem) if self.momentum > 0 else None
 
     def _stack(self, grid, mem):
         fields, flat = _field_stack(self.T, grid, mem)
@@ -355,21 +362,28 @@ class Level:
         self._halved = None
         if self._dot_due:  # an update whose energy nobody took: drop its sum
             self.K.takeDot()
+        mom = self.momentum if (self.dm is not None and self._mom_ok) else 0.0
         if self._due:
-            self._fused_sweep(eps)
+            self._fused_sweep(eps, mom)
         else:
             for j in range(self.T):
                 ca.MulC_Add_MulC(self.m_new[j], self.m[j], 1.0 - 2.0 * eps, self.m_new[j], eps * c)
+                if mom:
+                    ca.Add_MulC_I(self.m_new[j], self.dm[j], mom)
                 self.K.applyInverseOperatorDot(self.v_prev[j], self.m_new[j])
         self.K.stageDot()  # the sum to host memory behind the sweep: the match energy's wait brings it
         self.m, self.m_new = self.m_new, self.m
         self.v, self.v_prev = self.v_prev, self.v
         self._dot_due = True
+        if self.dm is not None:  # this step, for the next update's momentum (if this one stands)
+            for j in range(self.T):
+                ca.Sub(self.dm[j], self.m[j], self.m_new[j])
+            self._mom_ok = True
 
     # The fused backward sweep with the current v (J0 from the last forward()): with eps None,
     # m_new[j] = b_j (what gradients() computes); else m_new[j] = (1 - 2 eps) m_j + eps (2 / sigma^2)
     # b_j and v_prev[j] = K m_new[j] (update() then swaps v and v_prev).
-    def _fused_sweep(self, eps):
+    def _fused_sweep(self, eps, mom=0.0):
         self._due = False
         a, s = (0.0, 1.0) if eps is None else (1.0 - 2.0 * eps, eps * (2.0 / self.sigma2))
         h, hn = self.h
@@ -386,12 +400,15 @@ class Level:
             else:
                 step(self.m_new[j], self.m[j], h, self.J0[j], target, a, s)
             if eps is not None:
+                if mom:
+                    ca.Add_MulC_I(self.m_new[j], self.dm[j], mom)
                 self.K.applyInverseOperatorDot(self.v_prev[j], self.m_new[j])
 
     # Back to the state before the last update() and forward(): m, v and J0 (and so the match
     # energy the caller kept) as they were; nothing is recomputed.
     def undo(self):
         self._halved = None
+        self._mom_ok = False
         self._matched = False
         if self._dot_due:
             self.K.takeDot()

@@ -43,7 +43,7 @@ from ..registration.inputs import (LabelImage, as_image, binary, check_inputs, c
                                    on_fixed, placed_inputs)
 from ..registration.metrics import SSD, make_metric, metric_class
 from ..registration.parameters import INTERP_BLUR, NORMALIZE
-from ..registration.transforms import jacobian_det, level_images
+from ..registration.transforms import cropped, extended, fft_grid, jacobian_det, level_images
 from ._lddmm_solver import Level
 
 __all__ = ["register", "LDDMMResult", "DEFAULTS", "NORMALIZE", "resolve_device", "check_inputs", "write_outputs",
@@ -281,6 +281,18 @@ def register(fixed, moving, *, progress=False, **params):
         mask = mm
     if mask is not None and not ca.Sum(mask) > 0:
         raise ValueError("lddmm: the masks do not overlap after the linear stage: nothing to register")
+    # The solver's grid (pad 'fft'): the fixed grid extended at its far ends, so that every scale's grid has
+    # sizes the FFTs of K handle well; the fixed voxels keep their indices (the affine M and the H-fields
+    # hold), and the outputs below are cropped back to the fixed grid (docs/lddmm.md, 'The working grid').
+    work = fft_grid(grid, scales) if p["pad"] == "fft" else grid
+    W0, W1, wmask = I0, I1, mask
+    if work is not grid:
+        W1 = extended(I1, work)
+        if source is None:
+            W0 = extended(I0, work)
+        else:  # the moving image through the affine at every voxel of the working grid, as the solver samples it
+            W0 = on_fixed(work, Mn, aff.hfield(mem, out=ca.Field3D(work, mem)))
+        wmask = extended(mask, work, labels=True) if mask is not None else None
     tmp = ca.Image3D(grid, mem)
     # The checks of pyca.registration.quality: the match term at full resolution after the linear stage
     # (compared with the end), the contrasts of the aligned images, the fixed image's foreground.
@@ -303,7 +315,7 @@ def register(fixed, moving, *, progress=False, **params):
     try:
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
-            g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
+            g, (J0, J1), mk = level_images(work, f, (W0, W1), wmask)
             metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"], p["bins"])
             lev = Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
                          interp=interp)
@@ -330,8 +342,10 @@ def register(fixed, moving, *, progress=False, **params):
     t0 = time.perf_counter()
     lev = prev
     final_match, h = lev.forward()
-    phiinv = h.clone()
-    phi = lev.forward_map().clone()
+    phiinv = h.clone() if work is grid else cropped(h, grid)
+    phi = lev.forward_map()
+    phi = phi.clone() if work is grid else cropped(phi, grid)
+    velocity = list(lev.v) if work is grid else [cropped(v, grid) for v in lev.v]
     # Every output on the fixed grid samples the moving image (or its labels) once, in its own voxels.
     full = aff.hfield(mem, src=phiinv)  # fixed voxel -> moving voxel: the affine after phiinv
     on_fixed(grid, Mn, full, out=tmp)
@@ -361,7 +375,7 @@ def register(fixed, moving, *, progress=False, **params):
     for k in ("fixed_mask", "moving_mask", "moving_labels"):
         p[k] = names.get(k, "given") if p[k] is not None else None
     p["affine"] = f"{p['affine']} ({kind})" if p["affine"] == "auto" else p["affine"]
-    return LDDMMResult(deformed=deformed, phiinv=phiinv, phi=phi, moving=moved, jacobian=jac, velocity=list(lev.v),
+    return LDDMMResult(deformed=deformed, phiinv=phiinv, phi=phi, moving=moved, jacobian=jac, velocity=velocity,
                        energies=energies, initial_mismatch=float(initial_mismatch),
                        final_mismatch=float(final_mismatch), timings=timings, device=device, mem=mem, params=p,
                        notes=[note] + blur_note, affine=aff, full_map=full, labels=labels,

@@ -43,7 +43,7 @@ from __future__ import annotations
 from .. import core as ca
 
 __all__ = ["Metric", "SSD", "LNCC", "MI", "make_metric", "metric_class", "CLASSES", "METRICS", "DEFAULT_SIGMA",
-           "DEFAULT_ALPHA", "DEFAULT_ITERATIONS"]
+           "DEFAULT_ALPHA", "DEFAULT_ITERATIONS", "DEFAULT_TOL", "DEFAULT_MOMENTUM"]
 
 METRICS = ("ssd", "lncc", "mi")
 # sigma and alpha used when none is given (intensities normalised to [0, 1]); chosen by the
@@ -55,6 +55,11 @@ DEFAULT_ALPHA = {"ssd": 0.15, "lncc": 0.15, "mi": 0.1}
 # iteration caps per scale (4, 2, 1) when none are given (docs/lddmm.md; mi: docs/performance.md,
 # "Multi-modal registration").
 DEFAULT_ITERATIONS = {"ssd": (10, 150, 150), "lncc": (10, 150, 150), "mi": (10, 150, 150)}
+# the stop rule's tolerance and the optimiser's momentum (pyca.registration.optimisers) when none are
+# given; mi's by docs/performance.md, "Multi-modal registration" (ssd and lncc: plain descent, as measured
+# in docs/lddmm.md).
+DEFAULT_TOL = {"ssd": 2e-3, "lncc": 2e-3, "mi": 8e-3}
+DEFAULT_MOMENTUM = {"ssd": 0.0, "lncc": 0.0, "mi": 0.8}
 MI_BINS = 24  # bins per image of the MI metric (docs/lddmm.md; docs/performance.md, "Multi-modal registration")
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import DEFAULT_ALPHA, DEFAULT_ITERATIONS, DEFAULT_SIGMA, METRICS, MI_BINS
+from .metrics import DEFAULT_ALPHA, DEFAULT_ITERATIONS, DEFAULT_MOMENTUM, DEFAULT_SIGMA, DEFAULT_TOL, METRICS, MI_BINS
 from .transforms import LINEAR_KINDS
 
 __all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_DEFAULTS", "get",
@@ -32,6 +32,7 @@ NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (doc
 # axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
 INTERP_BLUR = float(np.sqrt(1.0 / 6.0))
 INTERP_BLURS = ("matched", "none")  # the values of interp_blur (docs/lddmm.md, 'Interpolation blur')
+PADS = ("fft", "none")  # the values of pad (docs/lddmm.md, 'The working grid')
 
 # Kinds: 'real' and 'int' (a finite number, not a boolean, within [lo, hi], each end open or closed;
 # 'int': an integral value), 'choice' (one of choices), 'ints' (a sequence of integers, or one),
@@ -118,6 +119,10 @@ DECLARED = (
     Parameter("band_tol", "real", 1e-4, "the kernel K keeps, per axis, the frequencies where its symbol is above this "
               "fraction of its peak (band-limited velocities: fewer transforms); 0: every frequency "
               "(default %(default)g)", lo=0, hi=1, hi_open=True, group=_OPT),
+    Parameter("pad", "choice", "fft", "'fft': the solver works on the fixed grid extended at its far ends (border "
+              "values repeated) to sizes with no prime factor above 5 at every scale, where the kernel K's FFTs cost a "
+              "half to a third of those on sizes such as 47 or 29; the outputs are on the fixed grid; 'none' "
+              "(default %(default)s)", choices=PADS, group=_OPT),
     Parameter("interp_blur", "choice", "matched", "'matched': at each iteration the warped moving image is compared "
               "with the fixed image plus the bias trilinear interpolation gives it at each voxel (t(1 - t) / 2 times "
               "the moving image's second difference per axis, t the fraction of the point where it is sampled: none "
@@ -127,8 +132,11 @@ DECLARED = (
     Parameter("fixed_blur", "real", 0.0, "the fixed image is also smoothed by a Gaussian of this many moving-image "
               "voxels before any comparison (sqrt(1/6) = 0.41: trilinear interpolation's mean blur, the same for "
               "every voxel); 0: off (default %(default).3g)", unit="moving-image voxels", lo=0, hi=10, group=_OPT),
-    Parameter("tol", "real", 2e-3, "a scale stops when its last 5 iterations gained less than 5 x this of its gain so "
-              "far (default %(default)s)", lo=0, group=_OPT),
+    Parameter("tol", "real", None, "a scale stops when its last 5 iterations gained less than 5 x this of its gain so "
+              f"far (default: the metric's, {_per_metric(DEFAULT_TOL)})", lo=0, group=_OPT),
+    Parameter("momentum", "real", None, "each update adds this fraction of the last accepted step (heavy-ball "
+              "momentum; 0: plain gradient descent; default: the metric's, "
+              f"{_per_metric(DEFAULT_MOMENTUM)})", lo=0, hi=1, hi_open=True, group=_OPT),
     Parameter("metric", "choice", "ssd", "ssd and lncc compare images of one contrast; mi (mutual information) "
               "images of different contrasts, e.g. T1 onto T2 or FLAIR (default %(default)s)", choices=METRICS,
               group=_MATCH, casefold=True),
@@ -276,7 +284,8 @@ def check(p, prog="lddmm"):
     spellings) as 'percentiles' / 'none' (in p); iterations given as None with the metric's caps. The
     schedule (scales, iterations) is schedule()'s."""
     check_value("metric", p["metric"], prog)
-    for k, table in (("sigma", DEFAULT_SIGMA), ("alpha", DEFAULT_ALPHA), ("iterations", DEFAULT_ITERATIONS)):
+    for k, table in (("sigma", DEFAULT_SIGMA), ("alpha", DEFAULT_ALPHA), ("iterations", DEFAULT_ITERATIONS),
+                     ("tol", DEFAULT_TOL), ("momentum", DEFAULT_MOMENTUM)):
         if p[k] is None:
             p[k] = table[str(p["metric"]).lower()]
     if isinstance(p["normalize"], (bool, np.bool_)):

@@ -18,7 +18,8 @@ import numpy as np
 
 from .. import core as ca
 
-__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "level_images", "voxel_volume", "same_grid", "same_field_of_view",
+__all__ = ["LINEAR_KINDS", "COARSE_MIN", "coarse_grid", "pyramid", "fft_size", "fft_grid", "extended", "cropped",
+           "level_images", "voxel_volume", "same_grid", "same_field_of_view",
            "vox2world", "affine_hfield", "scratch_for", "center_of_mass", "rotation", "centred_affine", "flow_forward",
            "jacobian_det"]
 
@@ -46,6 +47,65 @@ def coarse_grid(g, f):
 def pyramid(g, scales):
     """[coarse_grid(g, f) for f in scales]: the grids of a coarse-to-fine schedule."""
     return [coarse_grid(g, int(f)) for f in scales]
+
+
+def _smooth(n):
+    """True when n has no prime factor above 5 (a size FFTW transforms fastest)."""
+    for q in (2, 3, 5):
+        while n % q == 0:
+            n //= q
+    return n == 1
+
+
+def _coarse_size(n, f):
+    """coarse_grid's size of an axis of n voxels at scale 1/f."""
+    return n if n == 1 or f == 1 else max(int(round(n / f)), min(n, COARSE_MIN))
+
+
+def fft_size(n, scales=(1,)):
+    """The smallest size m >= n of an axis whose grid at every scale 1/f of `scales` (coarse_grid's
+    rule) has a size with no prime factor above 5; n itself when it is 1 (a 2-D image's z)."""
+    if n <= 1:
+        return n
+    m = n
+    while not all(_smooth(_coarse_size(m, int(f))) for f in scales):
+        m += 1
+    return m
+
+
+def fft_grid(g, scales=(1,)):
+    """`g` extended at the far end of each axis to fft_size(n, scales) voxels (same spacing, origin and
+    direction: the voxel indices of g are unchanged), or g itself when every size already is one. The
+    fluid kernel's FFTs on such grids cost half to a third of those on sizes with large prime factors
+    (98 x 116 x 94: 29 and 47)."""
+    size = tuple(int(n) for n in g.size())
+    new = tuple(fft_size(n, scales) for n in size)
+    if new == size:
+        return g
+    return ca.GridInfo(new, tuple(g.spacing()), tuple(g.origin()), direction=g.direction())
+
+
+def extended(im, grid, labels=False):
+    """The image `im` on `grid`, a grid with im's voxels first along each axis (fft_grid): im's values
+    where it has them, beyond its far ends its border extended (BACKGROUND_STRATEGY_CLAMP), or 0 with
+    labels=True (a mask: the added voxels are outside it)."""
+    mem = im.memType()
+    h = ca.Field3D(grid, mem)
+    ca.SetToIdentity(h)  # whole voxels: the samples are im's values themselves
+    out = ca.Image3D(grid, mem)
+    if labels:
+        ca.ApplyH(out, im, h, ca.BACKGROUND_STRATEGY_ZERO, ca.INTERP_NN)
+    else:
+        ca.ApplyH(out, im, h, ca.BACKGROUND_STRATEGY_CLAMP, ca.INTERP_LINEAR)
+    return out
+
+
+def cropped(x, grid):
+    """The first voxels of the image or field x along each axis, as many as `grid` has (the inverse of
+    extended() on fft_grid(grid)): a copy on `grid`."""
+    out = type(x)(grid, x.memType())
+    ca.SubVol(out, x, ca.Vec3Di(0, 0, 0))
+    return out
 
 
 def level_images(grid, f, images, mask=None):

@@ -89,7 +89,8 @@ def test_lddmm_page_states_the_declared_defaults():
         if m:
             rows.update((name, m.group(2)) for name in re.findall(r"`(\w+)`", m.group(1)))
     per_metric = {"alpha": metrics.DEFAULT_ALPHA, "sigma": metrics.DEFAULT_SIGMA,
-                  "iterations": metrics.DEFAULT_ITERATIONS}
+                  "iterations": metrics.DEFAULT_ITERATIONS, "tol": metrics.DEFAULT_TOL,
+                  "momentum": metrics.DEFAULT_MOMENTUM}
     checked = []
     for q in parameters.DECLARED:
         if q.name not in rows:
@@ -109,7 +110,7 @@ def test_lddmm_page_states_the_declared_defaults():
                 assert float(v) in numbers, (q.name, v, cell)
         checked.append(q.name)
     assert {"alpha", "gamma", "lpow", "sigma", "iterations", "scales", "tol", "time_steps", "bias_sigma",
-            "band_tol", "interp_blur", "fixed_blur", "metric", "radius", "bins", "max_step", "percentiles", "affine",
+            "band_tol", "pad", "momentum", "interp_blur", "fixed_blur", "metric", "radius", "bins", "max_step", "percentiles", "affine",
             "fixed_mask", "moving_mask", "device"} <= set(checked), checked
 
 

@@ -1,0 +1,157 @@
+"""The LDDMM solver's working grid (pad='fft': the fixed grid extended to FFT-friendly sizes, outputs
+cropped back) and its heavy-ball momentum (docs/lddmm.md, 'The working grid', 'Momentum')."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyca as ca
+from pyca.apps import _lddmm_solver, data, lddmm
+from pyca.registration import transforms
+
+needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+
+
+def _largest_prime(n):
+    p, q = 1, 2
+    while n > 1:
+        while n % q == 0:
+            n //= q
+            p = q
+        q += 1
+    return p
+
+
+@pytest.mark.parametrize("scales", [(1,), (2, 1), (4, 2, 1), (3, 1)])
+def test_fft_size_is_the_smallest_size_whose_every_scale_has_no_prime_factor_above_5(scales):
+    def friendly(m):
+        return all(_largest_prime(transforms.coarse_grid(ca.GridInfo((m, 8, 8)), f).size().x) <= 5 for f in scales)
+
+    for n in range(4, 260):
+        m = transforms.fft_size(n, scales)
+        assert m >= n and friendly(m), (n, m)
+        assert not any(friendly(k) for k in range(n, m)), (n, m)
+    assert transforms.fft_size(1, scales) == 1  # a 2-D image's z stays
+
+
+def test_fft_grid_keeps_spacing_origin_direction_and_voxel_indices():
+    d = np.array([[-1.0, 0, 0], [0, 1, 0], [0, 0, 1]])
+    g = ca.GridInfo((98, 116, 94), (2.0, 2.0, 2.5), (10.0, -5.0, 3.0), direction=d)
+    w = transforms.fft_grid(g, (4, 2, 1))
+    assert tuple(w.size()) == (100, 120, 96)
+    assert tuple(w.spacing()) == tuple(g.spacing()) and tuple(w.origin()) == tuple(g.origin())
+    np.testing.assert_array_equal(w.direction(), g.direction())
+    np.testing.assert_array_equal(transforms.vox2world(w), transforms.vox2world(g))
+    assert transforms.fft_grid(ca.GridInfo((64, 60, 1)), (4, 2, 1)).size() == ca.Vec3Di(64, 60, 1)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
+def test_extended_repeats_the_border_masks_by_zero_and_cropped_undoes_it(device):
+    mem = ca.MEM_DEVICE if device == "gpu" else ca.MEM_HOST
+    rng = np.random.default_rng(3)
+    a = rng.random((7, 6, 5)).astype(np.float32)
+    g = ca.GridInfo((7, 6, 5), (1.5, 1.0, 2.0))
+    im = ca.Image3D.from_array(np.asfortranarray(a), g).clone(mem)
+    w = transforms.fft_grid(g)
+    assert tuple(w.size()) == (8, 6, 5)
+    ext = transforms.extended(im, w)
+    np.testing.assert_array_equal(ext.numpy(), np.pad(a, ((0, 1), (0, 0), (0, 0)), mode="edge"))
+    mask = transforms.extended(im, w, labels=True)
+    np.testing.assert_array_equal(mask.numpy(), np.pad(a, ((0, 1), (0, 0), (0, 0))))
+    np.testing.assert_array_equal(transforms.cropped(ext, g).numpy(), a)
+    f = ca.Field3D(w, mem)
+    ca.SetToIdentity(f)
+    np.testing.assert_array_equal(transforms.cropped(f, g).numpy(), np.moveaxis(np.indices((7, 6, 5), np.float32), 0, -1))
+
+
+def _pair(size):
+    fixed, moving = data.builtin_pair(size=size, spacing=(2.0, 2.0, 2.0))
+    return fixed, moving
+
+
+def test_padded_registration_returns_the_fixed_grid_and_the_unpadded_answer():
+    """pad 'fft' on a grid of sizes 29 and 23: the outputs are on the fixed grid and register as the
+    unpadded run does (a different box for K: close, not equal); on a grid already FFT-friendly the
+    two runs are the same bits."""
+    fixed, moving = _pair((29, 30, 23))
+    kw = dict(scales=(2, 1), iterations=(10, 10), affine="none", device="cpu")
+    pad = lddmm.register(fixed, moving, pad="fft", **kw)
+    ref = lddmm.register(fixed, moving, pad="none", **kw)
+    assert [s["grid"] for s in pad.timings["scales"]] == [[15, 15, 12], [30, 30, 24]]
+    assert [s["grid"] for s in ref.timings["scales"]] == [[14, 15, 12], [29, 30, 23]]
+    for out in (pad.deformed, pad.jacobian, pad.phiinv, pad.phi, *pad.velocity):
+        assert tuple(out.grid().size()) == (29, 30, 23)
+    assert pad.final_mismatch < 0.5 * pad.initial_mismatch
+    assert pad.final_mismatch == pytest.approx(ref.final_mismatch, rel=0.05)
+    # maps moving up to 2.3 voxels: within 0.03 voxels on average, 0.09 away from the border (0.32 at the
+    # far face, where the periodic K sees the added voxels instead of the opposite face)
+    d = np.abs(pad.phiinv.numpy() - ref.phiinv.numpy()).max(axis=-1)
+    assert d.mean() < 0.05 and d[3:-3, 3:-3, 3:-3].max() < 0.15
+    # already friendly: nothing padded, the same bits
+    fixed, moving = _pair((30, 30, 24))
+    a = lddmm.register(fixed, moving, pad="fft", **kw)
+    b = lddmm.register(fixed, moving, pad="none", **kw)
+    np.testing.assert_array_equal(a.deformed.numpy(), b.deformed.numpy())
+
+
+def test_pad_refuses_unknown_values():
+    with pytest.raises(ValueError, match="pad"):
+        lddmm.register(*_pair((16, 16, 8)), pad="pow2", iterations=0)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=needs_gpu)])
+def test_momentum_adds_mu_times_the_last_accepted_step(device, fused, monkeypatch):
+    """update(eps) with momentum mu gives the plain update's momenta plus mu (m - m_prev), m_prev the
+    momenta before the last update; not at a scale's first step nor after an undo() (a restart)."""
+    monkeypatch.setattr(_lddmm_solver.Level, "fused", fused)
+    mem = ca.MEM_DEVICE if device == "gpu" else ca.MEM_HOST
+    fixed, moving = (im.clone(mem) for im in _pair((24, 24, 16)))
+    p = dict(lddmm.DEFAULTS, alpha=0.15, sigma=0.03, gamma=0.02, band_tol=1e-4)
+    mu, eps = 0.6, 0.2
+
+    def level(momentum):
+        lev = _lddmm_solver.Level(fixed.grid(), mem, 3, moving, fixed, dict(p, momentum=momentum))
+        lev.forward()
+        lev.gradients()
+        lev.direction_max()
+        lev.update(eps)  # the first step: plain in both
+        lev.forward()
+        return lev
+
+    a, b = level(mu), level(0.0)
+    m1 = [x.numpy().copy() for x in b.m]
+    m0 = [x.numpy().copy() for x in b.m_new]  # the momenta before the first step
+    assert any(np.abs(x - y).max() > 0 for x, y in zip(m1, m0))
+    for x, y in zip(a.m, b.m):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+    for lev in (a, b):
+        lev.gradients()
+        lev.update(eps)
+    for x, y, u, w in zip(a.m, b.m, m1, m0):
+        np.testing.assert_allclose(x.numpy(), y.numpy() + np.float32(mu) * (u - w), rtol=1e-5,
+                                   atol=1e-6 * float(np.abs(u).max()))
+    # v = K m: the velocities of the momenta with momentum
+    tmp = ca.Field3D(fixed.grid(), mem)
+    for j in range(3):
+        a.K.applyInverseOperator(tmp, a.m[j])
+        np.testing.assert_allclose(a.v[j].numpy(), tmp.numpy(), rtol=1e-5, atol=1e-6 * float(np.abs(tmp.numpy()).max()))
+    # after an undo() the next step is plain again (a restart)
+    c = level(mu)
+    c.forward()
+    c.undo()
+    c.gradients()
+    c.update(eps)
+    d = level(0.0)
+    d.forward()
+    d.undo()
+    d.gradients()
+    d.update(eps)
+    for x, y in zip(c.m, d.m):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def test_momentum_refuses_values_outside_0_1():
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="momentum"):
+            lddmm.register(*_pair((16, 16, 8)), momentum=bad, iterations=0)
