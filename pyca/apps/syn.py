@@ -8,7 +8,10 @@ Both images are deformed towards a midpoint: two maps A (midpoint -> fixed) and 
 moving, the moving image already on the fixed grid through the linear stage), H-fields in voxels of
 the fixed grid, start at the identity. Each iteration
 
-    F~ = F o A,  M~ = M o B                        (the two images at the midpoint)
+    F~ = F o A,  M~ = M o B                        (the two images at the midpoint; at the finest scale M
+                                                   is the moving image on its own grid, sampled once through
+                                                   the linear stage after B, and with interp_blur 'matched'
+                                                   the bias trilinear interpolation gives each is removed)
     gF = dS/dF~ grad F~,  gM = dS/dM~ grad M~     (S = sum of the local normalised cross-correlation;
                                                    both forces from one set of window sums, _LNCC)
     uF = G_s * gF,  uM = G_s * gM                  (Gaussian of `smooth_update` voxels)
@@ -41,6 +44,7 @@ from ._device import wait
 from ..registration import inputs, intensities, parameters, quality
 from ..registration.inputs import LabelImage
 from ..registration.transforms import jacobian_det, level_images
+from ._lddmm_solver import InterpTarget
 
 __all__ = ["register", "SyNResult", "DEFAULTS", "check", "inverse_consistency", "newton_inverse", "compose",
            "displacement", "add_parser"]
@@ -96,9 +100,33 @@ class _Side:
         self.u, self.tmp = ca.Field3D(g, mem), ca.Field3D(g, mem)
         self.m, self.v = None, None  # Adam's moments (allocated at its first step)
         self.t = 0
+        self.source = None  # (image on its own grid, linear stage, scratch field): sample_once()
+        self.bias = None  # InterpTarget of a zero base: the interpolation's bias at the sampled points
+
+    def sample_once(self, image, aff):
+        """W = image o aff o H from now on: the image on its own grid sampled once, through the linear
+        stage after this side's map (as the outputs are), instead of the linear stage's resampled copy
+        self.I o H: two interpolations, whose blur the other side's image does not have."""
+        self.source = (image, aff, ca.Field3D(self.g, self.mem))
+
+    def match_interp_blur(self):
+        """From now on warp() removes the bias trilinear interpolation gives W (its blur, of variance
+        t (1 - t) voxels^2 along an axis at fraction t, docs/lddmm.md 'Interpolation blur'): W then
+        compares the images as if sampled exactly, so neither side's varying blur is taken for anatomy."""
+        zero = ca.Image3D(self.g, self.mem)
+        ca.SetMem(zero, 0.0)
+        src = (self.I,) if self.source is None else (self.source[0], self.source[1].voxel_matrix())
+        self.bias = InterpTarget(self.g, self.mem, zero, *src)
 
     def warp(self):
-        ca.ApplyH(self.W, self.I, self.H)
+        if self.source is None:
+            ca.ApplyH(self.W, self.I, self.H)
+        else:
+            image, aff, full = self.source
+            aff.hfield(self.mem, src=self.H, out=full)
+            inputs.on_fixed(self.g, image, full, out=self.W)
+        if self.bias is not None:
+            ca.Sub_I(self.W, self.bias.update(self.H))
 
     def force(self, sig):
         """u = G * (dS/dW grad W), world units (unscaled); returns its largest component in voxels."""
@@ -215,21 +243,21 @@ class _LNCC:
 
         dS/dI(x) ~ 2 c / (vI vJ) ((J - mJ) - (c / vI) (I - mI)),   dS/dJ(x) ~ the same with I, J swapped
 
-    (with vI vJ + eps for vI vJ, as ca.LNCC: the derivative of x's own window term through I(x), the
+    (with vI vJ + eps for vI vJ, as ca.LNCC, whose eps is 1e-5; syn's lncc_eps: the derivative of x's own window term through I(x), the
     window's means held fixed: the symmetric gradient ANTs' SyN uses; ca.LNCC computes the exact one, for
     one image, at about three times the cost). w (a 0/1 mask) weights the sum S = sum w cc."""
 
-    def __init__(self, g, mem, r, mask=None):
+    def __init__(self, g, mem, r, mask=None, eps=1e-5):
         self.r = ca.Vec3Di(r, r, r if g.size().z > 1 else 0)
-        self.mask = mask
+        self.mask, self.eps = mask, eps
         im = lambda: ca.Image3D(g, mem)  # noqa: E731
         self.n, self.mI, self.mJ, self.vI, self.vJ, self.c, self.t = (im() for _ in range(7))
         ca.SetMem(self.t, 1.0)
         ca.BoxSum(self.n, self.t, self.r)
         ca.Inv_I(self.n)  # 1 / the window's voxel count
 
-    def __call__(self, gI, gJ, I, J, eps=1e-5):  # eps: as ca.LNCC's
-        b, n = self.r, self.n
+    def __call__(self, gI, gJ, I, J):
+        b, n, eps = self.r, self.n, self.eps
         ca.BoxSum(self.mI, I, b)
         ca.Mul_I(self.mI, n)
         ca.BoxSum(self.mJ, J, b)
@@ -267,7 +295,7 @@ def _optimise(F, M, p, mask, f, n_it, energies):
     sig = _sigma(g, float(p["smooth_update"]))
     fsig = _sigma(g, float(p["smooth_field"])) if p["smooth_field"] > 0 else None
     rsig = _sigma(g, 2.0)
-    lncc = _LNCC(g, F.mem, int(p["radius"]), mask)
+    lncc = _LNCC(g, F.mem, int(p["radius"]), mask, float(p["lncc_eps"]))
     nvox = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
 
     hist, stop, it, eps_ref = [], "iteration cap", -1, 0.0
@@ -305,17 +333,17 @@ def _optimise(F, M, p, mask, f, n_it, energies):
             "energy_start": hist[0] if hist else float("nan"), "energy_end": hist[-1] if hist else float("nan")}
 
 
-def _quality(I1, I0, phiinv, mask, foreground, jac, p):
+def _quality(I1, I0, warped, mask, foreground, jac, p):
     """pyca.registration.quality.assess of the result: folds and collapse (det D phiinv over the fixed
     image's foreground), a match worse than the linear stage's (the LNCC energy 1 - S / n of the fixed
-    image against the linearly aligned moving image, and against it through phiinv, at full resolution),
-    and images of different contrasts (LNCC compares one)."""
+    image against the linearly aligned moving image I0, and against `warped`, the moving image sampled
+    once through the linear stage after phiinv, as I0 is sampled once: at full resolution), and images
+    of different contrasts (LNCC compares one)."""
     g, mem = I1.grid(), I1.memType()
-    lncc = _LNCC(g, mem, int(p["radius"]), mask)
+    lncc = _LNCC(g, mem, int(p["radius"]), mask, float(p["lncc_eps"]))
     n = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
-    a, b, warped = ca.Image3D(g, mem), ca.Image3D(g, mem), ca.Image3D(g, mem)
+    a, b = ca.Image3D(g, mem), ca.Image3D(g, mem)
     linear = 1.0 - lncc(a, b, I1, I0) / n
-    ca.ApplyH(warped, I0, phiinv)
     final = 1.0 - lncc(a, b, I1, warped) / n
     return quality.assess("lncc", jac, foreground, linear, final, quality.contrast_agreement(I0, I1, mask))
 
@@ -396,6 +424,11 @@ def register(fixed, moving, *, progress=False, **params):
             F, M = _Side(g, mem, J1), _Side(g, mem, J0)
         else:
             F, M = F.carried_to(g, J1), M.carried_to(g, J0)
+        if f == 1:  # the moving image from its own grid; each image's interpolation blur removed
+            M.sample_once(Mn, aff)
+            if p["interp_blur"] == "matched":
+                F.match_interp_blur()
+                M.match_interp_blur()
         info = _optimise(F, M, p, mk, f, n_it, energies)
         wait(mem)
         info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
@@ -406,7 +439,8 @@ def register(fixed, moving, *, progress=False, **params):
     compose(phiinv, displacement(M.H), F.Hinv)  # fixed -> midpoint -> moving (on the fixed grid)
     compose(phi, displacement(F.H), M.Hinv)
     full = aff.hfield(mem, src=phiinv)
-    ca.Sub_I(inputs.on_fixed(grid, Mn, full, out=tmp), I1)
+    warped = inputs.on_fixed(grid, Mn, full)  # normalised, sampled once
+    ca.Sub(tmp, warped, I1)
     final_mismatch = ca.Sum2(tmp)
     mv = moving.clone(mem) if moving.memType() != mem else moving
     deformed = inputs.on_fixed(grid, mv, full)
@@ -425,7 +459,8 @@ def register(fixed, moving, *, progress=False, **params):
         ic_mask = ca.Image3D(grid, mem)
         ca.GTC(ic_mask, I1, 0.05 if p["normalize"] != "none" else 0.05 * float(ca.MinMax(I1)[1]))
     ic = inverse_consistency(phi, phiinv, ic_mask)
-    qual = _quality(I1, I0, phiinv, mask, ic_mask, jac, p)
+    qual = _quality(I1, I0, warped, mask, ic_mask, jac, p)
+    del warped
     timings["total_s"] = time.perf_counter() - t_start
     p["device"] = str(p["device"])
     for k in ("fixed_mask", "moving_mask", "moving_labels"):

@@ -183,6 +183,12 @@ SYN_DECLARED = (
               "per iteration (default %(default)s)", lo=0, group=SYN),
     Parameter("inverse_iterations", "int", 20, "iterations of each scale's inverse maps (default %(default)s)",
               lo=1, hi=100, group=SYN),
+    Parameter("interp_blur", "choice", "matched", "'matched': at the finest scale the bias (blur) trilinear "
+              "interpolation gives each warped image is removed, so that the two are compared as if sampled "
+              "exactly; 'none': as sampled (default %(default)s)", choices=("matched", "none"), group=SYN),
+    Parameter("lncc_eps", "real", 1e-6, "LNCC's eps: the product of the two window variances is taken as vI vJ + "
+              "eps (each image scaled to [0, 1]); larger: weaker forces where both windows are flat (default "
+              "%(default)s)", lo=0, lo_open=True, group=SYN),
     Parameter("tol", "real", 1e-3, "a scale stops when its last 5 iterations gained less than 5 x this of its gain "
               "so far (default %(default)s)", lo=0, group=SYN),
     Parameter("optimiser", "choice", "adam", "adam (momentum, per-voxel second moment) or greedy (each update "

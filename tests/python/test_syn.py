@@ -251,13 +251,17 @@ def test_volume_change_held_back():
     """max_log_det / det_stiffness: a small ball registered onto one of six times its volume makes each
     map stretch its centre; with the volume change beyond e^0.5 pushed back (stiffness 5), det D
     phiinv's largest value is far lower than without (max_log_det 0; measured: 14 -> 6.4), the maps
-    stay diffeomorphic and the match stays close."""
+    stay diffeomorphic and the match stays close (its bound measured with the match term of that time:
+    no interpolation-blur correction, LNCC eps 1e-5, pinned here: 0.0196 of the initial mismatch; with
+    today's defaults 0.0235: a sixfold volume change cannot be matched within e^+-0.5 per map, and the
+    remaining mismatch is the hold's, not the match term's)."""
     shape = (40, 40, 40)
     r = np.sqrt(((np.indices(shape) - 19.5) ** 2).sum(0))
     g = ca.GridInfo(shape, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
     ball = lambda R: ca.Image3D.from_array(np.asfortranarray(ndimage.gaussian_filter((r < R).astype(np.float32), 1.0)), g)  # noqa: E731
     f, m = ball(6), ball(11)
-    run = dict(scales=(2, 1), iterations=(60, 40), device="cpu", affine="none", step=1.0)
+    run = dict(scales=(2, 1), iterations=(60, 40), device="cpu", affine="none", step=1.0, interp_blur="none",
+               lncc_eps=1e-5)
     free = syn.register(f, m, **run, max_log_det=0.0)
     held = syn.register(f, m, **run, max_log_det=0.5, det_stiffness=5.0)
     inside = r < 12
@@ -348,3 +352,31 @@ def test_anatomy_cut_by_the_grids_edge_does_not_fold():
     assert j.min() > 0.1, (j.min(), int((j <= 0).sum()))
     assert r.quality["ok"], r.quality["problems"]
     assert r.final_mismatch < 0.5 * r.initial_mismatch
+
+
+def test_interpolation_blur_not_taken_for_anatomy():
+    """interp_blur 'matched': one smooth image sampled on two grids half a voxel apart (stored so, the
+    headers saying where: the true map is the identity in the world, moving voxel x - 0.5 for fixed voxel
+    x). Sampling the moving image half way between its voxels blurs it (variance 1/4 voxel^2 per axis)
+    where the fixed image is not; taken for anatomy, that blur moves edges. With each warped image's
+    interpolation bias removed (and the moving image sampled once, through the linear stage after the
+    map), the map stays about twice as close to the truth (measured: mean error 0.041 voxel, against
+    0.090 with 'none')."""
+    shape = (32, 32, 32)
+    rng = np.random.default_rng(3)
+    centres, amps, widths = rng.uniform(6, 26, (40, 3)), rng.uniform(0.3, 1.0, 40), rng.uniform(1.0, 2.0, 40)
+
+    def image(p):  # a sum of Gaussian blobs at the world points p
+        return sum(a * np.exp(-((p - c) ** 2).sum(-1) / (2 * s * s)) for c, a, s in zip(centres, amps, widths))
+
+    idx = np.stack(np.indices(shape), -1).astype(float)
+    shift = np.array([0.5, 0.5, 0.5])
+    grid = lambda origin: ca.GridInfo(shape, (1.0, 1.0, 1.0), origin)  # noqa: E731
+    f = ca.Image3D.from_array(np.asfortranarray(image(idx), np.float32), grid((0.0, 0.0, 0.0)))
+    m = ca.Image3D.from_array(np.asfortranarray(image(idx + shift), np.float32), grid(tuple(shift)))
+    inside = image(idx) > 0.1
+    err = {}
+    for blur in ("matched", "none"):
+        r = syn.register(f, m, scales=(2, 1), iterations=(40, 25), device="cpu", affine="none", interp_blur=blur)
+        err[blur] = np.linalg.norm(r.full_map.numpy() - (idx - shift), axis=-1)[inside].mean()
+    assert err["matched"] < 0.06 and err["matched"] < 0.6 * err["none"], err
