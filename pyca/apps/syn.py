@@ -239,19 +239,22 @@ def compose(out, fv, g):
 class _LNCC:
     """Local normalised cross-correlation of two images in windows of 2 r + 1 voxels (truncated at the
     grid's border), and both images' forces from one set of window sums (five BoxSum): with the window
-    means mI, mJ, variances vI, vJ and covariance c at x, cc = c^2 / (vI vJ) and
+    means mI, mJ, variances vI, vJ and covariance c at x, D = vI vJ + eps, cc = (c^2 + eps) / D (as ca.LNCC:
+    1 exactly for two equal windows, flat ones included, with a zero force) and
 
-        dS/dI(x) ~ 2 c / (vI vJ) ((J - mJ) - (c / vI) (I - mI)),   dS/dJ(x) ~ the same with I, J swapped
+        dS/dI(x) ~ (2 / D) (c (J - mJ) - cc vJ (I - mI)),   dS/dJ(x) ~ the same with I, J swapped
 
-    (with vI vJ + eps for vI vJ, as ca.LNCC, whose eps is 1e-5; syn's lncc_eps: the derivative of x's own window term through I(x), the
-    window's means held fixed: the symmetric gradient ANTs' SyN uses; ca.LNCC computes the exact one, for
-    one image, at about three times the cost). w (a 0/1 mask) weights the sum S = sum w cc."""
+    (eps: syn's lncc_eps, parameters.SYN_DECLARED; ca.LNCC's default is 1e-5. The derivative of x's own
+    window term through I(x), the window's means held fixed: the symmetric gradient ANTs' SyN uses; ca.LNCC
+    computes the exact one, for one image, at about three times the cost). w (a 0/1 mask) weights the sum
+    S = sum w cc. Where I and J are the same bits, c, vI and vJ are the same numbers, so cc is exactly 1
+    and both forces exactly 0: an image registered onto itself does not move."""
 
     def __init__(self, g, mem, r, mask=None, eps=1e-5):
         self.r = ca.Vec3Di(r, r, r if g.size().z > 1 else 0)
         self.mask, self.eps = mask, eps
         im = lambda: ca.Image3D(g, mem)  # noqa: E731
-        self.n, self.mI, self.mJ, self.vI, self.vJ, self.c, self.t = (im() for _ in range(7))
+        self.n, self.mI, self.mJ, self.vI, self.vJ, self.c, self.t, self.cc = (im() for _ in range(8))
         ca.SetMem(self.t, 1.0)
         ca.BoxSum(self.n, self.t, self.r)
         ca.Inv_I(self.n)  # 1 / the window's voxel count
@@ -269,21 +272,24 @@ class _LNCC:
             ca.Mul_I(out, n)
             ca.Mul(self.t, m1, m2)
             ca.Sub_I(out, self.t)
-        # D = vI vJ + eps, t = c / D: cc = c t; S = sum w cc
+        # t = 2 / D (D = vI vJ + eps), cc = (c^2 + eps) / D; S = sum w cc
         ca.Mul(self.t, self.vI, self.vJ)
         ca.AddC_I(self.t, eps)
-        ca.Div(self.t, self.c, self.t)
-        ca.Mul(gI, self.c, self.t)
-        S = float(ca.Dot(gI, self.mask)) if self.mask is not None else float(ca.Sum(gI))
-        # gI = 2 t ((J - mJ) - t vJ (I - mI)), gJ = 2 t ((I - mI) - t vI (J - mJ)) (times w)
+        ca.Mul(self.cc, self.c, self.c)
+        ca.AddC_I(self.cc, eps)
+        ca.Div_I(self.cc, self.t)
+        ca.Inv_I(self.t)
+        ca.MulC_I(self.t, 2.0)
+        S = float(ca.Dot(self.cc, self.mask)) if self.mask is not None else float(ca.Sum(self.cc))
+        # gI = t (c (J - mJ) - cc vJ (I - mI)), gJ = t (c (I - mI) - cc vI (J - mJ)) (times w)
         ca.Sub(self.mI, I, self.mI)
         ca.Sub(self.mJ, J, self.mJ)
         for out, v, own, other in ((gI, self.vJ, self.mI, self.mJ), (gJ, self.vI, self.mJ, self.mI)):
-            ca.Mul(out, self.t, v)
+            ca.Mul(out, self.cc, v)
             ca.Mul_I(out, own)
-            ca.Sub(out, other, out)
+            ca.Mul(v, self.c, other)  # v is not needed after this side's force
+            ca.Sub(out, v, out)
             ca.Mul_I(out, self.t)
-            ca.MulC_I(out, 2.0)
             if self.mask is not None:
                 ca.Mul_I(out, self.mask)
         return S

@@ -1,12 +1,13 @@
 """The fixed image plus the bias trilinear interpolation gives the warped moving image (lddmm's
 interp_blur='matched', pyca.apps._lddmm_solver.InterpTarget; docs/lddmm.md, 'Interpolation blur'): against
 SciPy's trilinear interpolation of a quadratic image, where the second-order bias is the whole error; an
-image registered onto itself is the identity; the known-map brain pair keeps its accuracy."""
+image registered onto itself is the identity (with lddmm's ssd and lncc and with syn); the known-map brain pair
+keeps its accuracy."""
 import numpy as np
 import pytest
 
 import pyca as ca
-from pyca.apps import data, lddmm
+from pyca.apps import data, lddmm, syn
 from pyca.apps._lddmm_solver import InterpTarget
 
 ndimage = pytest.importorskip("scipy.ndimage")
@@ -90,18 +91,32 @@ def test_target_through_a_map_on_one_grid_is_scipys_trilinear_sample():
 
 
 def _assert_identity(res, want_map, what):
+    # exactly: every scale starts at a stationary point of the match and takes no step
     j = res.jacobian.numpy()
     d = np.abs(res.full_map.numpy() - want_map).max()
-    assert abs(j.min() - 1.0) < 1e-3 and abs(j.max() - 1.0) < 1e-3 and d < 0.01, (what, j.min(), j.max(), d)
+    assert j.min() == 1.0 and j.max() == 1.0 and d == 0.0, (what, j.min(), j.max(), d)
 
 
-def test_an_image_registered_onto_itself_is_the_identity():
+# An image registered onto itself: lddmm with either single-contrast match (the ssd through interp_blur
+# 'matched', the lncc through its exact stationary point at I = J: docs/operations/similarity.md) and
+# greedy SyN (pyca register's default, lncc).
+METHODS = {"lddmm ssd": (lddmm.register, {}), "lddmm lncc": (lddmm.register, {"metric": "lncc"}),
+           "syn": (syn.register, {})}
+# what each method's scales report when the match's direction is exactly zero at the start
+ZERO_STOP = {"lddmm ssd": "converged (the update direction is zero)", "lddmm lncc": "converged (the update direction "
+             "is zero)", "syn": "zero gradient"}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_an_image_registered_onto_itself_is_the_identity(method):
+    register, params = METHODS[method]
     im, _ = data.builtin_pair()
-    res = lddmm.register(im, im, device="cpu")
-    _assert_identity(res, _index(tuple(im.grid().size())), "phantom")
+    res = register(im, im, device="cpu", **params)
+    _assert_identity(res, _index(tuple(im.grid().size())), f"phantom, {method}")
     # every scale starts at a stationary point: the update direction is exactly 0, and no step is taken
-    assert [s["iterations"] for s in res.timings["scales"]] == [0, 0, 0], res.timings["scales"]
-    assert all(s["stop"] == "converged (the update direction is zero)" for s in res.timings["scales"])
+    assert all(s["stop"] == ZERO_STOP[method] for s in res.timings["scales"]), res.timings["scales"]
+    if method.startswith("lddmm"):
+        assert [s["iterations"] for s in res.timings["scales"]] == [0, 0, 0], res.timings["scales"]
     # the same image stored LAS (x reversed, the affine saying so): the identity in the world, x reversed
     # in voxels (the moving image sampled through the linear stage's map)
     a = im.numpy()
@@ -114,17 +129,19 @@ def test_an_image_registered_onto_itself_is_the_identity():
                                 ca.GridInfo(n, sp, org_las, direction=(D @ np.diag([-1.0, 1.0, 1.0])).tolist()))
     want = _index(n)
     want[..., 0] = n[0] - 1 - want[..., 0]
-    _assert_identity(lddmm.register(im, las, device="cpu"), want, "phantom stored LAS")
+    _assert_identity(register(im, las, device="cpu", **params), want, f"phantom stored LAS, {method}")
 
 
 @pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn (ships the MNI152 template)")
-def test_a_brain_registered_onto_itself_is_the_identity():
+@pytest.mark.parametrize("method", list(METHODS))
+def test_a_brain_registered_onto_itself_is_the_identity(method):
     from pyca.io import split_affine
 
+    register, params = METHODS[method]
     t1, _, aff = data.mni_template(4)
     sp, org, direction = split_affine(aff, "test", "image")
     im = ca.Image3D.from_array(t1, ca.GridInfo(t1.shape, tuple(sp), tuple(org), direction=direction))
-    _assert_identity(lddmm.register(im, im, device="cpu"), _index(t1.shape), "MNI 4 mm")
+    _assert_identity(register(im, im, device="cpu", **params), _index(t1.shape), f"MNI 4 mm, {method}")
 
 
 @pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn (ships the MNI152 template)")
@@ -171,7 +188,8 @@ def test_the_target_and_the_identity_on_the_gpu():
         out.append(InterpTarget(g, mem, Fi, Mi, A).update(h.clone(mem)).clone(ca.MEM_HOST).numpy())
     np.testing.assert_allclose(out[1], out[0], atol=2e-5)
     im, _ = data.builtin_pair()
-    res = lddmm.register(im, im, device="gpu")
-    j, m = res.jacobian.clone(ca.MEM_HOST).numpy(), res.full_map.clone(ca.MEM_HOST).numpy()
-    assert abs(j.min() - 1.0) < 1e-3 and abs(j.max() - 1.0) < 1e-3
-    assert np.abs(m - _index(tuple(im.grid().size()))).max() < 0.01
+    for method, (register, params) in METHODS.items():
+        res = register(im, im, device="gpu", **params)
+        j, m = res.jacobian.clone(ca.MEM_HOST).numpy(), res.full_map.clone(ca.MEM_HOST).numpy()
+        d = np.abs(m - _index(tuple(im.grid().size()))).max()
+        assert j.min() == 1.0 and j.max() == 1.0 and d == 0.0, (method, j.min(), j.max(), d)

@@ -32,7 +32,7 @@ def lncc_ref(I, J, r, w=None, eps=1e-5):
     c = box_ref(I * J, r) / n - mI * mJ
     vI = np.maximum(box_ref(I * I, r) / n - mI**2, 0)
     vJ = np.maximum(box_ref(J * J, r) / n - mJ**2, 0)
-    cc = c**2 / (vI * vJ + eps)
+    cc = (c**2 + eps) / (vI * vJ + eps)
     return float(np.sum(cc if w is None else w * cc))
 
 
@@ -85,6 +85,27 @@ def test_lncc_is_one_for_affine_intensity_change():
     S = ca.LNCC(g, image(I, ca.MEM_HOST), image(3.0 - 2.5 * I, ca.MEM_HOST), ca.Vec3Di(2, 2, 2), 1e-12)
     assert S / I.size == pytest.approx(1.0, abs=1e-3)
     assert np.abs(g.numpy()).max() < 1e-2 * I.size ** 0  # a maximum: the gradient vanishes
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("masked", [False, True])
+def test_lncc_of_an_image_with_itself_is_exactly_its_maximum(mem, masked):
+    # A flat region (0), a weakly textured one (variances near eps) and a textured one: cc is exactly 1 in
+    # every window and I = J exactly a stationary point (with eps in the denominator only, the weakly
+    # textured windows give cc < 1 and a gradient that raises their contrast).
+    shape, r = (12, 10, 9), ca.Vec3Di(2, 2, 2)
+    rng = np.random.default_rng(5)
+    I = np.zeros(shape, np.float32)
+    I[4:8] = 0.3 + 0.004 * rng.standard_normal((4,) + shape[1:])
+    I[8:] = ndi.gaussian_filter(rng.random((4,) + shape[1:]), 1.0)
+    w = (rng.random(shape) > 0.3).astype(np.float32)
+    g = image(np.ones(shape), mem)
+    args = (image(I, mem), image(I, mem)) + ((image(w, mem),) if masked else ()) + (r,)
+    S = ca.LNCC(g, *args)
+    assert S == (float(w.astype(np.float64).sum()) if masked else float(I.size))
+    assert not np.any(g.clone(ca.MEM_HOST).numpy())
+    # the reference agrees that this is the maximum: every window's cc is 1 (to float64 rounding)
+    assert lncc_ref(I, I, (2, 2, 2)) == pytest.approx(I.size, rel=1e-9)
 
 
 def test_bad_arguments():

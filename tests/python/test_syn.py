@@ -250,11 +250,13 @@ def test_parameters_declared_once(capsys):
 def test_volume_change_held_back():
     """max_log_det / det_stiffness: a small ball registered onto one of six times its volume makes each
     map stretch its centre; with the volume change beyond e^0.5 pushed back (stiffness 5), det D
-    phiinv's largest value is far lower than without (max_log_det 0; measured: 14 -> 6.4), the maps
+    phiinv's largest value is far lower than without (max_log_det 0; measured: 12 -> 6.6), the maps
     stay diffeomorphic and the match stays close (its bound measured with the match term of that time:
-    no interpolation-blur correction, LNCC eps 1e-5, pinned here: 0.0196 of the initial mismatch; with
-    today's defaults 0.0235: a sixfold volume change cannot be matched within e^+-0.5 per map, and the
-    remaining mismatch is the hold's, not the match term's)."""
+    no interpolation-blur correction, LNCC eps 1e-5, pinned here; the SSD fell to 2.16% of its start with
+    LNCC's cc = (c^2 + eps) / (vI vJ + eps), 1.96% with c^2 / (vI vJ + eps), whose weakly textured windows
+    pushed towards more contrast but left an image registered onto itself moving; a sixfold volume change
+    cannot be matched within e^+-0.5 per map, and the remaining mismatch is the hold's, not the match
+    term's)."""
     shape = (40, 40, 40)
     r = np.sqrt(((np.indices(shape) - 19.5) ** 2).sum(0))
     g = ca.GridInfo(shape, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
@@ -268,7 +270,7 @@ def test_volume_change_held_back():
     jf, jh = free.jacobian.numpy()[inside], held.jacobian.numpy()[inside]
     assert jh.max() < 0.6 * jf.max(), (jh.max(), jf.max())
     assert jh.min() > 0 and held.quality["ok"], held.quality["problems"]
-    assert held.final_mismatch < 0.02 * held.initial_mismatch
+    assert held.final_mismatch < 0.025 * held.initial_mismatch
 
 
 def _lifted(shape=(24, 28, 20)):

@@ -5,11 +5,14 @@
 //
 // With W(y) the window of (2r + 1) voxels per axis centred at y, truncated to the grid (n(y) voxels),
 // and window means mu_I, mu_J, covariance c = <IJ> - mu_I mu_J, variances vI, vJ, the LNCC of one
-// window is cc(y) = c^2 / (vI vJ + eps) and the operation's value is S = sum_y w(y) cc(y) (w: mask
-// weights, 1 without a mask). Since x is in W(y) exactly when y is in W(x) (truncated windows), the
-// derivative of S with respect to I(x) is
+// window is cc(y) = (c^2 + eps) / (vI vJ + eps) and the operation's value is S = sum_y w(y) cc(y) (w:
+// mask weights, 1 without a mask). eps in the numerator too makes cc = 1 exactly for two equal windows,
+// flat ones included, and their gradient 0: an image compared with itself is at a stationary point (with
+// c^2 / (vI vJ + eps), I = J is not one: raising the contrast of a weakly textured window raises cc).
+// Since x is in W(y) exactly when y is in W(x) (truncated windows), the derivative of S with respect to
+// I(x) is
 //   dS/dI(x) = sum_{y in W(x)} alpha(y) (J(x) - mu_J(y)) - beta(y) (I(x) - mu_I(y))
-//   alpha = 2 w c / (n (vI vJ + eps)),  beta = 2 w c^2 vJ / (n (vI vJ + eps)^2),
+//   alpha = 2 w c / (n (vI vJ + eps)),  beta = 2 w cc vJ / (n (vI vJ + eps)),
 // that is J(x) S[alpha] - S[alpha mu_J] - I(x) S[beta] + S[beta mu_I] with S[.] the same box sums.
 //
 // Mutual information (MI) of I and J from a Parzen-windowed joint histogram (Mattes-style): every
@@ -38,28 +41,34 @@ PYCA_HD int boxCount(int i, int r, int n) {
 
 // From the five window sums of one voxel (sum I, sum J, sum I^2, sum J^2, sum IJ over cnt voxels)
 // and the weight w: k[0..3] = (alpha, alpha mu_J, beta, beta mu_I); returns w cc. In double: the
-// variances are differences of nearly equal numbers.
+// variances are differences of nearly equal numbers. For I = J (the same bits) c, vI and vJ are the
+// same doubles, so cc is exactly 1 and alpha, beta (and alpha mu_J, beta mu_I) the same numbers.
 PYCA_HD float lnccCoeffs(float sI, float sJ, float sII, float sJJ, float sIJ, float cnt, float w, float eps,
                          float* k) {
   const double inv = 1.0 / double(cnt);
   const double muI = double(sI) * inv, muJ = double(sJ) * inv;
-  double vI = double(sII) * inv - muI * muI, vJ = double(sJJ) * inv - muJ * muJ;
-  vI = vI > 0.0 ? vI : 0.0;
-  vJ = vJ > 0.0 ? vJ : 0.0;
-  const double c = double(sIJ) * inv - muI * muJ;
-  const double den = vI * vJ + double(eps);
-  const double alpha = 2.0 * double(w) * c * inv / den;
-  const double beta = 2.0 * double(w) * c * c * vJ * inv / (den * den);
+  const double vI = double(sII) * inv - muI * muI, vJ = double(sJJ) * inv - muJ * muJ;
+  // A variance below 0 from rounding: a flat window, whose covariance is 0 too.
+  const bool flat = !(vI > 0.0 && vJ > 0.0);
+  const double c = flat ? 0.0 : double(sIJ) * inv - muI * muJ;
+  const double vIc = vI > 0.0 ? vI : 0.0, vJc = vJ > 0.0 ? vJ : 0.0;
+  const double den = vIc * vJc + double(eps);
+  const double cc = (c * c + double(eps)) / den;
+  const double a = 2.0 * double(w) * inv / den;
+  const double alpha = a * c;
+  const double beta = a * (cc * vJc);
   k[0] = float(alpha);
   k[1] = float(alpha * muJ);
   k[2] = float(beta);
   k[3] = float(beta * muI);
-  return float(double(w) * c * c / den);
+  return float(double(w) * cc);
 }
 
-// dS/dI at one voxel from I, J and the box sums of the four coefficient maps.
+// dS/dI at one voxel from I, J and the box sums of the four coefficient maps: J S[alpha] - S[alpha mu_J]
+// - I S[beta] + S[beta mu_I], grouped so that it is exactly 0 where I = J and the sums of alpha and beta
+// (and of alpha mu_J and beta mu_I) are equal, with or without contracted multiply-adds.
 PYCA_HD float lnccGradAt(float I, float J, float sAlpha, float sAlphaMuJ, float sBeta, float sBetaMuI) {
-  return J * sAlpha - sAlphaMuJ - I * sBeta + sBetaMuI;
+  return ((J - I) * sAlpha + I * (sAlpha - sBeta)) - (sAlphaMuJ - sBetaMuI);
 }
 
 // ---- Mutual information -------------------------------------------------------------------------
