@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from ._docs import page
+from ._docs import DOCS_URL, page
 from .distributed import Terminated  # at import, inside the console entry's guard (_pyca_console)
 from ._files import check_out_dir, claim_out_dir, clear_previous
 
@@ -112,11 +112,20 @@ def add_verbosity(p, top=False):
     g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors", **dflt)
 
 
+_EPILOG_TOP = f"""first steps:
+  pyca lddmm                                    register a built-in pair in seconds (writes pyca-lddmm-out/)
+  pyca register --fixed F --moving M --out R    register two brains (symmetric; pyca lddmm for LDDMM)
+  pyca info                                     the version and the GPU pyca would use
+  pyca COMMAND --help                           a command's options
+documentation: {DOCS_URL}"""
+
+
 def _parser():
     from .registration import parameters
 
     common = add_verbosity
-    ap = _Parser(prog="pyca", description="pyca: 3-D imaging for computational anatomy, on CPU and GPU.")
+    ap = _Parser(prog="pyca", description="pyca: 3-D imaging for computational anatomy, on CPU and GPU.",
+                 epilog=_EPILOG_TOP, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"pyca {_version()}")
     common(ap, True)
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -125,7 +134,8 @@ def _parser():
                         description="Register --moving onto --fixed with LDDMM (Beg et al.), on the GPU when "
                         "there is one. Without --fixed/--moving, a built-in pair of 3-D images is used.",
                         epilog=_EPILOG_LDDMM, formatter_class=argparse.RawDescriptionHelpFormatter)
-    lp.add_argument("--fixed", help="fixed (target) image: .nii, .nii.gz (.mha, .mhd, .nrrd with SimpleITK)")
+    lp.add_argument("--fixed", help="fixed (target) image: NIfTI (.nii, .nii.gz) or MetaImage (.mha, .mhd); "
+                    "NRRD, DICOM, MINC and pictures with SimpleITK")
     lp.add_argument("--moving", help="moving (template) image, deformed onto the fixed one")
     lp.add_argument("--out", default="pyca-lddmm-out", help="output folder (default: %(default)s); an existing, "
                     "non-empty one is refused unless --overwrite")

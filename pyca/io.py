@@ -498,8 +498,8 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     if os.path.isdir(path):
         raise IsADirectoryError(f"{what}: {path!r} is a folder; give a file name (e.g. {os.path.join(path, 'image.nii.gz')!r})")
     if _kind(path) == "unknown":
-        raise ImageFileError(f"{what} {path!r}: unknown file type; name it .nii, .nii.gz, .hdr (NIfTI) or .mha, .mhd, "
-                             ".nrrd (MetaImage/NRRD, with SimpleITK)")
+        raise ImageFileError(f"{what} {path!r}: unknown file type; name it .nii, .nii.gz, .hdr (NIfTI), .mha, .mhd "
+                             "(MetaImage) or .nrrd (NRRD, with SimpleITK)")
     sp = np.array([float(s) for s in spacing], dtype=np.float64)
     org = np.array([float(o) for o in origin], dtype=np.float64)
     d = np.eye(3) if direction is None else np.asarray(direction, dtype=np.float64)

@@ -41,8 +41,8 @@ def add_parser(sub):
                        "diffeomorphic registration with local normalised cross-correlation (--method syn, the "
                        "default) or LDDMM (--method lddmm, pyca lddmm's defaults), on the GPU when there is one.",
                        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--fixed", required=True, help="fixed (target) image: .nii, .nii.gz (.mha, .mhd, .nrrd with "
-                   "SimpleITK)")
+    p.add_argument("--fixed", required=True, help="fixed (target) image: NIfTI (.nii, .nii.gz) or MetaImage "
+                   "(.mha, .mhd); NRRD, DICOM, MINC and pictures with SimpleITK")
     p.add_argument("--moving", required=True, help="moving image, deformed onto the fixed one")
     p.add_argument("--out", default="pyca-register-out", help="output folder (default: %(default)s); an existing, "
                    "non-empty one is refused unless --overwrite")

@@ -117,8 +117,8 @@ def test_documentation_url_in_metadata_and_help():
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
     assert meta["Documentation"] == DOCS_URL
-    for cmd in ("lddmm", "atlas", "register-batch", "register", "apply"):
-        p = _run(cmd, "--help")
+    for cmd in ("lddmm", "atlas", "register-batch", "register", "apply", None):  # None: `pyca --help`
+        p = _run(cmd, "--help") if cmd else _run("--help")
         assert p.returncode == 0
         assert DOCS_URL in p.stdout, cmd
         assert "docs/" not in p.stdout.replace(DOCS_URL, ""), cmd  # no path into the source tree
