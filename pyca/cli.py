@@ -253,6 +253,11 @@ def cmd_lddmm(a):
         return _lddmm_run(a, fixed, moving, names, extra, params, checked, source, device, note, say, verbose)
 
 
+def _listed(v):
+    """A schedule as the progress line prints scales: [10, 150, 150] (one int: as is)."""
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+
 def _lddmm_run(a, fixed, moving, names, extra, params, checked, source, device, note, say, verbose):
     from .apps import lddmm
     from .apps._lddmm_outputs import output_names
@@ -261,7 +266,8 @@ def _lddmm_run(a, fixed, moving, names, extra, params, checked, source, device, 
     say(f"pyca lddmm: {source}")
     say(f"  device: {device}; {note}")
     say(f"  metric={a.metric} alpha={checked['alpha']:g} beta={a.beta} gamma={a.gamma} lpow={a.lpow} "
-        f"sigma={checked['sigma']:g} step={a.step} T={a.time_steps} scales={a.scales} iterations={a.iterations}")
+        f"sigma={checked['sigma']:g} step={a.step} T={a.time_steps} scales={a.scales} "
+        f"iterations={_listed(checked['iterations'])}")
     if device.startswith("cpu"):
         verbose(f"  CPU threads: at most {os.environ.get('OMP_NUM_THREADS') or os.cpu_count()} (one per 32768 voxels; "
                 f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '-')})")

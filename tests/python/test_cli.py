@@ -105,6 +105,11 @@ def test_quiet_and_verbose(tmp_path):
     assert "writing outputs to" in out
     n = run("lddmm", *SMALL, "--no-report", "--out", str(tmp_path / "n"))
     assert n.returncode == 0 and "scale 1/2: grid" not in n.stdout  # -v says more than the default
+    assert "iterations=[2, 2]\n" in n.stdout, n.stdout
+    # without --iterations the parameter line gives the caps the run used (the metric's), not "None"
+    d = run("lddmm", "--size", "16,16,8", "--time-steps", "2", "--tol", "0.5", "--no-report",
+            "--out", str(tmp_path / "d"))
+    assert d.returncode == 0 and "scales=[4, 2, 1] iterations=[10, 150, 150]\n" in d.stdout, d.stdout
     assert len(_lines(n.stdout)) < len(_lines(out))
 
 
