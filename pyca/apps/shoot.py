@@ -30,7 +30,7 @@ import numpy as np
 from .. import core as ca
 from .. import io as pio
 from .._files import atomic_open
-from ..registration import intensities, optimisers, transform_files
+from ..registration import intensities, optimisers, quality, transform_files
 from ..registration import parameters as _parameters
 from ..registration.geodesic import KEEP, Geodesic, GeodesicFit, epdiff_kernel
 from ..registration.inputs import as_image, check_world_overlap, on_grid
@@ -85,6 +85,7 @@ class ShootResult:
     params: dict
     report: dict = field(default_factory=dict)  # descend's report
     momentum_energies: list = None  # <m_t, K m_t> at each time step (constant along the geodesic)
+    quality: dict = None  # pyca.registration.quality.assess(): folds and collapse of det D phiinv
 
     @property
     def final_energy(self):
@@ -101,7 +102,7 @@ class ShootResult:
                 "initial_mismatch": self.initial_mismatch, "final_mismatch": self.final_mismatch,
                 "final_energy": self.final_energy, "jacobian_min": float(jmin), "jacobian_max": float(jmax),
                 "momentum_energies": self.momentum_energies, "stop": self.report.get("stop"),
-                "folding_steps_rejected": self.report.get("folding_steps_rejected"),
+                "folding_steps_rejected": self.report.get("folding_steps_rejected"), "quality": self.quality,
                 "iterations": self.report.get("iterations"), "timings": self.timings, "energies": self.energies}
 
 
@@ -241,13 +242,17 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     ca.ApplyH(deformed, I0h.clone(mem) if int(I0h.memType()) != int(mem) else I0h, phiinv)
     jac = ca.Image3D(grid, mem)
     jacobian_det(jac, phiinv)
+    fg = ca.Image3D(grid, mem)  # the fixed image's foreground, as pyca lddmm judges its maps
+    lo, hi = (float(x) for x in ca.MinMax(I1))
+    ca.GTC(fg, I1, lo + 0.1 * (hi - lo))
+    qual = quality.assess("ssd", jac, fg)
     mom = geo.energies()
     wait(mem)
     n_it = max(1, rep["iterations"])
     timings = {"registration_s": t1 - t0, "per_iteration_s": (t1 - t0) / n_it, "total_s": time.perf_counter() - t_start}
     return ShootResult(m0=fit.m0, phiinv=phiinv, phi=phi, deformed=deformed, jacobian=jac, energies=records,
                        initial_mismatch=ssd0, final_mismatch=ssd1, timings=timings, device=device, params=p,
-                       report=rep, momentum_energies=mom)
+                       report=rep, momentum_energies=mom, quality=qual)
 
 
 def write_outputs(res, out_dir, compress=True, names=None, extra=()):
@@ -393,8 +398,10 @@ def run(a):
         + (f"; {s['folding_steps_rejected']} steps rejected: their map would fold" if s["folding_steps_rejected"]
            else ""))
     say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}")
-    if s["jacobian_min"] <= 0:
-        print("pyca shoot: the map folds (det D phiinv <= 0 somewhere): larger alpha or --time-steps, or "
-              "--folding-steps reject", file=sys.stderr)
-        return 3
+    if not res.quality["ok"]:
+        advice = ("--folding-steps reject undoes the steps whose map folds" if res.params["folding_steps"] == "accept"
+                  else "a larger --alpha or more --time-steps")
+        print(f"pyca shoot: registration failed: {quality.message(res.quality)} (outputs in {a.out}; {advice})",
+              file=sys.stderr)
+        return quality.EXIT_FAILED_REGISTRATION
     return 0

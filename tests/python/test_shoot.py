@@ -143,10 +143,38 @@ def test_steps_whose_map_would_fold_are_rejected():
     assert res.summary()["folding_steps_rejected"] == res.report["folding_steps_rejected"]
     assert res.final_mismatch < 0.5 * res.initial_mismatch
     assert any(r.get("inadmissible") for r in res.energies) and not any(r.get("inadmissible") for r in allowed.energies)
+    # the run judges itself as pyca lddmm does (pyca.registration.quality): the folded map fails, with its
+    # determinant's minimum as computed here; the other passes
+    codes = [q["code"] for q in allowed.quality["problems"]]
+    assert not allowed.quality["ok"] and "folds" in codes
+    assert allowed.quality["jacobian_min"] == pytest.approx(float(ca.MinMax(allowed.jacobian)[0]))
+    assert res.quality["ok"] and allowed.summary()["quality"] is allowed.quality
     # coarse to fine: the coarse map, which does not fold, folds on the finer grid (det -0.38 when carried
     # up as it is): its velocity is halved until it does not
     res2 = shoot.register(fixed, moving, scales=(2, 1), **kw)
     assert ca.MinMax(res2.jacobian)[0] > 0 and res2.final_mismatch < 0.5 * res2.initial_mismatch
+
+
+def test_cli_shoot_says_in_one_line_that_a_run_failed(tmp_path):
+    """`pyca shoot` whose map folds (folding_steps accept, the two discs of the test above) exits 3 with one
+    line that names the problem and the option that avoids it, and records the verdict in summary.json;
+    with the default (reject) the same pair exits 0."""
+    nib = pytest.importorskip("nibabel")
+    moving = (_disc((20, 14), 5) + _disc((20, 27), 5)).astype(np.float32)
+    fixed = (_disc((14, 20), 5) + _disc((27, 20), 5)).astype(np.float32)
+    for name, arr in (("m.nii.gz", moving), ("f.nii.gz", fixed)):
+        nib.save(nib.Nifti1Image(arr, np.eye(4)), str(tmp_path / name))
+    args = ("shoot", "--fixed", "f.nii.gz", "--moving", "m.nii.gz", "--iterations", "40", "--alpha", "0.002",
+            "--time-steps", "2", "--device", "cpu", "-q")
+    r = _pyca(*args, "--out", "accept", "--folding-steps", "accept", cwd=tmp_path)
+    line = r.stderr.strip().splitlines()
+    assert r.returncode == 3 and len(line) == 1, r.stderr
+    assert "registration failed: the map folds" in line[0] and "--folding-steps reject" in line[0]
+    q = json.load(open(tmp_path / "accept" / "summary.json"))["quality"]
+    assert not q["ok"] and q["jacobian_min"] < 0
+    r = _pyca(*args, "--out", "reject", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr.strip() == "", r.stderr
+    assert json.load(open(tmp_path / "reject" / "summary.json"))["quality"]["ok"]
 
 
 @pytest.mark.parametrize("fused", [False, True])
