@@ -102,7 +102,8 @@ class LDDMMResult:
     phi: object  # Field3D: phi_{0,1}, its inverse (the forward map of the moving image)
     moving: object  # Image3D: the moving image on the fixed grid, before deformation
     jacobian: object  # Image3D: det D phiinv
-    velocity: list  # Field3D per time step (world units), full resolution
+    velocity: list  # Field3D per time step (world units), full resolution, on the fixed grid (cropped from the
+    # solver's working grid when pad="fft" extended it: the velocities there, not a fresh solve on the fixed grid)
     energies: list  # one dict per iteration: scale, iteration, energy, match, reg, step, accepted
     initial_mismatch: float  # sum of squared differences (normalised intensities) before
     final_mismatch: float  # ... and after
