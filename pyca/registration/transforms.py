@@ -38,7 +38,7 @@ def coarse_grid(g, f):
     size = np.array(tuple(g.size()))
     sp = np.array(tuple(g.spacing()), float)
     org = np.array(tuple(g.origin()), float)
-    sc = np.array([n if n == 1 else max(int(round(n / f)), min(n, COARSE_MIN)) for n in size])
+    sc = np.array([_coarse_size(int(n), f) for n in size])
     r = size / sc
     d = g.direction()  # the coarse voxel centres, in the world (docs/design/orientation.md)
     return ca.GridInfo(tuple(int(n) for n in sc), tuple(sp * r), tuple(org + d @ (0.5 * (r - 1) * sp)), direction=d)
