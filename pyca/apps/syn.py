@@ -43,8 +43,8 @@ from . import affine, lddmm
 from ._device import wait
 from ..registration import inputs, intensities, parameters, quality
 from ..registration.inputs import LabelImage
+from ..registration.interpolation import InterpTarget
 from ..registration.transforms import jacobian_det, level_images
-from ._lddmm_solver import InterpTarget
 
 __all__ = ["register", "SyNResult", "DEFAULTS", "check", "inverse_consistency", "newton_inverse", "compose",
            "displacement", "add_parser"]

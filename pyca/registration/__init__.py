@@ -4,6 +4,8 @@ transform or optimiser has a home.
 
 - ``pyca.registration.metrics``: image match terms (energy and gradient with respect to the
   deformed image), on CPU and GPU alike: SSD, LNCC, MI (mutual information, different contrasts).
+- ``pyca.registration.interpolation``: the bias trilinear interpolation gives a warped image, as
+  a match's target (``InterpTarget``; lddmm's and syn's 'matched' interpolation blur).
 - ``pyca.registration.quality``: did a finished registration fail (folds, collapse, a match worse
   than the linear stage's, a single-modality metric on different contrasts)?
 - ``pyca.registration.transforms``: grids and pyramids, affine maps and their H-fields, flows of

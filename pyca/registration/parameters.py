@@ -185,7 +185,7 @@ SYN_DECLARED = (
               lo=1, hi=100, group=SYN),
     Parameter("interp_blur", "choice", "matched", "'matched': at the finest scale the bias (blur) trilinear "
               "interpolation gives each warped image is removed, so that the two are compared as if sampled "
-              "exactly; 'none': as sampled (default %(default)s)", choices=("matched", "none"), group=SYN),
+              "exactly; 'none': as sampled (default %(default)s)", choices=INTERP_BLURS, group=SYN),
     Parameter("lncc_eps", "real", 1e-6, "LNCC's eps: the product of the two window variances is taken as vI vJ + "
               "eps (each image scaled to [0, 1]); larger: weaker forces where both windows are flat (default "
               "%(default)s)", lo=0, lo_open=True, group=SYN),

@@ -1,5 +1,5 @@
 """The fixed image plus the bias trilinear interpolation gives the warped moving image (lddmm's
-interp_blur='matched', pyca.apps._lddmm_solver.InterpTarget; docs/lddmm.md, 'Interpolation blur'): against
+interp_blur='matched', pyca.registration.interpolation.InterpTarget; docs/lddmm.md, 'Interpolation blur'): against
 SciPy's trilinear interpolation of a quadratic image, where the second-order bias is the whole error; an
 image registered onto itself is the identity (with lddmm's ssd and lncc and with syn); the known-map brain pair
 keeps its accuracy."""
@@ -8,7 +8,7 @@ import pytest
 
 import pyca as ca
 from pyca.apps import data, lddmm, syn
-from pyca.apps._lddmm_solver import InterpTarget
+from pyca.registration.interpolation import InterpTarget
 
 ndimage = pytest.importorskip("scipy.ndimage")
 
