@@ -1,8 +1,9 @@
 """Multi-modal registration of two real brains (issue 37): a T2-like or FLAIR-like contrast of one
 brain (pyca.apps.data.other_contrast of its T1: a non-monotonic map of the intensity, a smooth
 multiplicative bias field, noise) registered onto the other brain's T1, beside the same pair T1 onto
-T1, with pyca (--metric mi; T1-T1 with pyca's defaults) next to ANTs (SyN, Mattes MI for the affine and
-SyN stages, CPU) and FireANTs (its MI, GPU), all in one process, same inputs:
+T1, with pyca (--methods: `pyca lddmm --metric mi` and the symmetric method, `pyca register --metric mi`;
+T1-T1 with each method's defaults) next to ANTs (SyN, Mattes MI for the affine and SyN stages, CPU) and
+FireANTs (its MI, GPU), all in one process, same inputs:
 
 - the brains: Colin27 (Debian's mricron-data, ch2bet.nii.gz) and the MNI152 2009a T1 template
   (nilearn's wheel), both directions (colin->mni: Colin27 moves onto the MNI template);
@@ -18,6 +19,7 @@ SyN stages, CPU) and FireANTs (its MI, GPU), all in one process, same inputs:
 
     python benchmarks/bench_multimodal.py --resolution 2 --peers ants                 # CPU, 2 mm
     python benchmarks/bench_multimodal.py --resolution 1 --device gpu --peers fireants  # GPU, 1 mm
+    python benchmarks/bench_multimodal.py --methods syn --syn-params '{"bins": 32}'     # one method, a setting
 
 Prints one row per run and, with --json FILE, writes them.
 """
@@ -83,9 +85,9 @@ def dice(a, b):
     return float(np.mean([dice_class(a, b, k) for k in (1, 2, 3)]))
 
 
-def run_pyca(F, M, L, aff, device, params):
+def run_pyca(F, M, L, aff, device, params, method="lddmm"):
     import pyca as ca
-    from pyca.apps import lddmm
+    from pyca.apps import lddmm, syn
 
     sp = np.linalg.norm(aff[:3, :3], axis=0)
     g = ca.GridInfo(ca.Vec3Di(*F.shape), ca.Vec3Df(*sp), ca.Vec3Df(*aff[:3, 3]))
@@ -93,10 +95,11 @@ def run_pyca(F, M, L, aff, device, params):
     def im(a):
         return ca.Image3D.from_array(np.asfortranarray(a, np.float32), g)
 
-    lddmm.register(im(F), im(M), device=device, scales=(2, 1), iterations=(2, 1), affine="none",
-                   metric=params.get("metric", "ssd"))  # warm-up
+    mod = syn if method == "syn" else lddmm
+    mod.register(im(F), im(M), device=device, scales=(2, 1), iterations=(2, 1), affine="none",
+                 **{k: v for k, v in params.items() if k == "metric"})  # warm-up
     t0, c0 = time.perf_counter(), time.process_time()
-    r = lddmm.register(im(F), im(M), moving_labels=im(L), device=device, **params)
+    r = mod.register(im(F), im(M), moving_labels=im(L), device=device, **params)
     ca.synchronize()
     sec, cpu = time.perf_counter() - t0, time.process_time() - c0
     q = r.quality
@@ -185,7 +188,11 @@ def main(argv=None):
     ap.add_argument("--peers", default="ants", help="comma-separated: ants (SyN, Mattes MI), fireants (GPU, MI); "
                     "none")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--methods", default="lddmm,syn", help="pyca's methods, comma-separated: lddmm (pyca lddmm), "
+                    "syn (pyca register, the symmetric method)")
     ap.add_argument("--params", default="{}", help="JSON dict of lddmm parameters for pyca's multi-modal runs "
+                    "(metric mi unless given)")
+    ap.add_argument("--syn-params", default="{}", help="JSON dict of syn parameters for its multi-modal runs "
                     "(metric mi unless given)")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
@@ -203,15 +210,19 @@ def main(argv=None):
         for contrast in a.contrasts.split(","):
             M = Mt1 if contrast == "t1" else data.other_contrast(Mt1, contrast, seed=1, centres=Mc,
                                                                   spacing=(a.resolution,) * 3)
-            params = {} if contrast == "t1" else {"metric": "mi", **json.loads(a.params)}
-            runs = [("pyca", lambda: run_pyca(F, M, Ml, aff, a.device, params))]
+            runs = []
+            for method in [m for m in a.methods.split(",") if m]:
+                given = json.loads(a.syn_params if method == "syn" else a.params)
+                prm = {} if contrast == "t1" else {"metric": "mi", **given}
+                runs.append((f"pyca {method}", prm,
+                             lambda method=method, prm=prm: run_pyca(F, M, Ml, aff, a.device, prm, method)))
             metric = "mattes"
             if "ants" in peers and contrast != "t1":  # (the T1-T1 reference is pyca's own)
-                runs.append((f"ants SyN ({metric})", lambda: run_ants(F, M, Ml, aff, a.threads, metric)))
+                runs.append((f"ants SyN ({metric})", None, lambda: run_ants(F, M, Ml, aff, a.threads, metric)))
             if "fireants" in peers and contrast != "t1":
                 loss = "mi"
-                runs.append((f"fireants SyN ({loss})", lambda: run_fireants(F, M, Ml, aff, loss)))
-            for tool, fn in runs:
+                runs.append((f"fireants SyN ({loss})", None, lambda: run_fireants(F, M, Ml, aff, loss)))
+            for tool, params, fn in runs:
                 try:
                     out = fn()
                 except Exception as e:  # noqa: BLE001 - a peer's failure is a row, not the end of the run
@@ -221,7 +232,7 @@ def main(argv=None):
                     continue
                 lab, sec, cpu, jmin, problems = out
                 row = {"direction": direction, "resolution": a.resolution, "contrast": contrast, "tool": tool,
-                       "params": params if tool == "pyca" else None, "dice": dice(lab, Fl),
+                       "params": params, "dice": dice(lab, Fl),
                        "dice_per_class": [dice_class(lab, Fl, k) for k in (1, 2, 3)],
                        "seconds": sec, "cpu_seconds": cpu, "jacobian_min": jmin, "problems": problems}
                 rows.append(row)

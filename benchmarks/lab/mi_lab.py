@@ -1,4 +1,4 @@
-"""Parameter sweeps of pyca lddmm's mutual information on the real multi-modal pairs of
+"""Parameter sweeps of pyca's mutual information (pyca lddmm's, or with --method syn pyca register's) on the real multi-modal pairs of
 bench_multimodal.py (Colin27 and the MNI152 template, a T2-/FLAIR-like contrast of the moving brain onto
 the other's T1), in one process: one row per direction, contrast and setting, with each scale's stop.
 What docs/performance.md's "Multi-modal registration" sweeps ran.
@@ -6,7 +6,7 @@ What docs/performance.md's "Multi-modal registration" sweeps ran.
     python benchmarks/lab/mi_lab.py --resolution 2 --directions colin->mni --contrasts flair \\
         --params '[{}, {"sigma": 0.05}, {"iterations": [30, 30, 30]}]'
 
-A setting is a dict of lddmm.register's parameters (metric mi unless given; contrast t1 takes pyca's
+A setting is a dict of lddmm.register's (syn.register's with --method syn) parameters (metric mi unless given; contrast t1 takes pyca's
 defaults plus the setting); "_fixed_mask": true passes the fixed image's support (> 0) as fixed_mask.
 """
 from __future__ import annotations
@@ -31,9 +31,12 @@ def main(argv=None):
     ap.add_argument("--contrasts", default="flair")
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--params", default="[{}]")
+    ap.add_argument("--method", default="lddmm", choices=["lddmm", "syn"])
     a = ap.parse_args(argv)
     import pyca as ca
-    from pyca.apps import data, lddmm
+    from pyca.apps import data, lddmm, syn
+
+    mod = syn if a.method == "syn" else lddmm
 
     imgs, aff = brains(a.resolution)
     sp = np.linalg.norm(aff[:3, :3], axis=0)
@@ -57,7 +60,7 @@ def main(argv=None):
                 if contrast != "t1":
                     kw.setdefault("metric", "mi")
                 t0, c0 = time.perf_counter(), time.process_time()
-                r = lddmm.register(im(F), im(M), moving_labels=im(Ml), device=a.device, **kw)
+                r = mod.register(im(F), im(M), moving_labels=im(Ml), device=a.device, **kw)
                 sec, cpu = time.perf_counter() - t0, time.process_time() - c0
                 lab = np.round(r.labels.numpy())
                 stops = [f"{s['stop'].split(' (')[0]}@{s['iterations']}" for s in r.timings["scales"]]

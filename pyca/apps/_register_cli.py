@@ -57,6 +57,7 @@ def add_parser(sub):
                    help=f"iterations per scale (default {','.join(map(str, S['iterations']))}; with --method lddmm, "
                    "its own)")
     parameters.add_arguments(p, parameters.SYN_DECLARED, {parameters.SYN: g})  # the rest: from their declaration
+    p.set_defaults(metric=None)  # --metric: syn's default, or pyca lddmm's with --method lddmm
     g = p.add_argument_group("linear stage, masks and labels")
     g.add_argument("--affine", default="auto", choices=["auto", "none", "rigid", "affine"],
                    help="linear stage (default %(default)s: affine when the grids or the centres of mass differ)")
@@ -103,6 +104,9 @@ def run(a):
         params["iterations"] = a.iterations if len(a.iterations) > 1 else a.iterations[0]
     if a.method == "syn":
         params.update(parameters.from_args(a, parameters.SYN_DECLARED))
+    params.pop("metric", None)
+    if a.metric is not None:  # given: for either method
+        params["metric"] = a.metric
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     if not cli.importable("nibabel"):
         return _fail("nibabel, which writes the outputs, cannot be imported: pip install nibabel")

@@ -12,8 +12,10 @@ the fixed grid, start at the identity. Each iteration
                                                    is the moving image on its own grid, sampled once through
                                                    the linear stage after B, and with interp_blur 'matched'
                                                    the bias trilinear interpolation gives each is removed)
-    gF = dS/dF~ grad F~,  gM = dS/dM~ grad M~     (S = sum of the local normalised cross-correlation;
-                                                   both forces from one set of window sums, _LNCC)
+    gF = dS/dF~ grad F~,  gM = dS/dM~ grad M~     (metric lncc: S = sum of the local normalised cross-
+                                                   correlation, both forces from one set of window sums,
+                                                   _LNCC; mi: S = the mutual information of F~ and M~,
+                                                   each force from the MI op's exact derivative, _MI)
     uF = G_s * gF,  uM = G_s * gM                  (Gaussian of `smooth_update` voxels)
     Adam-like steps of about `step` voxels (optimiser; 'greedy': the largest force moves `step`)
     u += det_stiffness grad(excess of log det A over +-max_log_det)   (each map's volume change held back)
@@ -41,7 +43,7 @@ import numpy as np
 from .. import core as ca
 from . import affine, lddmm
 from ._device import wait
-from ..registration import inputs, intensities, parameters, quality
+from ..registration import inputs, intensities, metrics, parameters, quality
 from ..registration.inputs import LabelImage
 from ..registration.interpolation import InterpTarget
 from ..registration.transforms import jacobian_det, level_images
@@ -63,6 +65,7 @@ def check(p):
     """Refuses a bad parameter of the dict p (every one of DEFAULTS present) in one line."""
     parameters.schedule(p["scales"], p["iterations"], prog="syn")
     parameters.check_declared(p, parameters.SYN_DECLARED, "syn")
+    p["metric"] = str(p["metric"]).lower()
 
 
 def _range(im, p, mask=None):
@@ -295,21 +298,51 @@ class _LNCC:
         return S
 
 
+class _MI:
+    """The mutual information S = MI(I, J) of the two images at the midpoint and both images' forces, each
+    the exact derivative of S with respect to that image: gI = dMI/dI from ca.MutualInformation(gI, I, J),
+    gJ = dMI/dJ from ca.MutualInformation(gJ, J, I) (the same MI, its histogram transposed). The op's joint
+    histogram is a Parzen-windowed one accumulated in integers and its gradient a per-voxel lookup of one
+    table (docs/operations/similarity.md, 'Mutual information'): the same bits on a rerun, for any
+    number of threads, on the CPU and the GPU. w (a 0/1 mask) weights each voxel's histogram entry and
+    force. ranges: (lo, hi) of I and of J, fixed for the whole run, so that energies compare."""
+
+    def __init__(self, bins, ranges, mask=None):
+        self.bins, (self.rI, self.rJ), self.mask = int(bins), ranges, mask
+
+    def __call__(self, gI, gJ, I, J):
+        m = (self.mask,) if self.mask is not None else ()
+        S = ca.MutualInformation(gI, I, J, *m, self.bins, *self.rI, *self.rJ)
+        ca.MutualInformation(gJ, J, I, *m, self.bins, *self.rJ, *self.rI)
+        return float(S)
+
+
+def _mi_ranges(I1, Mn):
+    """(lo, hi) of the fixed and of the moving (normalised) image: the histogram's ranges of metric mi."""
+    out = []
+    for im in (I1, Mn):
+        lo, hi = (float(x) for x in ca.MinMax(im))
+        out.append((lo, hi) if hi > lo else (lo, lo + 1.0))
+    return tuple(out)
+
+
 def _optimise(F, M, p, mask, f, n_it, energies):
     """Greedy symmetric iterations of one scale on sides F, M; returns the scale's report."""
     g = F.g
     sig = _sigma(g, float(p["smooth_update"]))
     fsig = _sigma(g, float(p["smooth_field"])) if p["smooth_field"] > 0 else None
     rsig = _sigma(g, 2.0)
-    lncc = _LNCC(g, F.mem, int(p["radius"]), mask, float(p["lncc_eps"]))
-    nvox = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
+    if p["metric"] == "mi":  # energy: log(bins) - MI >= 0 (nats; MI is at most the entropy of bins bins)
+        match, top_energy, nvox = _MI(p["bins"], p["_ranges"], mask), float(np.log(p["bins"])), 1.0
+    else:  # energy: 1 - S / n, 0 where the images agree up to a local affine change of intensity
+        match, top_energy = _LNCC(g, F.mem, int(p["radius"]), mask, float(p["lncc_eps"])), 1.0
+        nvox = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
 
     hist, stop, it, eps_ref = [], "iteration cap", -1, 0.0
     for it in range(n_it):
         F.warp()
         M.warp()
-        S = lncc(F.dS, M.dS, F.W, M.W)
-        e = 1.0 - S / nvox  # 0: the images agree up to a local affine change of intensity
+        e = top_energy - match(F.dS, M.dS, F.W, M.W) / nvox
         hist.append(e)
         energies.append({"scale": f, "iteration": it, "energy": e, "match": e, "reg": 0.0, "step": float(p["step"]),
                          "accepted": True})
@@ -343,9 +376,15 @@ def _quality(I1, I0, warped, mask, foreground, jac, p):
     """pyca.registration.quality.assess of the result: folds and collapse (det D phiinv over the fixed
     image's foreground), a match worse than the linear stage's (the LNCC energy 1 - S / n of the fixed
     image against the linearly aligned moving image I0, and against `warped`, the moving image sampled
-    once through the linear stage after phiinv, as I0 is sampled once: at full resolution), and images
+    once through the linear stage after phiinv, as I0 is sampled once: at full resolution; metric mi:
+    pyca.registration.metrics.MI's energy, the conditional entropy of the fixed image), and images
     of different contrasts (LNCC compares one)."""
     g, mem = I1.grid(), I1.memType()
+    if p["metric"] == "mi":
+        (rf, rm) = p["_ranges"]
+        judge = metrics.MI(g, mem, 1.0, mask, p["bins"], fixed_range=rf, moving_range=rm)
+        linear, final = judge.energy(I0, I1), judge.energy(warped, I1)
+        return quality.assess("mi", jac, foreground, linear, final, quality.contrast_agreement(I0, I1, mask))
     lncc = _LNCC(g, mem, int(p["radius"]), mask, float(p["lncc_eps"]))
     n = float(ca.Sum(mask)) if mask is not None else float(g.nVox())
     a, b = ca.Image3D(g, mem), ca.Image3D(g, mem)
@@ -403,9 +442,11 @@ def register(fixed, moving, *, progress=False, **params):
     I1 = intensities.normalised(fixed, mem, lp, rng=_range(fixed, p, extra["fixed_mask"]))
     Mn = intensities.normalised(moving, mem, lp, rng=_range(moving, p, extra["moving_mask"]))
     fmask = inputs.binary(extra["fixed_mask"], mem)
+    p["_ranges"] = _mi_ranges(I1, Mn)  # (the histogram's ranges of metric mi)
     kind = inputs.linear_kind(p["affine"], I1, Mn)
-    aff = affine.register(I1, Mn, kind, metric="ssd", mask=fmask, scales=affine.STAGE_SCALES,
-                          iterations=affine.STAGE_ITERATIONS)
+    # The linear stage: squared differences of the normalised images (one contrast); metric mi: MI
+    aff = affine.register(I1, Mn, kind, metric="mi" if p["metric"] == "mi" else "ssd", mask=fmask,
+                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS, bins=p["bins"])
     Haff = aff.hfield(mem)
     inputs.check_overlap(Haff, Mn.grid(), names)
     I0 = inputs.on_fixed(grid, Mn, Haff)
@@ -469,6 +510,7 @@ def register(fixed, moving, *, progress=False, **params):
     del warped
     timings["total_s"] = time.perf_counter() - t_start
     p["device"] = str(p["device"])
+    del p["_ranges"]
     for k in ("fixed_mask", "moving_mask", "moving_labels"):
         p[k] = names.get(k, "given") if p[k] is not None else None
     p["affine"] = f"{p['affine']} ({kind})" if p["affine"] == "auto" else p["affine"]
@@ -476,5 +518,6 @@ def register(fixed, moving, *, progress=False, **params):
     return SyNResult(deformed=deformed, phiinv=phiinv, phi=phi, moving=moved, jacobian=jac, velocity=[],
                      energies=energies, initial_mismatch=float(initial_mismatch), final_mismatch=float(final_mismatch),
                      timings=timings, device=device, mem=mem, params=p, notes=[note], affine=aff, full_map=full,
-                     labels=labels, linear_mismatch=float(linear_mismatch), final_match=float(energies[-1]["match"]),
+                     labels=labels, linear_mismatch=float(linear_mismatch),
+                     final_match=float(energies[-1]["match"]) if energies else float("nan"),
                      inverse_consistency=ic, quality=qual)

@@ -23,7 +23,7 @@ import numpy as np
 from .metrics import DEFAULT_ALPHA, DEFAULT_ITERATIONS, DEFAULT_MOMENTUM, DEFAULT_SIGMA, DEFAULT_TOL, METRICS, MI_BINS
 from .transforms import LINEAR_KINDS
 
-__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_DEFAULTS", "get",
+__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_METRICS", "SYN_DEFAULTS", "get",
            "merged", "check", "check_declared", "check_value",
            "schedule", "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
 
@@ -162,10 +162,18 @@ DEFAULTS = {q.name: q.default for q in DECLARED}
 # `pyca register`'s option group; scales and iterations are options of `pyca register` for either method
 # (their defaults depend on it), so they are not built from here.
 SYN = "syn"
+SYN_METRICS = ("lncc", "mi")  # the values of syn's metric (docs/syn.md, 'Images of different contrasts')
 SYN_DECLARED = (
     Parameter("device", "device", "auto", choices=("auto", "cpu", "gpu")),
     Parameter("scales", "ints", (4, 2, 1), "downsampling factors, coarse to fine, ending with 1", lo=1),
     Parameter("iterations", "ints", (80, 50, 25), "iterations per scale", lo=0, hi=_INF),
+    Parameter("metric", "choice", "lncc", "the match of the two images at the midpoint: lncc (local normalised "
+              "cross-correlation: one contrast, e.g. T1 onto T1) or mi (mutual information of their joint "
+              "histogram: different contrasts, e.g. T1 onto T2 or FLAIR) (default lncc; with --method lddmm, pyca lddmm's)",
+              choices=SYN_METRICS,
+              group=SYN, casefold=True),
+    Parameter("bins", "int", MI_BINS, "mi: bins per image of the joint histogram (default %(default)s)", lo=4,
+              hi=1024, group=SYN),
     Parameter("radius", "int", 2, "LNCC window radius, voxels (default %(default)s)", unit="voxels", lo=1, hi=16,
               group=SYN),
     Parameter("step", "real", 1.0, "largest displacement of one update, voxels (default %(default)s)",

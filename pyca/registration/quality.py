@@ -4,8 +4,9 @@ looking (docs/lddmm.md, 'A run that knows when it failed'):
 - ``folds``: det D phiinv <= 0 somewhere (the map is not invertible there);
 - ``collapse``: a tissue-like structure squeezed to (almost) nothing or blown up: det D phiinv below
   COLLAPSE_DET (or above its inverse) over more than COLLAPSE_FRACTION of the fixed image's foreground;
-- ``worse_than_linear``: the match term's energy at the end is higher than after the linear stage
-  (the deformable stage made the match worse);
+- ``worse_than_linear``: the match term's energy at the end is higher than after the linear stage, by
+  more than WORSE_TOL of it (the deformable stage made the match worse; an already aligned pair, an
+  image registered onto itself, may end a rounding's worth higher, which is no failure);
 - ``contrast``: a single-modality match term (ssd, lncc) was asked for images whose joint histogram
   says that their contrasts differ (T1 onto T2 or FLAIR): intensities that do not rise together over
   the foreground. The suggestion is ``--metric mi``.
@@ -22,12 +23,13 @@ from .. import core as ca
 from .metrics import CLASSES
 
 __all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "verdict", "EXIT_FAILED_REGISTRATION",
-           "COLLAPSE_DET", "COLLAPSE_FRACTION", "SINGLE_MODALITY"]
+           "COLLAPSE_DET", "COLLAPSE_FRACTION", "WORSE_TOL", "SINGLE_MODALITY"]
 
 # The CLI's exit status for a registration that ran to the end but failed a check (outputs written).
 EXIT_FAILED_REGISTRATION = 3
 COLLAPSE_DET = 0.05
 COLLAPSE_FRACTION = 0.005
+WORSE_TOL = 1e-3  # the relative rise of the match energy that counts as worse than the linear stage
 SINGLE_MODALITY = tuple(name for name, cls in CLASSES.items() if not cls.multimodal)  # ("ssd", "lncc")
 _BINS = 32
 
@@ -108,7 +110,8 @@ def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, 
         problems.append({"code": "collapse", "message": f"structures collapse (det D phiinv below {COLLAPSE_DET:g} "
                                                         f"or above {1 / COLLAPSE_DET:g} over {100 * squeezed:.3g}% "
                                                         f"of the foreground)"})
-    if linear_energy is not None and final_energy is not None and final_energy > linear_energy:
+    if linear_energy is not None and final_energy is not None and (
+            final_energy - linear_energy > WORSE_TOL * abs(linear_energy)):
         problems.append({"code": "worse_than_linear",
                          "message": f"the match is worse than after the linear stage ({metric} energy "
                                     f"{final_energy:.6g} > {linear_energy:.6g})"})
