@@ -169,7 +169,8 @@ SYN_DECLARED = (
     Parameter("iterations", "ints", (80, 50, 25), "iterations per scale", lo=0, hi=_INF),
     Parameter("metric", "choice", "lncc", "the match of the two images at the midpoint: lncc (local normalised "
               "cross-correlation: one contrast, e.g. T1 onto T1) or mi (mutual information of their joint "
-              "histogram: different contrasts, e.g. T1 onto T2 or FLAIR) (default lncc; with --method lddmm, pyca lddmm's)",
+              "histogram: different contrasts, e.g. T1 onto T2 or FLAIR; --method lddmm without it: pyca lddmm's) "
+              "(default lncc)",
               choices=SYN_METRICS,
               group=SYN, casefold=True),
     Parameter("bins", "int", MI_BINS, "mi: bins per image of the joint histogram (default %(default)s)", lo=4,
