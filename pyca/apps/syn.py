@@ -49,7 +49,7 @@ from ..registration.interpolation import InterpTarget
 from ..registration.transforms import jacobian_det, level_images
 
 __all__ = ["register", "SyNResult", "DEFAULTS", "check", "inverse_consistency", "newton_inverse", "compose",
-           "displacement", "add_parser"]
+           "add_parser"]
 
 DEFAULTS = dict(parameters.SYN_DEFAULTS)  # each parameter declared once: pyca.registration.parameters.SYN_DECLARED
 
@@ -175,15 +175,14 @@ class _Side:
         ca.Add_MulC_I(self.u, self.tmp, stiffness * h * h / scale)
 
     def step(self, scale, field_sig):
-        """H <- H o (id + scale u), H extended beyond the grid by its border displacement (compose): the
-        displacement D = H - id at x + scale u, plus scale u; then D smoothed by field_sig."""
-        ca.HtoV_I(self.H)
-        ca.ApplyV(self.tmp, self.H, self.u, ca.BACKGROUND_STRATEGY_CLAMP, float(scale))
-        ca.Add_MulC_I(self.tmp, self.u, float(scale))
+        """H <- H o (id + scale u), H extended beyond the grid by its border displacement (LDDMMComposeStep,
+        the rule of compose); then its displacement smoothed by field_sig."""
+        ca.LDDMMComposeStep(self.tmp, self.H, self.u, float(scale))
         self.H, self.tmp = self.tmp, self.H
         if field_sig is not None:  # smooth the displacement
+            ca.HtoV_I(self.H)
             ca.GaussianBlur(self.H, self.H, field_sig)
-        ca.VtoH_I(self.H)
+            ca.VtoH_I(self.H)
 
     def invert(self, n, newton=True):
         """Hinv <- H^-1 by n iterations from the current Hinv (the coarser scale's)."""
@@ -207,9 +206,8 @@ def newton_inverse(y, h, n, e, d, m, largest=1.0):
     """y <- h^-1 by n Newton steps from the estimate y: y <- y + (Dy) (x - h(y)), Dy standing for
     (Dh(y))^-1, each voxel's step at most `largest` voxels (e, d: scratch fields, m: a scratch image
     of h's grid)."""
-    hv = displacement(h)  # h extended beyond the grid by its border displacement (compose)
     for _ in range(n):
-        compose(e, hv, y)  # h(y(x))
+        compose(e, h, y)  # h(y(x)), h extended beyond the grid by its border displacement
         ca.HtoV_I(e)  # (h(y) - x) spacing: minus the residual, world units
         ca.JacobianXY(d, y, e)  # (Dy)(h(y) - x) in voxels of y
         ca.Magnitude(m, d)
@@ -220,22 +218,15 @@ def newton_inverse(y, h, n, e, d, m, largest=1.0):
         ca.Sub_I(y, d)
 
 
-def displacement(h):
-    """The displacement of the H-field h as a new V-field (world units): what compose takes."""
-    v = h.clone()
-    ca.HtoV_I(v)
-    return v
-
-
-def compose(out, fv, g):
-    """out = f o g (H-fields), f given by its displacement fv (displacement(f)) and extended beyond its
-    grid by the displacement at the grid's border. syn extends every map so (the Gaussian smoothing,
-    the gradients and the resampling between scales extend fields the same way): extended by the
-    identity instead (ComposeHH's PARTIAL_ID), a map whose border moves by more than a voxel has a jump
-    just outside the grid, and the inverse of a map that does not cover the grid's edge (the
-    registration of an image whose anatomy ends inside the field of view with one that runs through
-    it) lands there and folds."""
-    ca.ComposeVH(out, fv, g, 1.0, ca.BACKGROUND_STRATEGY_CLAMP)
+def compose(out, f, g):
+    """out = f o g (H-fields), f extended beyond its grid by the displacement at the grid's border
+    (ca.ComposeHHBorder: the rule of every composition of syn's maps and of pyca lddmm's, written once,
+    math::sampleMapBorder). The Gaussian smoothing, the gradients and the resampling between scales
+    extend fields the same way; extended by the identity instead (ComposeHH's PARTIAL_ID), a map whose
+    border moves by more than a voxel has a jump just outside the grid, and the inverse of a map that
+    does not cover the grid's edge (the registration of an image whose anatomy ends inside the field of
+    view with one that runs through it) lands there and folds."""
+    ca.ComposeHHBorder(out, f, g)
     return out
 
 
@@ -396,7 +387,7 @@ def _quality(I1, I0, warped, mask, foreground, jac, p):
 def inverse_consistency(phi, phiinv, mask=None):
     """(mean, 99th percentile) of |phi o phiinv - id| in voxels, over mask > 0 (all voxels without one)."""
     c = ca.Field3D(phiinv.grid(), phiinv.memType())
-    compose(c, displacement(phi), phiinv)
+    compose(c, phi, phiinv)
     idf = ca.Field3D(phiinv.grid(), phiinv.memType())
     ca.SetToIdentity(idf)
     ca.Sub_I(c, idf)
@@ -483,8 +474,8 @@ def register(fixed, moving, *, progress=False, **params):
 
     t0 = time.perf_counter()
     phiinv, phi = ca.Field3D(grid, mem), ca.Field3D(grid, mem)
-    compose(phiinv, displacement(M.H), F.Hinv)  # fixed -> midpoint -> moving (on the fixed grid)
-    compose(phi, displacement(F.H), M.Hinv)
+    compose(phiinv, M.H, F.Hinv)  # fixed -> midpoint -> moving (on the fixed grid)
+    compose(phi, F.H, M.Hinv)
     full = aff.hfield(mem, src=phiinv)
     warped = inputs.on_fixed(grid, Mn, full)  # normalised, sampled once
     ca.Sub(tmp, warped, I1)

@@ -288,8 +288,8 @@ def _lifted(shape=(24, 28, 20)):
 
 
 def test_maps_extended_beyond_the_grid_by_their_border_displacement():
-    """syn.compose (every composition of syn's maps) extends the outer map beyond its grid by its
-    border displacement, as SciPy's 'nearest' mode extends a displacement: compared with SciPy on
+    """syn.compose (every composition of syn's maps: ca.ComposeHHBorder) extends the outer map beyond its
+    grid by its border displacement, as SciPy's 'nearest' mode extends a displacement: compared with SciPy on
     points up to 5 voxels outside the grid; ComposeHH's identity extension (PARTIAL_ID) differs there by
     the border displacement."""
     h, _, idx = _lifted()
@@ -298,7 +298,7 @@ def test_maps_extended_beyond_the_grid_by_their_border_displacement():
     pts = idx + rng.uniform(-5, 5, idx.shape)
     G = ca.Field3D.from_array(np.asfortranarray(pts.astype(np.float32)), g)
     out = ca.Field3D(g, ca.MEM_HOST)
-    syn.compose(out, syn.displacement(h), G)
+    syn.compose(out, h, G)
     disp = h.numpy() - idx
     ref = pts + np.stack([ndimage.map_coordinates(disp[..., k], np.moveaxis(pts, -1, 0), order=1, mode="nearest")
                           for k in range(3)], -1)

@@ -409,6 +409,18 @@ void ComposeHH(Field3D& out, const Field3D& f, const Field3D& g, BackgroundStrat
   j.pos = posH(g);
   PYCA_BACKEND_RUN(dev, op, gather(j, op));
 }
+void ComposeHHBorder(Field3D& out, const Field3D& f, const Field3D& g) {
+  const char* op = "ComposeHHBorder";
+  const bool dev = detail::onDevice(op, {{"out", &out}, {"f", &f}, {"g", &g}});
+  detail::checkSameSize(op, {{"out", &out}, {"g", &g}});
+  detail::checkNoAlias(op, {"out", &out}, {"f", &f});  // f is read at other voxels
+  float* o[3];
+  const float *fp[3], *gp[3];
+  setPlanes(o, out);
+  setPlanes(fp, f);
+  setPlanes(gp, g);
+  PYCA_BACKEND_RUN(dev, op, composeBorder(o, out.size(), fp, f.size(), gp, op));
+}
 void ComposeVH(Field3D& out, const Field3D& v, const Field3D& g, float delta, BackgroundStrategy bg) {
   composeVH("ComposeVH", out, v, g, delta, bg);
 }

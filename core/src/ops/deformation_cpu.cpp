@@ -397,6 +397,15 @@ void reprojectToUnitVec(float* const f[3], const Vec3Di& n, const char*) {
   }
 }
 
+void composeBorder(float* const out[3], const Vec3Di& outSize, const float* const f[3], const Vec3Di& fSize,
+                   const float* const g[3], const char*) {
+  const MutPlanes<3> o = mutPlanes<3>(out);
+  const Planes<3> fp = planes<3>(f), gp = planes<3>(g);
+  const long n = long(nVoxOf(outSize));
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(nVoxOf(outSize)))
+  for (long i = 0; i < n; ++i) math::composeBorderVoxel(o, fp, gp, fSize, std::size_t(i));
+}
+
 void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& n, unsigned numIter,
                        const char*) {
   const Planes<3> gp = planes<3>(g);

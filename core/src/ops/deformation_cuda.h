@@ -61,6 +61,8 @@ struct SplatJob {
 //   convolveAxis      out = in convolved along `axis` with the 2 * radius + 1 weights (host memory),
 //                     clamped border; out must not be in
 //   reprojectToUnitVec f = math::reprojectToUnitVec(f), in place
+//   composeBorder     out(x) = f(g(x)) over the voxels of outSize, f (of fSize) extended by its border
+//                     displacement (math::composeBorderVoxel); out may be g, not f
 //   fixedPointInverse ginv = math::fixedPointInverseVoxel<PARTIAL_ID>(g, ginv), in place
 //   updateInverse     ginv1 = math::updateInverseVoxel(ginv0, w), scratch = its last q
 //                     (when numIter > 0); ginv1 and scratch must share memory with neither input
@@ -82,6 +84,8 @@ struct SplatJob {
   void convolveAxis(int nc, float* const out[3], const float* const in[3], const Vec3Di& size, int axis, \
                     const float* weights, int radius, const char* op);                                   \
   void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op);                        \
+  void composeBorder(float* const out[3], const Vec3Di& outSize, const float* const f[3],                \
+                     const Vec3Di& fSize, const float* const g[3], const char* op);                      \
   void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size,              \
                          unsigned numIter, const char* op);                                              \
   void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],        \

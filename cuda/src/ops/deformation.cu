@@ -370,6 +370,13 @@ __global__ void reprojectKernel(MutPlanes<3> f, Vec3Di n) {
   }
 }
 
+__global__ void composeBorderKernel(MutPlanes<3> out, Vec3Di outSize, Planes<3> f, Vec3Di fSize,
+                                    Planes<3> g) {
+  PYCA_VOXEL_LOOP(outSize) {
+    math::composeBorderVoxel(out, f, g, fSize, math::linearIndex(x, y, z, outSize));
+  }
+}
+
 __global__ void fixedPointInverseKernel(MutPlanes<3> ginv, Planes<3> g, Vec3Di n, unsigned numIter) {
   PYCA_VOXEL_LOOP(n) {
     const std::size_t id = math::linearIndex(x, y, z, n);
@@ -560,6 +567,15 @@ void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op) {
   if (nVoxOf(size) == 0) return;
   const Launch l = launchFor(size);
   reprojectKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(f), size);
+  checkLaunch(op);
+}
+
+void composeBorder(float* const out[3], const Vec3Di& outSize, const float* const f[3], const Vec3Di& fSize,
+                   const float* const g[3], const char* op) {
+  if (nVoxOf(outSize) == 0) return;
+  const Launch l = launchFor(outSize);
+  composeBorderKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), outSize, planes<3>(f), fSize,
+                                                        planes<3>(g));
   checkLaunch(op);
 }
 

@@ -146,6 +146,39 @@ PYCA_HD Vec3Df reprojectToUnitVec(const Vec3Df& v) {
   return l > 1.f ? Vec3Df(v.x / l, v.y / l, v.z / l) : v;
 }
 
+// How far x lies beyond [0, n - 1] (x - clamp(x)): 0 inside and along an axis of size 1 (not
+// interpolated); NaN stays NaN.
+PYCA_HD float beyondGrid(float x, int n) {
+  if (n == 1) return 0.f;
+  const float last = float(n - 1);
+  return x - (x >= 0.f ? (x <= last ? x : last) : 0.f);
+}
+
+// The H-field h at p (trilinear), h extended beyond its grid by its displacement at the grid's border:
+// h(p) = p + u(clamp(p)) with u = h - id, i.e. CLAMP's sample of h plus how far p lies beyond the grid
+// along each axis (interpolating h - id under CLAMP and adding p gives the same in exact arithmetic).
+// ComposeHHBorder, LDDMMComposeStep and the fused LDDMM steps sample maps so. Inside [0, n - 1] it is
+// PARTIAL_ID's sample to the bit. Outside, the identity extension (PARTIAL_ID) makes a map whose border moves
+// jump back to the identity just beyond the grid, and a flow that carries points there folds at the grid's
+// edge (docs/operations/lddmm.md, "The grid's edge").
+template <class Index = std::size_t>
+PYCA_HD Vec3Df sampleMapBorder(const Planes<3>& h, const Vec3Di& n, const Vec3Df& p) {
+  float r[3];
+  interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP, 3, Index>(r, h, n, p);
+  return Vec3Df(r[0] + beyondGrid(p.x, n.x), r[1] + beyondGrid(p.y, n.y), r[2] + beyondGrid(p.z, n.z));
+}
+
+// One voxel of ComposeHHBorder: out(x) = f(g(x)), f extended by its border displacement
+// (sampleMapBorder); g is read at voxel id only (plain loads, not the read-only cache), so out may be g.
+template <class Index = std::size_t>
+PYCA_HD void composeBorderVoxel(const MutPlanes<3>& out, const Planes<3>& f, const Planes<3>& g,
+                                const Vec3Di& n, std::size_t id) {
+  const Vec3Df q = sampleMapBorder<Index>(f, n, Vec3Df(g.p[0][id], g.p[1][id], g.p[2][id]));
+  out.p[0][id] = q.x;
+  out.p[1][id] = q.y;
+  out.p[2][id] = q.z;
+}
+
 // FixedPointInverse at voxel (x, y, z): starting from the estimate h = ginv(x), numIter times
 // h <- h + (x - g(h)), g interpolated trilinearly with BG (voxel units). Only g is read at other
 // voxels, so each voxel iterates on its own.

@@ -30,28 +30,6 @@ PYCA_HD Vec3Df stepPoint(const Planes<3>& v, const Vec3Df& scale, int x, int y, 
                 stepCoord(float(z), scale.z, loadRO(v.p[2] + id)));
 }
 
-// How far x lies beyond [0, n - 1] (x - clamp(x)): 0 inside and along an axis of size 1 (not
-// interpolated); NaN stays NaN.
-PYCA_HD float beyondGrid(float x, int n) {
-  if (n == 1) return 0.f;
-  const float last = float(n - 1);
-  return x - (x >= 0.f ? (x <= last ? x : last) : 0.f);
-}
-
-// The H-field h at p (trilinear), h extended beyond its grid by its displacement at the grid's border:
-// h(p) = p + u(clamp(p)) with u = h - id, i.e. CLAMP's sample of h plus how far p lies beyond the grid
-// along each axis (interpolating h - id under CLAMP and adding p gives the same in exact arithmetic;
-// pyca.apps.syn.compose extends its maps the same way). Inside [0, n - 1] it is PARTIAL_ID's sample
-// to the bit. Outside, the identity extension (PARTIAL_ID) makes a map whose border moves jump back to
-// the identity just beyond the grid, and a flow that carries points there folds at the grid's edge
-// (docs/operations/lddmm.md, "The grid's edge").
-template <class Index = std::size_t>
-PYCA_HD Vec3Df sampleMapBorder(const Planes<3>& h, const Vec3Di& n, const Vec3Df& p) {
-  float r[3];
-  interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP, 3, Index>(r, h, n, p);
-  return Vec3Df(r[0] + beyondGrid(p.x, n.x), r[1] + beyondGrid(p.y, n.y), r[2] + beyondGrid(p.z, n.z));
-}
-
 // hOut(x) = h(x + scale * v(x)) (trilinear, h extended by its border displacement: sampleMapBorder;
 // scale = delta / spacing): LDDMMComposeStep's voxel, and the composition of every fused step.
 template <class Index = std::size_t>
