@@ -115,7 +115,8 @@ def fit(observations, *, progress=False, **params):
     K = shoot.kernel_of(grid, p)
     geo = Geodesic(grid, mem, p["time_steps"], K, keep=p["keep"])
     prob = GeodesicFit(geo, base, list(zip(steps, ims)), p["sigma"], estimate_base=p["estimate_base"],
-                       reject_folds=p["folding_steps"] == "reject")
+                       reject_folds=p["folding_steps"] == "reject",
+                       min_jacobian=p["min_jacobian"])
     m_start = prob.forward()[0] * 2 * prob.sigma2 * prob.N
     wait(mem)
     t0 = time.perf_counter()
@@ -177,7 +178,7 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
         total = 0.0
         for i, J in enumerate(ims):
             fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i],
-                                reject_folds=p["folding_steps"] == "reject")
+                                reject_folds=p["folding_steps"] == "reject", min_jacobian=p["min_jacobian"])
             optimisers.descend(fit_i, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"])
             m, _ = fit_i.forward()
             total += m + fit_i.reg_energy()

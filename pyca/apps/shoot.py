@@ -45,7 +45,7 @@ __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_
 # give the clients' final energy (RK4, 5 steps) within 1% (docs/shoot.md).
 DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
                 scales=(1,), iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
-                percentiles=(0.5, 99.5), folding_steps="reject")
+                percentiles=(0.5, 99.5), folding_steps="reject", min_jacobian=0.05)
 OUTPUTS = ("m0", "phiinv", "phi", "deformed", "jacdet")
 _HELP = {
     "alpha": "weight of -Laplacian in L (larger: smoother velocities)",
@@ -63,8 +63,10 @@ _HELP = {
     "normalize": "'percentiles': each image's 0.5-99.5 percentile range to [0, 1]; 'none': as they are",
     "keep": "'all': keep m_t and v_t of every step (fastest); 'maps': only the maps (least memory); 'auto': "
             "'all' while its fields take at most 6 GiB",
-    "folding_steps": "'reject': a descent step whose map would fold (det D phiinv <= 0) is undone and halved; "
-                     "'accept': steps are judged by their energy alone",
+    "folding_steps": "'reject': a descent step whose map would fold (det D phiinv <= --min-jacobian somewhere) is "
+                     "undone and halved; 'accept': steps are judged by their energy alone",
+    "min_jacobian": "with --folding-steps reject: the det D phiinv a step must stay above everywhere (0: only folds "
+                    "are refused; a margin keeps the map off the edge of collapse)",
 }
 
 
@@ -116,8 +118,10 @@ def check(p, prog="shoot"):
 
     for k in ("alpha", "gamma", "sigma", "max_step"):
         real(k, 0.0)
-    for k in ("beta", "tol"):
+    for k in ("beta", "tol", "min_jacobian"):
         real(k, 0.0, strict=False)
+    if p["min_jacobian"] >= 1.0:
+        raise ValueError(f"{prog}: min_jacobian must be a number in [0, 1), got {p['min_jacobian']!r}")
     _parameters.schedule(p["scales"], 1, prog)
     for k, lo, hi in (("lpow", 1, 16), ("time_steps", 1, 1000), ("iterations", 0, 100_000)):
         v = p[k]
@@ -175,6 +179,18 @@ def check_images(images, prog="shoot"):
                              f"{tuple(first.grid().size())}, {what} {tuple(im.grid().size())})")
 
 
+def _check_start(fit):
+    """A user's starting m0 under folding_steps='reject': refused in one line when its map folds (the
+    result could not be promised free of folds); for one whose det D phiinv is not above min_jacobian
+    the margin becomes half its own smallest det D phiinv."""
+    fit.forward()
+    jmin = fit.det_min()
+    if jmin <= 0.0:
+        raise ValueError(f"shoot: the starting m0's map folds (det D phiinv down to {jmin:.3g}); start from a "
+                         "momentum whose map does not fold, or pass folding_steps='accept' to accept folds")
+    fit.min_jacobian = min(fit.min_jacobian, 0.5 * jmin)
+
+
 def register(fixed, moving, *, progress=False, m0=None, **params):
     """Registers `moving` onto `fixed` (Image3D, arrays or file paths; the moving image is placed on
     the fixed grid by its affine) by geodesic shooting. m0: an initial momentum to start from (a Field3D
@@ -214,7 +230,10 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
                 ca.Resample(v, v_up, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
                 start = ca.Field3D(g, mem)
                 K.applyOperator(start, v)
-            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=p["folding_steps"] == "reject")
+            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=p["folding_steps"] == "reject",
+                              min_jacobian=p["min_jacobian"])
+            if start is m0 and m0 is not None and fit.reject_folds:
+                _check_start(fit)
             if v_up is not None and fit.reject_folds:  # the coarser map, which did not fold, may on this grid:
                 for _ in range(optimisers.MAX_REJECTED):  # its velocity halved until it does not
                     fit.forward()
@@ -325,6 +344,8 @@ def add_model_arguments(p, defaults, scales=True):
                    help=f"{_HELP['normalize']} (default %(default)s)")
     g.add_argument("--folding-steps", choices=["reject", "accept"], default=defaults["folding_steps"],
                    help=f"{_HELP['folding_steps']} (default %(default)s)")
+    g.add_argument("--min-jacobian", type=float, default=defaults["min_jacobian"],
+                   help=f"{_HELP['min_jacobian']} (default %(default)s)")
     p.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
 
@@ -395,7 +416,8 @@ def run(a):
         f"-> {res.final_energy:.6g}, mismatch {res.initial_mismatch:.6g} -> {res.final_mismatch:.6g}")
     say(f"  det D phiinv in [{s['jacobian_min']:.4g}, {s['jacobian_max']:.4g}]; "
         f"{res.timings['per_iteration_s'] * 1e3:.1f} ms per iteration"
-        + (f"; {s['folding_steps_rejected']} steps rejected: their map would fold" if s["folding_steps_rejected"]
+        + (f"; {s['folding_steps_rejected']} steps rejected: their map would fold or fall to det D phiinv <= "
+           f"{res.params['min_jacobian']:g}" if s["folding_steps_rejected"]
            else ""))
     say(f"  wrote {len(paths)} files to {os.path.abspath(a.out)}")
     if not res.quality["ok"]:

@@ -306,9 +306,12 @@ class GeodesicFit:
 
     (N voxels) is lowered along -(K m0 - m^_0) (Geodesic.adjoint), and, with estimate_base, the base
     image I0 along Ihat_0 (a damped Gauss-Newton step: sigma^2 / (2 n) at the first step size, n the
-    number of measurements). measurements: [(j, J)] with j the time step (0 .. T) of image J."""
+    number of measurements). measurements: [(j, J)] with j the time step (0 .. T) of image J.
+    reject_folds: admissible() bars a step whose map phi_{1,0} has det D phi_{1,0} <= min_jacobian
+    somewhere (0: only folds; a margin keeps the descent off the edge of collapse)."""
 
-    def __init__(self, geo, base, measurements, sigma, m0=None, estimate_base=False, reject_folds=False):
+    def __init__(self, geo, base, measurements, sigma, m0=None, estimate_base=False, reject_folds=False,
+                 min_jacobian=0.0):
         if not measurements:
             raise ValueError("geodesic fit: no measurements")
         for j, J in measurements:
@@ -329,7 +332,11 @@ class GeodesicFit:
         if self.estimate_base:
             self.base_prev, self.gI = Im(), Im()
         self.reject_folds = bool(reject_folds)
-        self.folds_rejected = 0  # steps admissible() barred: their map phi_{1,0} folded
+        self.min_jacobian = float(min_jacobian)
+        if not (self.min_jacobian >= 0.0 and self.min_jacobian < 1.0):
+            raise ValueError(f"geodesic fit: min_jacobian must be in [0, 1), got {min_jacobian!r}")
+        self.folds_rejected = 0  # steps admissible() barred: det D phi_{1,0} <= min_jacobian somewhere
+        self._det_min = None
         self._admissible = None
         self.meas = [(int(j), J) for j, J in measurements]
         self.resid = [Im() for _ in self.meas]
@@ -349,7 +356,7 @@ class GeodesicFit:
 
     def forward(self):
         h = self.geo.shoot(self.m0)
-        self._admissible = None
+        self._det_min = self._admissible = None
         e = 0.0
         for (j, J), r in zip(self.meas, self.resid):
             self.images(j, self._It)
@@ -362,16 +369,23 @@ class GeodesicFit:
     def match(self):
         return self._match
 
+    def det_min(self):
+        """The smallest det D phi_{1,0} of the last forward()'s map (transforms.jacobian_det, as `pyca shoot`
+        reports it)."""
+        if self._det_min is None:
+            jacobian_det(self._It, self.geo.hs[-1])
+            self._det_min = float(ca.MinMax(self._It)[0])
+        return self._det_min
+
     def admissible(self):
-        """With reject_folds: False when the last forward()'s map phi_{1,0} folds (det D phi_{1,0} <= 0
-        somewhere, transforms.jacobian_det, as `pyca shoot` reports it), and descend() rejects the step.
-        (A fold is the T time steps failing to follow a deformation too large for them: the geodesic
-        itself is a diffeomorphism.)"""
+        """With reject_folds: False when the last forward()'s map phi_{1,0} has det D phi_{1,0} <= min_jacobian
+        somewhere (0: a fold), and descend() rejects the step. (A fold is the T time steps failing to follow
+        a deformation too large for them: the geodesic itself is a diffeomorphism; a det near 0 is the
+        edge of it.)"""
         if not self.reject_folds:
             return True
         if self._admissible is None:
-            jacobian_det(self._It, self.geo.hs[-1])
-            self._admissible = float(ca.MinMax(self._It)[0]) > 0.0
+            self._admissible = self.det_min() > self.min_jacobian
             self.folds_rejected += not self._admissible
         return self._admissible
 

@@ -155,6 +155,49 @@ def test_steps_whose_map_would_fold_are_rejected():
     assert ca.MinMax(res2.jacobian)[0] > 0 and res2.final_mismatch < 0.5 * res2.initial_mismatch
 
 
+def _two_discs():
+    moving = (_disc((20, 14), 5) + _disc((20, 27), 5)).astype(np.float32)
+    fixed = (_disc((14, 20), 5) + _disc((27, 20), 5)).astype(np.float32)
+    return fixed, moving, dict(device="cpu", iterations=40, alpha=0.002, time_steps=2)
+
+
+def test_min_jacobian_keeps_the_map_off_the_edge_of_collapse():
+    """The two discs above: with folding steps rejected and no margin (min_jacobian 0) the descent ends at the
+    edge of folding (det D phiinv below 1e-3 somewhere); with a margin every accepted step keeps det D
+    phiinv above it, the match still more than halved; regress takes the same option."""
+    fixed, moving, kw = _two_discs()
+    edge = shoot.register(fixed, moving, min_jacobian=0.0, **kw)
+    assert 0 < ca.MinMax(edge.jacobian)[0] < 1e-3
+    for margin in (0.05, 0.2):
+        res = shoot.register(fixed, moving, min_jacobian=margin, **kw)
+        assert ca.MinMax(res.jacobian)[0] > margin and res.report["folding_steps_rejected"] > 0
+        assert res.final_mismatch < 0.5 * res.initial_mismatch and res.params["min_jacobian"] == margin
+    assert shoot.DEFAULTS["min_jacobian"] == 0.05 and regress.DEFAULTS["min_jacobian"] == 0.05
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="shoot: min_jacobian must be a number"):
+            shoot.register(fixed, moving, min_jacobian=bad, **kw)
+    with pytest.raises(ValueError, match="regress: min_jacobian must be a number"):
+        regress.fit([(0.0, fixed), (1.0, moving)], min_jacobian=1.5)
+
+
+def test_a_folded_starting_m0_is_refused_up_front():
+    """A user's m0 whose map folds: with folding steps rejected (the default) the result could not be
+    promised free of folds, so it is refused in one line before the descent; with folding_steps='accept' it is
+    the start. A start that does not fold but lies below the margin lowers the margin to half its own
+    det D phiinv: the result stays unfolded."""
+    fixed, moving, kw = _two_discs()
+    folded = shoot.register(fixed, moving, folding_steps="accept", **kw)
+    assert ca.MinMax(folded.jacobian)[0] < 0
+    with pytest.raises(ValueError, match=r"shoot: the starting m0's map folds \(det D phiinv down to -"):
+        shoot.register(fixed, moving, m0=folded.m0, **kw)
+    again = shoot.register(fixed, moving, m0=folded.m0, folding_steps="accept", **dict(kw, iterations=2))
+    assert ca.MinMax(again.jacobian)[0] < 0
+    edge = shoot.register(fixed, moving, min_jacobian=0.0, **kw)
+    jmin = float(ca.MinMax(edge.jacobian)[0])
+    res = shoot.register(fixed, moving, m0=edge.m0, **dict(kw, iterations=5))
+    assert float(ca.MinMax(res.jacobian)[0]) > 0.5 * jmin > 0
+
+
 def test_cli_shoot_says_in_one_line_that_a_run_failed(tmp_path):
     """`pyca shoot` whose map folds (folding_steps accept, the two discs of the test above) exits 3 with one
     line that names the problem and the option that avoids it, and records the verdict in summary.json;
