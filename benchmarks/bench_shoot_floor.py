@@ -45,7 +45,8 @@ class Clock:
                 pass
         self.cp = cp
         if cp is not None:
-            self.stream = cp.cuda.ExternalStream(int(ca.current_stream() or 0))
+            handle = int(ca.current_stream() or 0)
+            self.stream = cp.cuda.ExternalStream(handle) if handle else cp.cuda.Stream.null
             self.spin = cp.RawKernel(r'''extern "C" __global__ void spin(long long cycles) {
                 long long t0 = clock64(); while (clock64() - t0 < cycles) {} }''', "spin")
             self.cycles_per_ms = 2.0e6  # (at most 2 GHz: the hold lasts at least as long as asked)
@@ -189,7 +190,7 @@ def main():
     if clock.cp is not None:  # cuFFT's own transforms of the three components, on pyca's stream
         cp = clock.cp
         with clock.stream:
-            x4 = cp.asarray(np.stack([bs.pair(n)[0]] * 3)).astype(cp.float32)  # (3, n, n, n): z-planes contiguous
+            x4 = cp.asarray(np.stack([i0] * 3)).astype(cp.float32)  # (3, n, n, n): z-planes contiguous
             x3 = x4.reshape(3 * n, n, n)
             for what, fn in (
                     ("cuFFT R2C + C2R 3-D, batch of 3 (CuPy rfftn/irfftn)",
