@@ -173,7 +173,7 @@ SYN_DECLARED = (
               "(default lncc)",
               choices=SYN_METRICS,
               group=SYN, casefold=True),
-    Parameter("bins", "int", MI_BINS, "mi: bins per image of the joint histogram (default %(default)s)", lo=4,
+    Parameter("bins", "int", 32, "mi: bins per image of the joint histogram (default %(default)s)", lo=4,
               hi=1024, group=SYN),
     Parameter("radius", "int", 2, "LNCC window radius, voxels (default %(default)s)", unit="voxels", lo=1, hi=16,
               group=SYN),
