@@ -293,7 +293,13 @@ def register(fixed, moving, *, progress=False, **params):
             W0 = extended(I0, work)
         else:  # the moving image through the affine at every voxel of the working grid, as the solver samples it
             W0 = on_fixed(work, Mn, aff.hfield(mem, out=ca.Field3D(work, mem)))
-        wmask = extended(mask, work, labels=True) if mask is not None else None
+        # The match counts the fixed grid's own voxels only (a mask of 0 on the added ones, whatever the
+        # metric): there the fixed image is its far border repeated, nothing to compare the moving image with.
+        inside = mask
+        if inside is None:
+            inside = ca.Image3D(grid, mem)
+            ca.SetMem(inside, 1.0)
+        wmask = extended(inside, work, labels=True)
     tmp = ca.Image3D(grid, mem)
     # The checks of pyca.registration.quality: the match term at full resolution after the linear stage
     # (compared with the end), the contrasts of the aligned images, the fixed image's foreground.
@@ -326,7 +332,7 @@ def register(fixed, moving, *, progress=False, **params):
             gain = None
             if p["bias_sigma"] > 0 and not _multimodal(p):  # the fixed image given the current warped moving image's bias
                 lev.forward()
-                corrected, gain = intensities.gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]))
+                corrected, gain = intensities.gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]), mk)
                 lev.set_fixed(corrected)
             info = _optimise_scale(lev, f, n_it, p, energies, pbar, forwarded=gain is not None)
             wait(mem)

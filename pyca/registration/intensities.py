@@ -75,14 +75,15 @@ def histogram_matched(moving, fixed, mmask=None, fmask=None, levels=1024, sample
     return ca.Image3D.from_array(np.asfortranarray(matched), moving.grid())
 
 
-def gain_corrected(I1, W, sigma):
+def gain_corrected(I1, W, sigma, mask=None):
     """(I1 g, g's range): the fixed image I1 times the smooth gain g = (G(f W I1) + c) / (G(f I1^2) + c)
     that best maps it onto the warped moving image W locally (G: a Gaussian of `sigma` world units;
     c, 1% of G(f I1^2)'s mean, takes g to 1 where I1 is dark). The weight f = 1 / (1 + |grad I1|^2 / k^2)
     (k^2: the mean of |grad I1|^2 weighted by I1^2, so the background's extent does not enter) measures
     the gain where the anatomy is flat: at an edge a residual misalignment changes W I1 by far more than
     a bias field does. The squared differences then compare anatomy, not a bias field's slow intensity
-    changes (docs/lddmm.md, 'Intensities')."""
+    changes (docs/lddmm.md, 'Intensities'). mask (0/1 on I1's grid): only its voxels enter the fit (f is
+    0 elsewhere; c is 1% of the mean over the mask)."""
     g, mem = I1.grid(), I1.memType()
     f, grad = ca.Image3D(g, mem), ca.Field3D(g, mem)
     ca.Gradient(grad, I1)
@@ -91,6 +92,9 @@ def gain_corrected(I1, W, sigma):
     num, den = ca.Image3D(g, mem), ca.Image3D(g, mem)
     ca.Mul(num, W, I1)
     ca.Mul(den, I1, I1)
+    if mask is not None:
+        ca.Mul_I(num, mask)
+        ca.Mul_I(den, mask)
     energy = float(ca.Sum(den))
     k2 = float(ca.Dot(f, den)) / energy if energy > 0 else 0.0
     if k2 > 0:
@@ -102,7 +106,7 @@ def gain_corrected(I1, W, sigma):
     s = ca.Vec3Df(*(sigma if n > 1 else 0.0 for n in tuple(g.size())))
     ca.GaussianBlur(num, num, s)
     ca.GaussianBlur(den, den, s)
-    c = 0.01 * float(ca.Sum(den)) / float(g.nVox())
+    c = 0.01 * float(ca.Sum(den)) / (float(ca.Sum(mask)) if mask is not None else float(g.nVox()))
     ca.AddC_I(num, c)
     ca.AddC_I(den, c)
     ca.Div_I(num, den)

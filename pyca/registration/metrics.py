@@ -33,8 +33,8 @@ gradient(), and the facts programs choose by (never by the metric's name):
   step of 1 is exact;
 - fused_residual (on the class): True when a solver may transport the metric's residual (the
   gradient image) through its own fused steps (the LDDMM solver's LDDMMResidualStep): MI, whose
-  residual is one global table lookup per voxel; ssd and lncc keep the paths their defaults were
-  measured on.
+  residual is one global table lookup per voxel, and the SSD with a mask (w (I - J)); the SSD without
+  a mask and lncc keep the paths their defaults were measured on.
 
 A new metric subclasses Metric and joins CLASSES (make_metric, METRICS).
 """
@@ -98,6 +98,12 @@ class SSD(Metric):
     def plain_difference(self):
         """True without a mask: gradient() is then I - J at every voxel."""
         return self.mask is None
+
+    @property
+    def fused_residual(self):
+        """True with a mask: the residual w (I - J) is transported as MI's is (the same passes as the
+        general path's, fused)."""
+        return self.mask is not None
 
     def energy(self, I, J):
         ca.Sub(self._d, I, J)
