@@ -248,6 +248,6 @@ def test_worse_than_linear_needs_more_than_a_rounding():
     from pyca.registration import quality
 
     jac = _image(np.ones((6, 6, 4)))
-    assert quality.assess("mi", jac, None, 100.0, 100.0 * (1 + quality.WORSE_TOL / 2))["ok"]
-    q = quality.assess("mi", jac, None, 100.0, 100.0 * (1 + 2 * quality.WORSE_TOL))
+    assert quality.assess("mi", jac, None, 100.0, 100.0 * (1 + quality.WORSE_TOL["mi"] / 2))["ok"]
+    q = quality.assess("mi", jac, None, 100.0, 100.0 * (1 + 2 * quality.WORSE_TOL["mi"]))
     assert [p["code"] for p in q["problems"]] == ["worse_than_linear"]
