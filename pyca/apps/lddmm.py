@@ -373,7 +373,8 @@ def register(fixed, moving, *, progress=False, **params):
     ca.GTC(tmp, I1, lo + 0.1 * (hi - lo))  # the fixed image's foreground
     if mask is not None:
         ca.Mul_I(tmp, mask)
-    quality = _quality.assess(p["metric"], jac, tmp, float(linear_match), float(final_match_full), contrast)
+    quality = _quality.assess(p["metric"], jac, tmp, float(linear_match), float(final_match_full), contrast,
+                              advice=_quality.MULTIMODAL_ADVICE)
     wait(mem)
     timings["outputs_s"] = time.perf_counter() - t0
     timings["registration_s"] = sum(s["seconds"] for s in timings["scales"]) + aff.seconds

@@ -9,7 +9,8 @@ looking (docs/lddmm.md, 'A run that knows when it failed'):
   already aligned pair may add is no failure: see WORSE_TOL);
 - ``contrast``: a single-modality match term (ssd, lncc) was asked for images whose joint histogram
   says that their contrasts differ (T1 onto T2 or FLAIR): intensities that do not rise together over
-  the foreground. The suggestion is ``--metric mi``.
+  the foreground. The suggestion is ``--metric mi`` (from pyca lddmm: ``pyca register --metric mi``, the
+  symmetric method, MULTIMODAL_ADVICE).
 
 Each check is a small function of pyca arrays; :func:`assess` gathers them into the dict that
 summary.json holds under "quality". The CLI prints its one-line message on stderr and exits with
@@ -23,10 +24,14 @@ from .. import core as ca
 from .metrics import CLASSES
 
 __all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "verdict", "EXIT_FAILED_REGISTRATION",
-           "COLLAPSE_DET", "COLLAPSE_FRACTION", "WORSE_TOL", "SINGLE_MODALITY"]
+           "MULTIMODAL_ADVICE", "COLLAPSE_DET", "COLLAPSE_FRACTION", "WORSE_TOL", "SINGLE_MODALITY"]
 
 # The CLI's exit status for a registration that ran to the end but failed a check (outputs written).
 EXIT_FAILED_REGISTRATION = 3
+# What pyca lddmm's single-contrast runs on images of different contrasts are told to use: the symmetric
+# method with mutual information, more accurate than pyca lddmm --metric mi on the real pairs
+# (docs/performance.md, 'The symmetric method with mi').
+MULTIMODAL_ADVICE = "pyca register --metric mi (the symmetric method, more accurate on different contrasts) or --metric mi"
 COLLAPSE_DET = 0.05
 COLLAPSE_FRACTION = 0.005
 # The relative rise of the match energy over the linear stage's that counts as worse, per metric.
@@ -104,12 +109,13 @@ def jacobian_problems(jac, foreground=None):
     return folds, squeezed, lo, hi
 
 
-def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, contrast=None):
+def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, contrast=None, advice="--metric mi"):
     """The quality dict of a registration: ok, problems (each {code, message}), and the numbers
     checked. metric: the match term's name; jac: det D phiinv (Image3D); foreground: 0/1 image of the
     fixed image's foreground (None: every voxel); linear_energy / final_energy: the match term's energy
     after the linear stage and at the end, on the same grid and images; contrast: contrast_agreement()
-    of the linearly aligned images."""
+    of the linearly aligned images; advice: what a single-contrast run on different contrasts is told to
+    use (the calling program's best command for them: MULTIMODAL_ADVICE for pyca lddmm)."""
     folds, squeezed, lo, hi = jacobian_problems(jac, foreground)
     problems = []
     if folds > 0:
@@ -130,9 +136,9 @@ def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, 
                          "message": f"the images have different contrasts (joint histogram: a straight line "
                                     f"explains {contrast['r2']:.2f} of the fixed intensities' variance, slope "
                                     f"{contrast['slope']:.2g}, any function {contrast['eta2']:.2f}) but --metric "
-                                    f"{metric} compares one contrast: use --metric mi"})
+                                    f"{metric} compares one contrast: use {advice}"})
     elif problems and str(metric).lower() in SINGLE_MODALITY and any(p["code"] == "collapse" for p in problems):
-        problems[-1]["message"] += "; for images of different contrasts use --metric mi"
+        problems[-1]["message"] += f"; for images of different contrasts use {advice}"
     return {"ok": not problems, "problems": problems, "jacobian_min": lo, "jacobian_max": hi,
             "nonpositive_fraction": folds, "collapsed_fraction": squeezed, "linear_match_energy": linear_energy,
             "final_match_energy": final_energy, "contrast": contrast}

@@ -121,6 +121,7 @@ def test_t2_onto_t1_registers_with_mi_and_fails_with_ssd_and_lncc(t2_pair):
         d, q = out[metric]
         assert not q["ok"] and "contrast" in [x["code"] for x in q["problems"]], (metric, q["problems"])
         assert d < d_mi - 0.2, (metric, d, d_mi)
+        assert "pyca register --metric mi" in quality.message(q)  # the better command (MULTIMODAL_ADVICE)
     # The same pair in one contrast is not flagged.
     r = lddmm.register(F, _image(p["moving"], p["moving_affine"]), metric="ssd", **FAST)
     assert r.quality["ok"], r.quality["problems"]
