@@ -23,7 +23,8 @@ import numpy as np
 from .metrics import DEFAULT_ALPHA, DEFAULT_ITERATIONS, DEFAULT_MOMENTUM, DEFAULT_SIGMA, DEFAULT_TOL, METRICS, MI_BINS
 from .transforms import LINEAR_KINDS
 
-__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_METRICS", "SYN_DEFAULTS", "get",
+__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_METRICS",
+           "SYN_DEFAULTS", "get",
            "merged", "check", "check_declared", "check_value",
            "schedule", "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
 

@@ -31,7 +31,8 @@ EXIT_FAILED_REGISTRATION = 3
 # What pyca lddmm's single-contrast runs on images of different contrasts are told to use: the symmetric
 # method with mutual information, more accurate than pyca lddmm --metric mi on the real pairs
 # (docs/performance.md, 'The symmetric method with mi').
-MULTIMODAL_ADVICE = "pyca register --metric mi (the symmetric method, more accurate on different contrasts) or --metric mi"
+MULTIMODAL_ADVICE = ("pyca register --metric mi (the symmetric method, more accurate on different contrasts) or "
+                     "--metric mi")
 COLLAPSE_DET = 0.05
 COLLAPSE_FRACTION = 0.005
 # The relative rise of the match energy over the linear stage's that counts as worse, per metric.
