@@ -11,6 +11,10 @@ import pyca as ca  # (the kernels: pyca.kernel; imported by geodesic.py when fir
 
 __all__ = ["step", "transport", "force", "momentum_update"]
 
+# The GPU launch's thread block: 32 x 4 x 1 took 2-6% less than pyca's default 256 threads in each of the
+# four kernels (H200, 128^3, the same outputs bit for bit: benchmarks/bench_shoot_floor.py, docs/performance.md)
+BLOCK = (32, 4, 1)
+
 
 @ca.func
 def _lerp3(q000, q100, q010, q110, q001, q101, q011, q111, fx: float, fy: float, fz: float) -> float:
@@ -29,7 +33,7 @@ def _w(inside: bool) -> float:
     return 1.0 if inside else 0.0
 
 
-@ca.kernel(register=False)
+@ca.kernel(register=False, block=BLOCK)
 def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: float,
          sx: float, sy: float, sz: float, compose: bool):
     """p = x + sign dt d(x) / spacing, d(x) = w(x + sign dt/2 w(x) / spacing), w = a v + b vp (sampled
@@ -97,7 +101,7 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
         out[i, j, k, c] = acc
 
 
-@ca.kernel(register=False)
+@ca.kernel(register=False, block=BLOCK)
 def transport(I_out: ca.Image3D, m_out: ca.Field3D, I_in: ca.Image3D, m_in: ca.Field3D, s: ca.Field3D,
               with_m: bool):
     """I_out = |D s| I_in o s, m_out = m_in o s (trilinear, corners outside the grid count as 0: PyCA's
@@ -162,7 +166,7 @@ def transport(I_out: ca.Image3D, m_out: ca.Field3D, I_in: ca.Image3D, m_in: ca.F
                                        w011 * m_in[xa, yb, zb, c], w111 * m_in[xb, yb, zb, c], fx, fy, fz)
 
 
-@ca.kernel(register=False)
+@ca.kernel(register=False, block=BLOCK)
 def momentum_update(mhat: ca.Field3D, mt: ca.Field3D, f: ca.Field3D, v: ca.Field3D, dt: float, sx: float,
                     sy: float, sz: float):
     """mhat = mt - dt (f + (D v) mt), D v by central differences per world unit with clamped reads
@@ -179,7 +183,7 @@ def momentum_update(mhat: ca.Field3D, mt: ca.Field3D, f: ca.Field3D, v: ca.Field
         mhat[i, j, k, c] = mt[i, j, k, c] - dt * (f[i, j, k, c] + dx * ax + dy * ay + dz * az)
 
 
-@ca.kernel(register=False)
+@ca.kernel(register=False, block=BLOCK)
 def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.Field3D, m: ca.Field3D, sx: float,
           sy: float, sz: float, sampled: bool, with_ad: bool):
     """f = Ihat grad(I) - ad*_X m with I = I0 o h (sampled: trilinear with the coordinate clamped,
