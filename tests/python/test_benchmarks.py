@@ -35,6 +35,13 @@ def test_bench_outputs_reads_the_commands_own_timings():
     assert "peer: nib.save" in out
 
 
+def test_bench_shoot_floor_counts_an_iteration_s_passes():
+    # the CPU smoke run (wall times only): the passes it names are the ones the iteration calls
+    out = _run("bench_shoot_floor.py", "--cpu", "--size", "12", "--reps", "1")
+    assert "15.0 x K.applyInverseOperator" in out and "15.0 x fused step" in out
+    assert "iteration: wall" in out
+
+
 def test_sitk_stand_in_serves_more_than_one_call(monkeypatch):
     """bench_brain.py hands FireANTs in-memory images through the SimpleITK stand-in once per pair:
     a second install() must still report the stand-in (it used to take itself for SimpleITK)."""
