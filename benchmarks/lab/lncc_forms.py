@@ -71,44 +71,16 @@ def table():
 
 
 def lab_lncc(form):
-    """syn's _LNCC with the form's score and forces (ca operations, both backends)."""
+    """syn's _LNCC with the form's score and forces (ca operations, both backends; A: syn's own)."""
     import pyca.core as ca
     from pyca.apps import syn
 
     class LabLNCC(syn._LNCC):
         def __call__(self, gI, gJ, I, J):
-            b, n, eps = self.r, self.n, self.eps
-            ca.BoxSum(self.mI, I, b)
-            ca.Mul_I(self.mI, n)
-            ca.BoxSum(self.mJ, J, b)
-            ca.Mul_I(self.mJ, n)
-            for out, x, y, m1, m2 in ((self.vI, I, I, self.mI, self.mI), (self.vJ, J, J, self.mJ, self.mJ),
-                                      (self.c, I, J, self.mI, self.mJ)):
-                ca.Mul(self.t, x, y)
-                ca.BoxSum(out, self.t, b)
-                ca.Mul_I(out, n)
-                ca.Mul(self.t, m1, m2)
-                ca.Sub_I(out, self.t)
-            if form == "A":  # t = 2 / D (D = vI vJ + eps), cc = (c^2 + eps) / D
-                ca.Mul(self.t, self.vI, self.vJ)
-                ca.AddC_I(self.t, eps)
-                ca.Mul(self.cc, self.c, self.c)
-                ca.AddC_I(self.cc, eps)
-                ca.Div_I(self.cc, self.t)
-                ca.Inv_I(self.t)
-                ca.MulC_I(self.t, 2.0)
-                S = float(ca.Dot(self.cc, self.mask)) if self.mask is not None else float(ca.Sum(self.cc))
-                ca.Sub(self.mI, I, self.mI)
-                ca.Sub(self.mJ, J, self.mJ)
-                for out, v, own, other in ((gI, self.vJ, self.mI, self.mJ), (gJ, self.vI, self.mJ, self.mI)):
-                    ca.Mul(out, self.cc, v)
-                    ca.Mul_I(out, own)
-                    ca.Mul(v, self.c, other)
-                    ca.Sub(out, v, out)
-                    ca.Mul_I(out, self.t)
-                    if self.mask is not None:
-                        ca.Mul_I(out, self.mask)
-                return S
+            if form == "A":  # syn's own (pyca's form)
+                return super().__call__(gI, gJ, I, J)
+            eps = self.eps
+            self.window_stats(I, J)
             DI, DJ, q, t, cc = self.vI, self.vJ, self.c, self.t, self.cc
             for v in (DI, DJ):
                 ca.MaxC_I(v, 0.0)

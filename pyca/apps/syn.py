@@ -253,8 +253,9 @@ class _LNCC:
         ca.BoxSum(self.n, self.t, self.r)
         ca.Inv_I(self.n)  # 1 / the window's voxel count
 
-    def __call__(self, gI, gJ, I, J):
-        b, n, eps = self.r, self.n, self.eps
+    def window_stats(self, I, J):
+        """mI, mJ, vI, vJ, c <- the window means, variances and covariance of I and J (t: scratch)."""
+        b, n = self.r, self.n
         ca.BoxSum(self.mI, I, b)
         ca.Mul_I(self.mI, n)
         ca.BoxSum(self.mJ, J, b)
@@ -266,6 +267,10 @@ class _LNCC:
             ca.Mul_I(out, n)
             ca.Mul(self.t, m1, m2)
             ca.Sub_I(out, self.t)
+
+    def __call__(self, gI, gJ, I, J):
+        eps = self.eps
+        self.window_stats(I, J)
         # t = 2 / D (D = vI vJ + eps), cc = (c^2 + eps) / D; S = sum w cc
         ca.Mul(self.t, self.vI, self.vJ)
         ca.AddC_I(self.t, eps)
