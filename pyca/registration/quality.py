@@ -37,8 +37,8 @@ COLLAPSE_DET = 0.05
 COLLAPSE_FRACTION = 0.005
 # The relative rise of the match energy over the linear stage's that counts as worse, per metric.
 # Measured on honest runs of pairs already aligned (benchmarks/lab/quality_tol.py; docs/lddmm.md, 'A run
-# that knows when it failed'): an image onto itself ends equal (a rounding: 8e-9 with syn mi), two
-# noisy copies, and block means half a voxel apart, lower (-0.7% to -40%), for every method and metric.
+# that knows when it failed'): an image onto itself ends equal (a rounding: 8e-9 with syn mi) or lower, two
+# noisy copies, and block means half a voxel apart, lower (-0.7% to -47%), for every method and metric.
 # Only ssd rises: two exact samplings of one image half a voxel apart, where the interpolation's blur
 # is all that differs, end +4.2% (+7.5% with --affine none) with pyca lddmm, a map 0.04 voxel from the
 # truth (the solver matches the images with that blur removed, the check reads the raw SSD). A result
