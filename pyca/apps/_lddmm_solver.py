@@ -85,7 +85,7 @@ class Level:
     fused = True
     momentum = 0.0  # heavy-ball weight mu of the last accepted step added to each update (0: plain descent)
 
-    def __init__(self, grid, mem, T, I0, I1, p, metric=None, source=None, interp=False):
+    def __init__(self, grid, mem, T, I0, I1, p, metric=None, source=None, interp=False, pad=None):
         F = lambda: ca.Field3D(grid, mem)  # noqa: E731
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem, self.T, self.dt = grid, mem, T, 1.0 / T
@@ -100,6 +100,12 @@ class Level:
             self.target = InterpTarget(grid, mem, I1, *((I0,) if source is None else source))
         if self.target is not None:
             self.I1 = self.target.image
+        # pad: a 0/1 image, 1 on the fixed grid's voxels of a working grid extended beyond them (lddmm's
+        # pad='fft'), for a match that takes no mask (the SSD's plain difference): there the solver compares
+        # I0 o phi_{1,0} with I1, on the added voxels with itself (I1 := J0_T there after each forward(),
+        # _pad_fixed()), so that the added voxels, which hold no fixed image, add nothing to the match.
+        self.pad, self._fixed = pad, self.I1
+        self._padded = Im() if pad is not None else None
         # v, m and m_new each in one allocation, so that the regularisation energy sum_j <m_j, v_j>,
         # where K has not accumulated it (reg_energy()), is one reduction (one wait, not T). v_prev
         # and J0_prev keep the state before the last update and forward(), so that undo() swaps it
@@ -190,13 +196,26 @@ class Level:
             else:
                 ca.ApplyH(self.J0[j + 1], self.source[0], self._to_source(h))
         if self.target is not None:  # I1 as seen through the interpolation at phi_{1,0}'s points
-            self.I1 = self.target.update(h)
+            self._fixed = self.target.update(h)
+        self._pad_fixed()
         return self.match(), h
+
+    # I1 = the fixed image (self._fixed) where pad is 1, J0_T where it is 0 (none: the fixed image itself).
+    def _pad_fixed(self):
+        if self.pad is None:
+            self.I1 = self._fixed
+            return
+        J = self.J0[self.T]
+        ca.Sub(self._padded, self._fixed, J)
+        ca.Mul_I(self._padded, self.pad)
+        ca.Add_I(self._padded, J)
+        self.I1 = self._padded
 
     # A new fixed image (the bias correction's, right after forward()): the target follows it at the points
     # of that forward().
     def set_fixed(self, I1):
-        self.I1 = I1 if self.target is None else self.target.set_base(I1)
+        self._fixed = I1 if self.target is None else self.target.set_base(I1)
+        self._pad_fixed()
         self._matched = False  # the metric's last energy was of the fixed image before
 
     # The match energy of the last forward()'s J0_1 against I1 (after a change of I1 alone, without
@@ -331,7 +350,8 @@ class Level:
         self.v, self.v_prev = self.v_prev, self.v
         self.J0, self.J0_prev = self.J0_prev, self.J0
         if self.target is not None:
-            self.I1 = self.target.undo()
+            self._fixed = self.target.undo()
+        self._pad_fixed()
 
     # After update(eps), forward() and undo(): the state update(eps / 2) would give, without its
     # backward sweep and kernel applications. The rejected momenta are m + eps d (d = (2 / sigma^2) b

@@ -287,6 +287,7 @@ def register(fixed, moving, *, progress=False, **params):
     # hold), and the outputs below are cropped back to the fixed grid (docs/lddmm.md, 'The working grid').
     work = fft_grid(grid, scales) if p["pad"] == "fft" else grid
     W0, W1, wmask = I0, I1, mask
+    pad_only = mask is None and work is not grid  # the only mask is the working grid's (pad's)
     if work is not grid:
         W1 = extended(I1, work)
         if source is None:
@@ -295,6 +296,8 @@ def register(fixed, moving, *, progress=False, **params):
             W0 = on_fixed(work, Mn, aff.hfield(mem, out=ca.Field3D(work, mem)))
         # The match counts the fixed grid's own voxels only (a mask of 0 on the added ones, whatever the
         # metric): there the fixed image is its far border repeated, nothing to compare the moving image with.
+        # The SSD without a mask of the user's keeps its plain difference (the solver's fused path): the solver
+        # compares the deformed moving image with itself on the added voxels (Level's pad) instead.
         inside = mask
         if inside is None:
             inside = ca.Image3D(grid, mem)
@@ -323,9 +326,14 @@ def register(fixed, moving, *, progress=False, **params):
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
             g, (J0, J1), mk = level_images(work, f, (W0, W1), wmask)
-            metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"], p["bins"])
+            metric = make_metric(p["metric"], g, mem, p["sigma"], None if pad_only else mk, p["radius"], p["bins"])
+            pad = None
+            if pad_only and metric.plain_difference:
+                pad = mk
+            elif pad_only:
+                metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"], p["bins"])
             lev = Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
-                         interp=interp)
+                         interp=interp, pad=pad)
             if prev is not None:
                 lev.take_velocities(prev)
             prev = None
