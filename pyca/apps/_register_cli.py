@@ -58,6 +58,8 @@ def add_parser(sub):
                    "its own)")
     parameters.add_arguments(p, parameters.SYN_DECLARED, {parameters.SYN: g})  # the rest: from their declaration
     p.set_defaults(metric=None)  # --metric: syn's default, or pyca lddmm's with --method lddmm
+    # the parameters whose default depends on the metric (parameters.SYN_METRIC_DEFAULTS): given or not
+    p.set_defaults(**{k: None for d in parameters.SYN_METRIC_DEFAULTS.values() for k in d})
     g = p.add_argument_group("linear stage, masks and labels")
     g.add_argument("--affine", default="auto", choices=["auto", "none", "rigid", "affine"],
                    help="linear stage (default %(default)s: affine when the grids or the centres of mass differ)")
@@ -104,7 +106,7 @@ def run(a):
         params["iterations"] = a.iterations if len(a.iterations) > 1 else a.iterations[0]
     if a.method == "syn":
         params.update(parameters.from_args(a, parameters.SYN_DECLARED))
-    params.pop("metric", None)
+    params = {k: v for k, v in params.items() if v is not None}  # (not given: syn's default for the metric)
     if a.metric is not None:  # given: for either method
         params["metric"] = a.metric
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}

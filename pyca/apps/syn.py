@@ -420,7 +420,8 @@ class SyNResult(lddmm.LDDMMResult):
 def register(fixed, moving, *, progress=False, **params):
     """Registers `moving` onto `fixed`: the linear stage of pyca lddmm, then greedy SyN; returns a
     SyNResult (the fields of lddmm.LDDMMResult, velocity empty). Parameters: DEFAULTS (docs/syn.md)."""
-    p = parameters.merged(DEFAULTS, params, "syn.register")
+    metric = str(params.get("metric", DEFAULTS["metric"])).lower()  # its own defaults where not given
+    p = parameters.merged(DEFAULTS, {**parameters.SYN_METRIC_DEFAULTS.get(metric, {}), **params}, "syn.register")
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
     fixed, moving = inputs.as_image(fixed, "fixed"), inputs.as_image(moving, "moving")

@@ -204,6 +204,12 @@ def test_metric_is_refused_or_taken_in_any_case():
         syn.register(f, f, metric="mi", bins=2, iterations=0, device="cpu")
     r = syn.register(f, f, metric="MI", scales=(1,), iterations=(2,), device="cpu", affine="none")
     assert r.params["metric"] == "mi" and r.summary()["params"]["metric"] == "mi"
+    # mi's own defaults (parameters.SYN_METRIC_DEFAULTS) where not given; a given value wins
+    assert r.params["smooth_update"] == 1.5
+    r = syn.register(f, f, metric="mi", smooth_update=1.0, scales=(1,), iterations=(1,), device="cpu", affine="none")
+    assert r.params["smooth_update"] == 1.0
+    r = syn.register(f, f, scales=(1,), iterations=(1,), device="cpu", affine="none")
+    assert r.params["metric"] == "lncc" and r.params["smooth_update"] == 1.0
 
 
 def _console_script():
@@ -231,7 +237,7 @@ def test_cli_metric_mi(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert s["method"] == "syn" and s["params"]["metric"] == "mi"
+    assert s["method"] == "syn" and s["params"]["metric"] == "mi" and s["params"]["smooth_update"] == 1.5
     r = subprocess.run(base + ["--out", str(tmp_path / "l"), "--method", "lddmm", "--metric", "mi"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr  # --metric is taken by --method lddmm too
