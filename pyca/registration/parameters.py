@@ -165,8 +165,8 @@ DEFAULTS = {q.name: q.default for q in DECLARED}
 SYN = "syn"
 SYN_METRICS = ("lncc", "mi")  # the values of syn's metric (docs/syn.md, 'Images of different contrasts')
 # syn's defaults that differ with its metric, taken where the caller did not give the parameter
-# (docs/performance.md, 'The symmetric method with mi': smooth_update 1.5 with mi gained 0.007-0.011 on the
-# three 1 mm pairs measured).
+# (docs/performance.md, 'The symmetric method with mi': smooth_update 1.5 with mi gained 0.002-0.011 on the
+# four 1 mm pairs measured).
 SYN_METRIC_DEFAULTS = {"lncc": {}, "mi": {"smooth_update": 1.5}}
 _SYN_SMOOTH_UPDATE = 1.0
 SYN_DECLARED = (
