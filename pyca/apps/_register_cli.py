@@ -21,6 +21,10 @@ the linear stage (one line on stderr,
 Documentation (algorithm, parameters): """ + page("syn")
 
 
+# the syn group's options that --method lddmm takes with the same meaning (mi's bins, LNCC's window radius)
+_LDDMM_SHARED = ("bins", "radius")
+
+
 def _floats_or_ints(kind):
     def parse(text):
         try:
@@ -106,6 +110,17 @@ def run(a):
         params["iterations"] = a.iterations if len(a.iterations) > 1 else a.iterations[0]
     if a.method == "syn":
         params.update(parameters.from_args(a, parameters.SYN_DECLARED))
+    else:  # lddmm takes the syn group's options that mean the same to it; any other one given is refused
+        for q in parameters.SYN_DECLARED:
+            v = getattr(a, q.name, None)
+            if q.group != parameters.SYN or q.name == "metric" or v is None:
+                continue
+            if v == (list(q.default) if isinstance(q.default, tuple) else q.default):
+                continue  # not given (or given as syn's default, which lddmm's own then replaces)
+            if q.name not in _LDDMM_SHARED:
+                return _fail(f"{q.option} is a parameter of --method syn; --method lddmm does not take it "
+                             "(pyca lddmm --help lists its parameters)")
+            params[q.name] = v
     params = {k: v for k, v in params.items() if v is not None}  # (not given: syn's default for the metric)
     if a.metric is not None:  # given: for either method
         params["metric"] = a.metric

@@ -242,6 +242,15 @@ def test_cli_metric_mi(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr  # --metric is taken by --method lddmm too
     assert json.loads((tmp_path / "l" / "summary.json").read_text())["params"]["metric"] == "mi"
+    # the syn group's options: --bins reaches lddmm; one lddmm does not take is refused before any work
+    r = subprocess.run(base + ["--out", str(tmp_path / "l48"), "--method", "lddmm", "--metric", "mi", "--bins", "48"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "l48" / "summary.json").read_text())["params"]["bins"] == 48
+    bad = subprocess.run(base + ["--out", str(tmp_path / "ls"), "--method", "lddmm", "--smooth-field", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--smooth-field" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "ls").exists()
     bad = subprocess.run(base + ["--out", str(tmp_path / "b"), "--metric", "ssd"], capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "metric" in bad.stderr and "Traceback" not in bad.stderr
