@@ -188,7 +188,8 @@ def _check_start(fit):
     if jmin <= 0.0:
         raise ValueError(f"shoot: the starting m0's map folds (det D phiinv down to {jmin:.3g}); start from a "
                          "momentum whose map does not fold, or pass folding_steps='accept' to accept folds")
-    fit.min_jacobian = min(fit.min_jacobian, 0.5 * jmin)
+    if jmin <= fit.min_jacobian:
+        fit.min_jacobian = 0.5 * jmin
 
 
 def register(fixed, moving, *, progress=False, m0=None, **params):
@@ -242,7 +243,7 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
                     ca.MulC_I(fit.m0, 0.5)
             rep = optimisers.descend(fit, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"],
                                      records=records, tag={"scale": f}, label=f"shoot 1/{f}", pbar=pbar)
-            reports.append(dict(rep, folding_steps_rejected=fit.folds_rejected))
+            reports.append(dict(rep, folding_steps_rejected=fit.folds_rejected, min_jacobian=fit.min_jacobian))
             fit.forward()  # the accepted m0's geodesic (the last forward may have been a rejected step's)
             v_up = geo.velocity(0).clone(mem) if f != 1 else None
     finally:

@@ -196,6 +196,11 @@ def test_a_folded_starting_m0_is_refused_up_front():
     jmin = float(ca.MinMax(edge.jacobian)[0])
     res = shoot.register(fixed, moving, m0=edge.m0, **dict(kw, iterations=5))
     assert float(ca.MinMax(res.jacobian)[0]) > 0.5 * jmin > 0
+    assert res.report["scales"][-1]["min_jacobian"] == pytest.approx(0.5 * jmin)  # the margin used, reported
+    near = shoot.register(fixed, moving, min_jacobian=0.06, **kw)  # a start above the default margin keeps it
+    assert 0.06 < float(ca.MinMax(near.jacobian)[0]) < 0.1
+    res = shoot.register(fixed, moving, m0=near.m0, **dict(kw, iterations=5))
+    assert res.report["scales"][-1]["min_jacobian"] == 0.05
 
 
 def test_cli_shoot_says_in_one_line_that_a_run_failed(tmp_path):
