@@ -60,7 +60,8 @@ def add_parser(sub):
     g.add_argument("--iterations", type=_floats_or_ints(int), default=None,
                    help=f"iterations per scale (default {','.join(map(str, S['iterations']))}; with --method lddmm, "
                    "its own)")
-    parameters.add_arguments(p, parameters.SYN_DECLARED, {parameters.SYN: g})  # the rest: from their declaration
+    # the rest: from their declaration; not given: None (syn's default for the metric, or lddmm's own)
+    parameters.add_arguments(p, parameters.SYN_DECLARED, {parameters.SYN: g}, unset=True)
     p.set_defaults(metric=None)  # --metric: syn's default, or pyca lddmm's with --method lddmm
     # the parameters whose default depends on the metric (parameters.SYN_METRIC_DEFAULTS): given or not
     p.set_defaults(**{k: None for d in parameters.SYN_METRIC_DEFAULTS.values() for k in d})
@@ -113,10 +114,8 @@ def run(a):
     else:  # lddmm takes the syn group's options that mean the same to it; any other one given is refused
         for q in parameters.SYN_DECLARED:
             v = getattr(a, q.name, None)
-            if q.group != parameters.SYN or q.name == "metric" or v is None:
+            if q.group != parameters.SYN or q.name == "metric" or v is None:  # None: not given
                 continue
-            if v == (list(q.default) if isinstance(q.default, tuple) else q.default):
-                continue  # not given (or given as syn's default, which lddmm's own then replaces)
             if q.name not in _LDDMM_SHARED:
                 return _fail(f"{q.option} is a parameter of --method syn; --method lddmm does not take it "
                              "(pyca lddmm --help lists its parameters)")

@@ -380,10 +380,12 @@ def _arg_type(q):
     return parse
 
 
-def add_arguments(parser, declared=None, groups=None):
+def add_arguments(parser, declared=None, groups=None, unset=False):
     """Adds the declared parameters (DECLARED: `pyca lddmm`'s; or `declared`, in option groups
     `groups`: titles, or title -> an existing argument group) that are options to parser: group "" to
-    parser itself, the others in their groups, each with its type, choices, default and help."""
+    parser itself, the others in their groups, each with its type, choices, default and help. unset: each
+    option's parser default is None, so that an option not given stays None (a caller tells given from
+    not given, even when given as the declared default); the help still shows the declared default."""
     declared, titles = (DECLARED, GROUPS) if declared is None else (declared, groups or ())
     groups = {"": parser}
     if isinstance(titles, dict):  # title -> an existing argument group
@@ -399,6 +401,9 @@ def add_arguments(parser, declared=None, groups=None):
             g.add_argument(q.option, **kw)
             continue
         kw["default"] = list(q.default) if isinstance(q.default, tuple) else q.default
+        if unset:
+            kw["help"] = kw["help"].replace("%(default)s", str(kw["default"]))
+            kw["default"] = None
         if q.kind in ("choice", "device"):
             kw["choices"] = list(q.choices)
         else:

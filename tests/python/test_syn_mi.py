@@ -242,11 +242,13 @@ def test_cli_metric_mi(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr  # --metric is taken by --method lddmm too
     assert json.loads((tmp_path / "l" / "summary.json").read_text())["params"]["metric"] == "mi"
-    # the syn group's options: --bins reaches lddmm; one lddmm does not take is refused before any work
-    r = subprocess.run(base + ["--out", str(tmp_path / "l48"), "--method", "lddmm", "--metric", "mi", "--bins", "48"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert json.loads((tmp_path / "l48" / "summary.json").read_text())["params"]["bins"] == 48
+    # the syn group's options: --bins reaches lddmm, also given as syn's own default (32; lddmm's is 24); one
+    # lddmm does not take is refused before any work
+    for bins in ("48", "32"):
+        r = subprocess.run(base + ["--out", str(tmp_path / f"l{bins}"), "--method", "lddmm", "--metric", "mi",
+                                   "--bins", bins], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert json.loads((tmp_path / f"l{bins}" / "summary.json").read_text())["params"]["bins"] == int(bins)
     bad = subprocess.run(base + ["--out", str(tmp_path / "ls"), "--method", "lddmm", "--smooth-field", "1"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--smooth-field" in bad.stderr and "Traceback" not in bad.stderr
