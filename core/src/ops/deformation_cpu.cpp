@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/deformation_cuda.h"
+#include "ops/deformation_simd.h"
 #include "pyca/detail/omp_guard.h"
 #include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
@@ -238,6 +239,7 @@ struct AdSource {
 }  // namespace
 
 void gather(const GatherJob& j, const char*) {
+  if (simd16::gatherLinear(j)) return;  // sixteen voxels at once where the CPU allows (deformation_simd.cpp)
   bool ok = math::withInterp(j.interp, [&](auto I) {
     if (!math::withBg<kAllBgs>(j.bg, [&](auto B) {
           if constexpr (math::isIdentityBg(decltype(B)::value)) {
@@ -401,6 +403,7 @@ void composeBorder(float* const out[3], const Vec3Di& outSize, const float* cons
                    const float* const g[3], const char*) {
   const MutPlanes<3> o = mutPlanes<3>(out);
   const Planes<3> fp = planes<3>(f), gp = planes<3>(g);
+  if (simd16::composeBorder(o, outSize, fp, fSize, gp)) return;
   const long n = long(nVoxOf(outSize));
 #pragma omp parallel for schedule(static) num_threads(detail::threadsFor(nVoxOf(outSize)))
   for (long i = 0; i < n; ++i) math::composeBorderVoxel(o, fp, gp, fSize, std::size_t(i));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "ops/deformation_simd.h"
 #include "ops/differential_cuda.h"
 #include "ops/differential_impl.h"
 #include "pyca/detail/checks.h"
@@ -30,6 +31,7 @@ void finiteDiffCpu(float* out, const float* im, const math::Grid3& g, DimT dim, 
 
 void gradientCpu(float* ox, float* oy, float* oz, const float* im, const math::Grid3& g, DiffT d,
                  BoundaryCondT bc) {
+  if (simd16::gradient(math::MutPlanes<3>{{ox, oy, oz}}, im, g, d, bc)) return;
   forEachVoxel(g, [&](std::size_t i, int x, int y, int z) {
     math::gradient(im + i, g, x, y, z, d, bc, ox[i], oy[i], oz[i]);
   });
@@ -252,6 +254,7 @@ void JacDetH(Image3D& out, const Field3D& h, DiffT diffType, BoundaryCondT bc) {
   }
   float* o = out.data();
   const float *hx = h.x(), *hy = h.y(), *hz = h.z();
+  if (simd16::jacDetH(o, math::Planes<3>{{hx, hy, hz}}, g, diffType, bc)) return;
   forEachVoxel(g, [&](std::size_t i, int x, int y, int z) {
     o[i] = math::jacDetH(hx + i, hy + i, hz + i, g, x, y, z, diffType, bc);
   });

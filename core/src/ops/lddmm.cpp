@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 
+#include "ops/deformation_simd.h"
 #include "ops/lddmm_cuda.h"
 #include "ops/lddmm_simd.h"
 #include "pyca/array3d.h"
@@ -47,6 +48,7 @@ void composeStep(float* const hOut[3], const float* const h[3], const float* con
                  const math::ComposeParams& P, const char*) {
   const math::MutPlanes<3> o = math::mutPlanes<3>(hOut);
   const math::Planes<3> hp = math::planes<3>(h), vp = math::planes<3>(v);
+  if (simd16::composeStep(o, hp, vp, P)) return;
   voxelRows(P.n, [&](int x, int y, int z, std::size_t id) { math::composeVoxel(o, hp, vp, P, x, y, z, id); });
 }
 

@@ -52,50 +52,6 @@ namespace simd16 {
 #if PYCA_HAVE_SIMD16
 namespace {
 
-// Grids whose linear indices fit the 32-bit lanes of interiorSamples().
-bool fits(const Vec3Di& n) { return double(n.x) * double(n.y) * double(n.z) < 2147483648.0; }
-
-// f(y, z) for every row of x, rows spread over the OpenMP threads (as lddmm.cpp's voxelRows).
-template <class F>
-void forRows(const Vec3Di& n, F&& f) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int z = 0; z < n.z; ++z) {
-    for (int y = 0; y < n.y; ++y) f(y, z);
-  }
-}
-
-// The lanes of `m`, lowest first.
-template <class F>
-void eachLane(Mask m, F&& f) {
-  for (; m != 0; m &= Mask(m - 1)) f(__builtin_ctz(m));
-}
-
-// The central difference of p along the axis of stride s, per world unit (is: 1 / spacing), in the lanes
-// of m: gradient()'s interior term.
-PYCA_SIMD16 F16 centralDiff(const float* p, std::ptrdiff_t s, float is, Mask m) {
-  return math::weightedDiff(0.5f, load(p + s, m), load(p - s, m)) * is;
-}
-
-// The points x + scale v(x) of the voxels x0 .. x0 + 15 of row (y, z) (first linear index id): stepPoint.
-PYCA_SIMD16 void stepPoints(F16 p[3], const math::Planes<3>& v, const Vec3Df& scale, int x0, int y, int z,
-                            std::size_t id, Mask live) {
-  p[0] = math::stepCoord(lanesFrom(x0), scale.x, load(v.p[0] + id, live));
-  p[1] = math::stepCoord(splat(float(y)), scale.y, load(v.p[1] + id, live));
-  p[2] = math::stepCoord(splat(float(z)), scale.z, load(v.p[2] + id, live));
-}
-
-// q = h(p) (trilinear, h extended by its border displacement): composeHVAt's sample (sampleMapBorder,
-// which inside the grid is interiorSamples' value).
-PYCA_SIMD16 void composeAt(F16 q[3], const math::Planes<3>& h, const Vec3Di& n, const F16 p[3], Mask live) {
-  const Mask done = interiorSamples<3>(q, h, n, p[0], p[1], p[2], live);
-  eachLane(live & Mask(~done), [&](int k) {
-    const Vec3Df r = math::sampleMapBorder(h, n, Vec3Df(p[0][k], p[1][k], p[2][k]));
-    q[0][k] = r.x;
-    q[1][k] = r.y;
-    q[2][k] = r.z;
-  });
-}
-
 PYCA_SIMD16 void transportRow(const math::MutPlanes<3>& hOut, float* J, const math::Planes<3>& h,
                               const math::Planes<3>& v, const float* im, const math::TransportParams& P,
                               int y, int z) {

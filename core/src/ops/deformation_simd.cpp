@@ -1,0 +1,207 @@
+// The CPU loops of the trilinear gathers (ApplyH, ComposeHH, ...), ComposeHHBorder, LDDMMComposeStep,
+// JacDetH and Gradient sixteen voxels at once, on CPUs with AVX-512 (core/src/ops/simd16.h): the same
+// per-voxel math as the scalar loops (pyca/math/deformation.h, lddmm.h, differential.h), to the bit.
+// A sample whose eight taps lie inside the grid takes interiorSamples(), an interior voxel's central
+// differences vector loads; any other lane (a sample near or past the border, a voxel on the grid's
+// border, a 2-D grid) takes the scalar function of its voxel. Design: docs/design/cpu-simd.md.
+#include "ops/deformation_simd.h"
+
+#include "ops/lddmm_simd.h"
+#include "ops/simd16.h"
+
+namespace pyca {
+namespace simd16 {
+
+#if PYCA_HAVE_SIMD16
+namespace {
+
+using deformation_impl::GatherJob;
+
+// The lanes of m whose voxel x0 + k of row (y, z) has both neighbours along every axis (3-D grids).
+PYCA_SIMD16 Mask interiorLanes(const Vec3Di& n, int x0, int y, int z, Mask m) {
+  if (!(n.z > 1 && y >= 1 && y <= n.y - 2 && z >= 1 && z <= n.z - 2)) return 0;
+  return m & inRange(lanesFrom(x0), 1.f, float(n.x - 1));
+}
+
+// The positions of gatherVoxel (PosSpec::at) of the voxels x0 .. x0 + 15 of row (y, z).
+PYCA_SIMD16 void gatherPoints(F16 p[3], const math::PosSpec& pos, int x0, int y, int z, std::size_t id,
+                              Mask live) {
+  const F16 a = load(pos.fx + id, live), b = load(pos.fy + id, live), c = load(pos.fz + id, live);
+  if (pos.mode == math::POS_H) {
+    p[0] = a;
+    p[1] = b;
+    p[2] = c;
+  } else {  // POS_V: x + scale v (stepCoord's order)
+    p[0] = math::stepCoord(lanesFrom(x0), pos.scale.x, a);
+    p[1] = math::stepCoord(splat(float(y)), pos.scale.y, b);
+    p[2] = math::stepCoord(splat(float(z)), pos.scale.z, c);
+  }
+}
+
+template <BackgroundStrategy BG, int NC>
+PYCA_SIMD16 void gatherRow(const GatherJob& j, int y, int z) {
+  const Vec3Di& n = j.outSize;
+  const math::MutPlanes<NC> out = math::mutPlanes<NC>(j.out);
+  const math::Planes<NC> src = math::planes<NC>(j.src);
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    F16 p[3], s[NC];
+    gatherPoints(p, j.pos, x0, y, z, id, live);
+    const Mask done = interiorSamples<NC>(s, src, j.srcSize, p[0], p[1], p[2], live);
+    // gatherVoxel's write, value * mul (+ p); out may be one of the position planes: every lane's
+    // position was read above, and the scalar lanes below read only their own
+    for (int c = 0; c < NC; ++c)
+      store(out.p[c] + id, done, s[c] * j.post.mul[c] + (j.post.addPos ? p[c] : splat(0.f)));
+    eachLane(live & Mask(~done), [&](int k) {
+      math::gatherVoxel<INTERP_LINEAR, BG, NC>(out, src, j.srcSize, j.pos, j.post, j.bgVal, x0 + k, y, z,
+                                               id + std::size_t(k));
+    });
+  }
+}
+
+PYCA_SIMD16 void composeBorderRow(const math::MutPlanes<3>& out, const Vec3Di& n, const math::Planes<3>& f,
+                                  const Vec3Di& fSize, const math::Planes<3>& g, int y, int z) {
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    const F16 p[3] = {load(g.p[0] + id, live), load(g.p[1] + id, live), load(g.p[2] + id, live)};
+    F16 q[3];
+    composeAt(q, f, fSize, p, live);  // (out may be g: read above)
+    for (int c = 0; c < 3; ++c) store(out.p[c] + id, live, q[c]);
+  }
+}
+
+PYCA_SIMD16 void composeStepRow(const math::MutPlanes<3>& hOut, const math::Planes<3>& h,
+                                const math::Planes<3>& v, const math::ComposeParams& P, int y, int z) {
+  const Vec3Di& n = P.n;
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    F16 p[3], q[3];
+    stepPoints(p, v, P.scale, x0, y, z, id, live);  // (hOut may be v: read here)
+    composeAt(q, h, n, p, live);
+    for (int c = 0; c < 3; ++c) store(hOut.p[c] + id, live, q[c]);
+  }
+}
+
+PYCA_SIMD16 void jacDetRow(float* out, const math::Planes<3>& h, const math::Grid3& g, DiffT d,
+                           BoundaryCondT bc, int y, int z) {
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  const std::ptrdiff_t dy = g.sy(), dz = g.sz();
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    const Mask inside = interiorLanes(n, x0, y, z, live);
+    if (inside != 0) {
+      const F16 j =
+          math::det3(centralDiff(h.p[0] + id, 1, g.isx, inside), centralDiff(h.p[0] + id, dy, g.isy, inside),
+                     centralDiff(h.p[0] + id, dz, g.isz, inside), centralDiff(h.p[1] + id, 1, g.isx, inside),
+                     centralDiff(h.p[1] + id, dy, g.isy, inside), centralDiff(h.p[1] + id, dz, g.isz, inside),
+                     centralDiff(h.p[2] + id, 1, g.isx, inside), centralDiff(h.p[2] + id, dy, g.isy, inside),
+                     centralDiff(h.p[2] + id, dz, g.isz, inside));
+      store(out + id, inside, j);
+    }
+    eachLane(live & Mask(~inside), [&](int k) {
+      const std::size_t i = id + std::size_t(k);
+      out[i] = math::jacDetH(h.p[0] + i, h.p[1] + i, h.p[2] + i, g, x0 + k, y, z, d, bc);
+    });
+  }
+}
+
+PYCA_SIMD16 void gradientRow(const math::MutPlanes<3>& out, const float* im, const math::Grid3& g, DiffT d,
+                             BoundaryCondT bc, int y, int z) {
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  const std::ptrdiff_t dy = g.sy(), dz = g.sz();
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    const Mask inside = interiorLanes(n, x0, y, z, live);
+    if (inside != 0) {
+      store(out.p[0] + id, inside, centralDiff(im + id, 1, g.isx, inside));
+      store(out.p[1] + id, inside, centralDiff(im + id, dy, g.isy, inside));
+      store(out.p[2] + id, inside, centralDiff(im + id, dz, g.isz, inside));
+    }
+    eachLane(live & Mask(~inside), [&](int k) {
+      const std::size_t i = id + std::size_t(k);
+      math::gradient(im + i, g, x0 + k, y, z, d, bc, out.p[0][i], out.p[1][i], out.p[2][i]);
+    });
+  }
+}
+
+}  // namespace
+
+bool gatherLinear(const GatherJob& j) {
+  if (!available() || j.interp != INTERP_LINEAR || !fits(j.outSize) || !fits(j.srcSize)) return false;
+  if (j.pos.mode != math::POS_H && j.pos.mode != math::POS_V) return false;
+  constexpr unsigned kAll = math::kFieldBgs | math::bgBit(BACKGROUND_STRATEGY_VAL);
+  bool ran = false;
+  math::withBg<kAll>(j.bg, [&](auto B) {
+    constexpr BackgroundStrategy BG = decltype(B)::value;
+    if (j.nc == 3) {
+      forRows(j.outSize, [&](int y, int z) { gatherRow<BG, 3>(j, y, z); });
+      ran = true;
+    } else if constexpr (!math::isIdentityBg(BG)) {
+      if (j.nc == 1) {
+        forRows(j.outSize, [&](int y, int z) { gatherRow<BG, 1>(j, y, z); });
+        ran = true;
+      }
+    }
+  });
+  return ran;
+}
+
+bool composeBorder(const math::MutPlanes<3>& out, const Vec3Di& outSize, const math::Planes<3>& f,
+                   const Vec3Di& fSize, const math::Planes<3>& g) {
+  if (!available() || !fits(outSize) || !fits(fSize)) return false;
+  forRows(outSize, [&](int y, int z) { composeBorderRow(out, outSize, f, fSize, g, y, z); });
+  return true;
+}
+
+bool composeStep(const math::MutPlanes<3>& hOut, const math::Planes<3>& h, const math::Planes<3>& v,
+                 const math::ComposeParams& P) {
+  if (!available() || !fits(P.n)) return false;
+  forRows(P.n, [&](int y, int z) { composeStepRow(hOut, h, v, P, y, z); });
+  return true;
+}
+
+bool jacDetH(float* out, const math::Planes<3>& h, const math::Grid3& g, DiffT d, BoundaryCondT bc) {
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  if (!available() || d != DIFF_CENTRAL || !fits(n)) return false;
+  forRows(n, [&](int y, int z) { jacDetRow(out, h, g, d, bc, y, z); });
+  return true;
+}
+
+bool gradient(const math::MutPlanes<3>& out, const float* im, const math::Grid3& g, DiffT d,
+              BoundaryCondT bc) {
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  if (!available() || d != DIFF_CENTRAL || !fits(n)) return false;
+  forRows(n, [&](int y, int z) { gradientRow(out, im, g, d, bc, y, z); });
+  return true;
+}
+
+#else  // no SIMD rows on this target: the scalar loops run
+
+bool gatherLinear(const deformation_impl::GatherJob&) { return false; }
+bool composeBorder(const math::MutPlanes<3>&, const Vec3Di&, const math::Planes<3>&, const Vec3Di&,
+                   const math::Planes<3>&) {
+  return false;
+}
+bool composeStep(const math::MutPlanes<3>&, const math::Planes<3>&, const math::Planes<3>&,
+                 const math::ComposeParams&) {
+  return false;
+}
+bool jacDetH(float*, const math::Planes<3>&, const math::Grid3&, DiffT, BoundaryCondT) { return false; }
+bool gradient(const math::MutPlanes<3>&, const float*, const math::Grid3&, DiffT, BoundaryCondT) {
+  return false;
+}
+
+#endif
+
+}  // namespace simd16
+}  // namespace pyca
