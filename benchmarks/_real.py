@@ -176,7 +176,8 @@ def _print(direction, r):
 
 def _params(a):
     """[(method, parameters, label)]: --params is one dict of parameters for every method, a dict
-    method -> parameters, or a list of either (a sweep: one row per entry and method)."""
+    method -> parameters (null: that method is not run for this entry), or a list of either (a sweep: one
+    row per entry and method)."""
     p = json.loads(a.params)
     methods = [m for m in a.methods.split(",") if m]
     sets = p if isinstance(p, list) else [p]
@@ -184,7 +185,8 @@ def _params(a):
     for k, q in enumerate(sets):
         per = {m: q.get(m, {}) for m in methods} if q and set(q) <= set(methods) else {m: q for m in methods}
         for m in methods:
-            out.append((m, per[m], m if len(sets) == 1 else f"{m}-{k}"))
+            if per[m] is not None:
+                out.append((m, per[m], m if len(sets) == 1 else f"{m}-{k}"))
     return out
 
 

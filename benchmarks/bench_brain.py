@@ -1,7 +1,9 @@
 """Brain MRI registration accuracy and time: pyca lddmm next to ANTs (antspyx, CPU) and FireANTs (GPU)
 on synthetic T1 pairs with known maps (pyca.apps.data.brain_pair: the MNI152 2009c template that
-nilearn ships, pulled through a random diffeomorphic warp, a rotation and a translation, its
-intensities changed), all in one process, same inputs, same metrics:
+nilearn ships, pulled through a random diffeomorphic warp, a rotation and a translation by a cubic
+B-spline, or trilinearly with --interp linear (the generator of the rows recorded before 2026-11-28:
+docs/design/registration.md, 'The synthetic known-warp pairs'), its intensities changed), all in one
+process, same inputs, same metrics:
 
 - Dice of grey / white matter: the moving labels warped into the fixed space by each tool's map
   (nearest neighbour), against the fixed labels;
@@ -16,6 +18,8 @@ intensities changed), all in one process, same inputs, same metrics:
     python benchmarks/bench_brain.py --pairs real --resolution 2 --peers ants       # two different brains
                                                                                     # (benchmarks/_real.py)
     python benchmarks/bench_brain.py --resolution 2 --pairs 2 --peers ants          # CPU, 2 mm
+    python benchmarks/bench_brain.py --resolution 2 --pairs 3 --peers none --methods lddmm,syn \
+        --interp cubic,linear                                                       # both methods, both generators
     python benchmarks/bench_brain.py --resolution 1 --device gpu --peers fireants   # GPU, 1 mm
 
     # pyca's defaults beside its LNCC setting (docs/lddmm.md, "Defaults for T1 brain MRI"):
@@ -224,20 +228,28 @@ def main(argv=None):
                     "LAS (x reversed, the affine saying so)")
     ap.add_argument("--moving", default="colin,mni", help="with --pairs real: the moving brains, comma-separated "
                     "(colin: Colin27 -> MNI, mni: MNI -> Colin27)")
-    ap.add_argument("--methods", default="syn", help="with --pairs real: pyca methods, comma-separated (syn, lddmm)")
+    ap.add_argument("--methods", help="pyca methods, comma-separated (syn, lddmm; default: syn with --pairs real, "
+                    "lddmm with synthetic pairs)")
+    ap.add_argument("--interp", default="cubic", help="synthetic pairs: how the generator resamples the template, "
+                    "comma-separated for one row set each: cubic (a prefiltered cubic B-spline, the default) or "
+                    "linear (trilinear: the generator of the rows recorded before 2026-11-28; data.brain_pair)")
+    ap.add_argument("--no-exact", action="store_true", help="synthetic pairs: skip the exact map's row (its fixed-point "
+                    "inversion takes about a minute per pair at 1 mm on one core)")
     ap.add_argument("--raw", default="yes", choices=["yes", "no", "only"], help="with --pairs real: also (or only) "
                     "the files as shipped through the CLI (pyca register / pyca lddmm)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--peers", default="ants", help="comma-separated: ants (antsRegistrationSyN[s]), ants-so "
                     "(antsRegistrationSyN[so], SyN only), fireants, none")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--params", default="{}", help="JSON dict of lddmm parameters for pyca, or a list of them "
-                    "(one pyca row each)")
+    ap.add_argument("--params", default="{}", help="JSON dict of parameters for every pyca method, a dict method -> "
+                    "parameters (null: not run), or a list of either (one pyca row each)")
     ap.add_argument("--no-hd95", action="store_true", help="with --pairs real: skip the Hausdorff distances (the "
                     "slowest score: a sweep of many settings)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--pair-file", help="a saved brain_pair (.npz) instead of generating one (no nilearn needed)")
     a = ap.parse_args(argv)
+    if a.methods is None:
+        a.methods = "syn" if a.pairs == "real" else "lddmm"
     if a.pairs == "real":
         import _real
 
@@ -249,21 +261,31 @@ def main(argv=None):
         print("bench_brain: needs nilearn (the MNI152 template): pip install nilearn")
         return 0
     print(machine_line())
+    import _real
+
     params = json.loads(a.params)
-    settings = params if isinstance(params, list) else [params]
+    settings = _real._params(a)  # [(method, parameters, label)]
     peers = [p for p in a.peers.split(",") if p and p != "none"]
+    interps = [i for i in a.interp.split(",") if i]
+    bad = [i for i in interps if i not in data.BRAIN_PAIR_INTERPS]
+    if bad or not interps:
+        ap.error(f"--interp: one or more of {', '.join(data.BRAIN_PAIR_INTERPS)}, not {a.interp!r}")
+    if a.pair_file:
+        interps = ["file"]
     rows = []
-    for seed in range(a.pairs):
-        pair = load_pair(a.pair_file) if a.pair_file else data.brain_pair(seed=seed, resolution=a.resolution)
+    for seed, interp in ((s, i) for s in range(a.pairs) for i in interps):
+        pair = load_pair(a.pair_file) if a.pair_file else data.brain_pair(seed=seed, resolution=a.resolution,
+                                                                           interp=interp)
+        print(f"pair {seed}: the moving image made by {interp} resampling (data.brain_pair)", flush=True)
         brain = pair["fixed_labels"] > 0
-        rows.append({"pair": seed, **evaluate("none (identity)", identity_map(pair), _nn_identity(pair), 0.0, pair,
-                                              brain)})
-        if not a.pair_file:  # the exact map: what a perfect tool reaches through nearest-neighbour labels
+        tag = {"pair": seed, "interp": interp}
+        rows.append({**tag, **evaluate("none (identity)", identity_map(pair), _nn_identity(pair), 0.0, pair, brain)})
+        if not a.pair_file and not a.no_exact:  # the exact map: what a perfect tool reaches through NN labels
             m = data.brain_pair_true_map(seed=seed, resolution=a.resolution)
-            rows.append({"pair": seed, **evaluate("exact map", m, _nn_map(pair, m), 0.0, pair, brain)})
-        for k, prm in enumerate(settings):
-            mvox, lab, sec, res = run_pyca(pair, a.device, prm)
-            rows.append({"pair": seed, **evaluate(f"pyca-{k} ({a.device})", mvox, lab, sec, pair, brain),
+            rows.append({**tag, **evaluate("exact map", m, _nn_map(pair, m), 0.0, pair, brain)})
+        for method, prm, label in settings:
+            mvox, lab, sec, _, res = _real.run_pyca(method, pair, a.device, prm)
+            rows.append({**tag, **evaluate(f"pyca-{label} ({a.device})", mvox, lab, sec, pair, brain),
                          "params": prm,
                          "stops": [s["stop"].split(" (")[0] + f" @{s['iterations']}" for s in res.timings["scales"]]})
         for peer in peers:
@@ -276,12 +298,12 @@ def main(argv=None):
             if out is None:
                 print(f"  {peer}: not installed or no GPU; skipped")
                 continue
-            rows.append({"pair": seed, **evaluate(peer, *out, pair, brain)})
-        mine = [r for r in rows if r["pair"] == seed]
+            rows.append({**tag, **evaluate(peer, *out, pair, brain)})
+        mine = [r for r in rows if r["pair"] == seed and r["interp"] == interp]
         for r in mine:
-            print(f"pair {r['pair']} {r['tool']:<16s} Dice GM {r['dice_gm']:.3f} WM {r['dice_wm']:.3f}  "
-                  f"{r['seconds']:7.2f} s  det max {r['jac_max']:6.2f} min {r['jac_min']:6.2f} folds "
-                  f"{100 * r['folds']:.3f}%  TRE {r['tre_mean']:.2f} mm (p90 {r['tre_p90']:.2f})", flush=True)
+            print(f"pair {r['pair']} {interp:<6s} {r['tool']:<20s} Dice GM {r['dice_gm']:.4f} WM {r['dice_wm']:.4f}  "
+                  f"{r['seconds']:7.2f} s  det max {r['jac_max']:6.2f} min {r['jac_min']:6.3f} folds "
+                  f"{100 * r['folds']:.3f}%  TRE {r['tre_mean']:.3f} mm (p90 {r['tre_p90']:.2f})", flush=True)
         for q in (r for r in mine if r["tool"] in peers):  # pyca against each peer, same pair, same run
             for r in (r for r in mine if r["tool"].startswith("pyca-")):
                 print(f"pair {seed} {r['tool']} / {q['tool']}: time x{r['seconds'] / q['seconds']:.3f}, "
@@ -289,7 +311,8 @@ def main(argv=None):
                       f"TRE x{r['tre_mean'] / q['tre_mean']:.2f}", flush=True)
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"machine": machine_line(), "resolution": a.resolution, "params": params, "rows": rows}, fh,
+            json.dump({"machine": machine_line(), "resolution": a.resolution, "params": params, "interp": interps,
+                       "rows": rows}, fh,
                       indent=1)
     return 0
 

@@ -3,10 +3,11 @@ Gaussian-like kernel": "Where the gap was not"), over bench_brain.py's pairs, ru
 
     python benchmarks/lab/brain_probe.py ssd --seed 2        # the match at the exact map and at pyca's
     python benchmarks/lab/brain_probe.py refine --seed 2     # demons steps after pyca's map
-    python benchmarks/lab/brain_probe.py sharp --seed 2      # the moving image made by cubic splines
+    python benchmarks/lab/brain_probe.py sharp --seed 2      # the moving image trilinear, then cubic
     python benchmarks/lab/brain_probe.py blur --seed 2       # both images blurred first
 
---resolution (2), --device (cpu), --params (JSON: lddmm.register's parameters for pyca's run). Needs
+--resolution (2), --device (cpu), --params (JSON: lddmm.register's parameters for pyca's run), --interp
+(the generator's resampling: linear, the pairs these probes were written for, or cubic). Needs
 the MNI152 template (nilearn, or $PYCA_MNI_DIR).
 """
 from __future__ import annotations
@@ -88,19 +89,16 @@ def probe_refine(pair, seed, a, params, steps=20, step=0.3):
 
 
 def probe_sharp(pair, seed, a, params):
-    """The same pair with its moving image resampled from the template by cubic splines, not trilinearly."""
-    from pyca.apps.data import _brain_warp, _world_points, mni_template
+    """The same warp with the moving image resampled from the template trilinearly and by cubic B-splines
+    (data.brain_pair's interp)."""
+    from pyca.apps import data
 
-    t1, _, aff = mni_template(a.resolution)
-    w = _brain_warp(t1.shape, aff, np.random.default_rng(seed), 4.0, 8.0, 6.0)  # brain_pair's draws, in order
-    psi = (_world_points(t1.shape, aff) + w["u"] - w["c"]) @ w["R"].T + w["c"] + w["t"]
-    vox = (psi - aff[:3, 3]) @ np.linalg.inv(aff[:3, :3]).T
-    mv = ndimage.map_coordinates(t1.astype(np.float64), np.moveaxis(vox, -1, 0), order=3, mode="constant")
-    sharp = dict(pair, moving=np.asfortranarray(0.6 * np.clip(mv, 0, None) ** 1.1 + 0.15, np.float32))
     brain = pair["fixed_labels"] > 0
-    for name, p in (("trilinear (the pair)", pair), ("cubic splines", sharp)):
+    for interp in ("linear", "cubic"):
+        p = data.brain_pair(seed=seed, resolution=a.resolution, interp=interp)
         mvox, lab, sec, _ = run_pyca(p, a.device, params)
-        print(_row(f"seed {seed}, moving image by {name}", evaluate("pyca", mvox, lab, sec, pair, brain)), flush=True)
+        print(_row(f"seed {seed}, moving image by {interp} resampling", evaluate("pyca", mvox, lab, sec, p, brain)),
+              flush=True)
 
 
 def probe_blur(pair, seed, a, params):
@@ -124,13 +122,14 @@ def main(argv=None):
     ap.add_argument("--resolution", type=int, default=2)
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--params", default="{}", help="JSON: lddmm.register's parameters for pyca's run")
+    ap.add_argument("--interp", default="linear", choices=["linear", "cubic"], help="data.brain_pair's resampling")
     a = ap.parse_args(argv)
     from pyca.apps import data
 
     if data.mni_dir() is None:
         print("brain_probe: needs the MNI152 template: pip install nilearn, or set PYCA_MNI_DIR")
         return 0
-    pair = data.brain_pair(seed=a.seed, resolution=a.resolution)
+    pair = data.brain_pair(seed=a.seed, resolution=a.resolution, interp=a.interp)
     PROBES[a.probe](pair, a.seed, a, json.loads(a.params))
     return 0
 

@@ -34,19 +34,6 @@ def _split(err, brain, lowpass):
     return n(err), n(low), n(err - low)
 
 
-def cubic_pair(pair, seed, resolution):
-    """The same pair with its moving image resampled from the template by cubic B-splines instead of
-    trilinearly (brain_pair's draws, in order; as brain_probe.py's 'sharp')."""
-    from pyca.apps.data import _brain_warp, _world_points, mni_template
-
-    t1, _, aff = mni_template(resolution)
-    w = _brain_warp(t1.shape, aff, np.random.default_rng(seed), 4.0, 8.0, 6.0)
-    psi = (_world_points(t1.shape, aff) + w["u"] - w["c"]) @ w["R"].T + w["c"] + w["t"]
-    vox = (psi - aff[:3, 3]) @ np.linalg.inv(aff[:3, :3]).T
-    mv = ndimage.map_coordinates(t1.astype(np.float64), np.moveaxis(vox, -1, 0), order=3, mode="constant")
-    return dict(pair, moving=np.asfortranarray(0.6 * np.clip(mv, 0, None) ** 1.1 + 0.15, np.float32))
-
-
 def run(method, pair, params, device):
     import pyca as ca
     from pyca.apps import lddmm, syn
@@ -71,7 +58,9 @@ def main(argv=None):
     ap.add_argument("--lddmm", default="[{}]")
     ap.add_argument("--finest", default="{}", help="JSON: syn's parameters changed at the finest scale only (a lab "
                     "patch of syn._optimise)")
-    ap.add_argument("--cubic", action="store_true", help="the moving image made by cubic B-splines, not trilinearly")
+    ap.add_argument("--interp", default="cubic", choices=["cubic", "linear"], help="how data.brain_pair makes the "
+                    "moving image: cubic B-splines (today's generator) or trilinearly (the check's pairs before "
+                    "2026-11-28)")
     ap.add_argument("--real", action="store_true", help="syn (--syn's first dict, --finest) on the two real brains "
                     "instead: bench_brain.py --pairs real --resolution 2 --raw no, both directions")
     a = ap.parse_args(argv)
@@ -96,9 +85,7 @@ def main(argv=None):
     if data.mni_dir() is None:
         print("syn_probe: needs the MNI152 template: pip install nilearn, or set PYCA_MNI_DIR")
         return 0
-    pair = data.brain_pair(seed=a.seed, resolution=a.resolution)
-    if a.cubic:
-        pair = cubic_pair(pair, a.seed, a.resolution)
+    pair = data.brain_pair(seed=a.seed, resolution=a.resolution, interp=a.interp)
     true = data.brain_pair_true_map(seed=a.seed, resolution=a.resolution)
     brain = pair["fixed_labels"] > 0
     sp = np.sqrt((pair["moving_affine"][:3, :3] ** 2).sum(0))

@@ -211,8 +211,11 @@ def brain_pair_true_map(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, tra
     return vox
 
 
+BRAIN_PAIR_INTERPS = ("cubic", "linear")  # brain_pair's resampling of the template: SciPy spline order 3, 1
+
+
 def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_mm=6.0, intensity=(0.6, 0.15),
-               gamma=1.1, las=False, cache=True, n_landmarks=3000):
+               gamma=1.1, las=False, cache=True, n_landmarks=3000, interp="cubic"):
     """A synthetic T1 pair with a known map. The fixed image is the MNI template; the moving image is
     the template pulled through psi (moving(y) = template(psi(y)), y a moving-grid world point),
     psi = rigid o exp(v): a random diffeomorphic warp (largest displacement `warp_mm`), then a
@@ -222,11 +225,18 @@ def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_
     LAS orientation). Returns a dict: fixed, moving (float32 arrays), fixed_labels, moving_labels
     (uint8), fixed_affine, moving_affine (4 x 4 voxel -> world), landmarks (n_landmarks brain voxels
     y of the moving grid, integer indices) and landmarks_fixed_world (psi(y): where each is in the
-    fixed image, world coordinates). Cached under $PYCA_CACHE (default ~/.cache/pyca) when cache."""
+    fixed image, world coordinates). The template is resampled through psi by a prefiltered cubic
+    B-spline (interp 'cubic', SciPy map_coordinates order 3), or trilinearly ('linear': the generator
+    of the rows recorded before 2026-11-28, whose blur varies from voxel to voxel: docs/design/
+    registration.md, 'The synthetic pairs'); the labels by nearest neighbour either way. Cached under
+    $PYCA_CACHE (default ~/.cache/pyca) when cache."""
     import os
 
+    if interp not in BRAIN_PAIR_INTERPS:
+        raise ValueError(f"brain_pair: interp must be one of {', '.join(BRAIN_PAIR_INTERPS)}, not {interp!r}")
+
     key = f"brain_n{n_landmarks}_s{seed}_r{resolution}_w{warp_mm}_rot{rotation_deg}_t{translation_mm}_i{intensity[0]}-" \
-          f"{intensity[1]}_g{gamma}_las{int(las)}.npz"
+          f"{intensity[1]}_g{gamma}_las{int(las)}{'_cubic' if interp == 'cubic' else ''}.npz"
     cdir = os.environ.get("PYCA_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "pyca"))
     path = os.path.join(cdir, key)
     if cache and os.path.exists(path):
@@ -242,7 +252,11 @@ def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_
     psi = (world + w["u"] - w["c"]) @ w["R"].T + w["c"] + w["t"]  # template world point of each moving voxel
     vox = (psi - aff[:3, 3]) @ np.linalg.inv(aff[:3, :3]).T
     coords = [vox[..., k] for k in range(3)]
-    moving = ndimage.map_coordinates(t1, coords, order=1, mode="constant", cval=0.0)
+    if interp == "cubic":
+        moving = ndimage.map_coordinates(t1.astype(np.float64), coords, order=3, prefilter=True, mode="constant",
+                                         cval=0.0)
+    else:
+        moving = ndimage.map_coordinates(t1, coords, order=1, mode="constant", cval=0.0)
     mlab = ndimage.map_coordinates(lab, coords, order=0, mode="constant", cval=0.0)
     a, b = intensity
     moving = a * np.clip(moving, 0, None) ** gamma + b

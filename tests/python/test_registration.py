@@ -444,6 +444,26 @@ def test_cli_bad_inputs_name_the_file(tmp_path, capsys, pair):
 
 # ------------------------------------------------------------------------------------------------
 # MNI brain pairs (nilearn's template)
+def _cubic_bspline_at(a, pts):
+    """The prefiltered cubic B-spline of `a` at points (n, 3) voxel coordinates away from the border: SciPy's
+    coefficients (ndimage.spline_filter), the 4^3 taps weighed by B3's closed form."""
+    from scipy import ndimage
+
+    c = ndimage.spline_filter(np.asarray(a, np.float64), order=3, mode="mirror")
+
+    def b3(t):
+        t = np.abs(t)
+        return np.where(t < 1, 2 / 3 - t**2 + t**3 / 2, np.where(t < 2, (2 - t) ** 3 / 6, 0.0))
+
+    base = np.floor(pts).astype(int) - 1
+    out = np.zeros(len(pts))
+    for o in np.ndindex(4, 4, 4):
+        i = base + np.array(o)
+        w = np.prod(b3(pts - i), axis=1)
+        out += w * c[i[:, 0], i[:, 1], i[:, 2]]
+    return out
+
+
 @pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn (ships the MNI152 template)")
 def test_brain_pair_known_map(tmp_path, monkeypatch):
     monkeypatch.setenv("PYCA_CACHE", str(tmp_path))
@@ -454,12 +474,31 @@ def test_brain_pair_known_map(tmp_path, monkeypatch):
 
     W = d["fixed_affine"]
     vox = (d["landmarks_fixed_world"] - W[:3, 3]) @ np.linalg.inv(W[:3, :3]).T
-    t = ndimage.map_coordinates(d["fixed"], vox.T, order=1, mode="constant")
+    # The template is a prefiltered cubic B-spline (interp 'cubic', the default): its value at psi(y) is evaluated
+    # here from the spline's coefficients and the cubic B-spline's closed form, not by map_coordinates.
     y = d["landmarks"]
-    np.testing.assert_allclose(d["moving"][y[:, 0], y[:, 1], y[:, 2]], 0.6 * t ** 1.1 + 0.15, rtol=1e-4, atol=1e-3)
+    far = np.all((vox >= 4) & (vox <= np.array(d["fixed"].shape) - 5), axis=1)  # the prefilter's border rule aside
+    assert far.sum() > 0.95 * len(y)
+    t = _cubic_bspline_at(d["fixed"], vox[far])
+    yf = y[far]
+    np.testing.assert_allclose(d["moving"][yf[:, 0], yf[:, 1], yf[:, 2]], 0.6 * np.clip(t, 0, None) ** 1.1 + 0.15,
+                               rtol=1e-4, atol=1e-3)
+    # The spline interpolates: at the voxel centres it is the template itself (the prefilter's check).
+    idx = np.argwhere(d["fixed_labels"] > 0)[::97].astype(float)
+    np.testing.assert_allclose(_cubic_bspline_at(d["fixed"], idx), d["fixed"][tuple(idx.astype(int).T)], atol=1e-5)
     assert set(np.unique(d["moving_labels"])) <= {0.0, 1.0, 2.0}
     d2 = data.brain_pair(seed=1, resolution=4)  # from the cache
     np.testing.assert_array_equal(d2["moving"], d["moving"])
+    # interp 'linear' (the generator of the rows recorded before 2026-11-28): trilinear, cached apart, the same
+    # warp, labels and landmarks.
+    lin = data.brain_pair(seed=1, resolution=4, interp="linear")
+    t = ndimage.map_coordinates(d["fixed"], vox.T, order=1, mode="constant")
+    np.testing.assert_allclose(lin["moving"][y[:, 0], y[:, 1], y[:, 2]], 0.6 * t ** 1.1 + 0.15, rtol=1e-4, atol=1e-3)
+    assert np.abs(lin["moving"] - d["moving"]).max() > 1.0
+    for k in ("moving_labels", "landmarks", "landmarks_fixed_world"):
+        np.testing.assert_array_equal(lin[k], d[k])
+    with pytest.raises(ValueError, match="brain_pair: interp must be one of cubic, linear"):
+        data.brain_pair(seed=1, resolution=4, interp="nearest")
     # The exact answer (psi^-1 in moving voxels) takes the landmarks' fixed points back to them, also
     # with the moving image stored LAS.
     for las in (False, True):
