@@ -66,16 +66,14 @@ def sync(mem):
         ca.synchronize()
 
 
-def shoot_run(ca, I0, I1, mem, its, step, T, sigma, keep="auto", fused=None):
+def shoot_run(ca, I0, I1, mem, its, step, T, sigma, keep="auto", fused=None, band=0):
     from pyca.apps import shoot
-    from pyca.registration.geodesic import Geodesic, GeodesicFit
 
     grid = I0.grid()
-    p = dict(shoot.DEFAULTS, time_steps=T, **CLIENT_KERNEL)
-    geo = Geodesic(grid, mem, T, shoot.kernel_of(grid, p), keep=keep)
+    p = dict(shoot.DEFAULTS, time_steps=T, keep=keep, band=band, sigma=sigma, folding_steps="accept", **CLIENT_KERNEL)
+    geo, fit = shoot.level_fit(grid, I0, I1, p, mem)  # (band > 0: the band-limited geodesic on its coarse grid)
     if fused is not None:
         geo.fused = fused
-    fit = GeodesicFit(geo, I0, [(T, I1)], sigma)
     energies = []
     m, _ = fit.forward()  # warm-up (plans, first allocations)
     fit.gradients()
@@ -338,6 +336,36 @@ def profile(ca, I0, I1, mem, T, sigma, its=3):
     print(f"profile pyca shoot at 16^3 (launches and Python calls only): {t16 * 1e3:.2f} ms/iteration")
 
 
+def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
+    """pyca shoot's band-limited geodesic (spec 'B' or 'B:R'): its time per iteration beside the full model's,
+    lddmm's and the client's, and its energy after the same iterations beside theirs."""
+    from pyca.registration import band as _band
+
+    b, _, r = spec.partition(":")
+    keep_r = _band.OVERSAMPLE
+    if r:
+        _band.OVERSAMPLE = int(r)
+    try:
+        gc, f = _band.band_grid(I0.grid(), int(b))
+        t_b, e_b, _ = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma, band=int(b))
+        line = (f"pyca shoot --band {b} (coarse grid {tuple(gc.size())}, 1/{f}; oversampling {_band.OVERSAMPLE}): "
+                f"{t_b * 1e3:.2f} ms/iteration ({t_shoot / t_b:.1f}x faster than the full model")
+        line += f", {t_b / t_lddmm:.2f}x lddmm's time" if t_lddmm else ""
+        if client:
+            t_c, e_c, e_s2 = client
+            n = a.client_iterations
+            e_n = e_b if n == a.iterations else shoot_run(ca, I0, I1, mem, n, a.step, a.time_steps, a.sigma,
+                                                          band=int(b))[1]
+            line += (f", client / band = {t_c / t_b:.1f}x); energy after {n} iterations {e_n[-1]:.6g}: "
+                     f"{(e_n[-1] - e_c[-1]) / e_c[-1]:+.4f} from the client's, {(e_n[-1] - e_s2[-1]) / e_s2[-1]:+.4f} "
+                     f"from the full model's; {[round(x, 6) for x in e_n]}")
+        else:
+            line += f"); energy {e_b[0]:.6g} -> {e_b[-1]:.6g}"
+        print(line, flush=True)
+    finally:
+        _band.OVERSAMPLE = keep_r
+
+
 def _dice(lab_a, lab_b):
     return [float(2 * np.sum((lab_a == c) & (lab_b == c)) / max(1, np.sum(lab_a == c) + np.sum(lab_b == c)))
             for c in (1, 2, 3)]
@@ -408,6 +436,8 @@ def main():
     ap.add_argument("--big-iterations", type=int, default=2)
     ap.add_argument("--big-time-steps", type=int, default=8)
     ap.add_argument("--skip-lddmm", action="store_true")
+    ap.add_argument("--bands", default="", help="also pyca shoot's band-limited geodesic (--band B) with each band, "
+                    "e.g. 8,16 (B:R: with its coarse grid at least R B + 1 voxels per axis, band.OVERSAMPLE)")
     ap.add_argument("--parity", action="store_true", help="also the same 32^3 run on the CPU and the GPU")
     ap.add_argument("--brains", type=int, default=0, help="also Colin27 <-> MNI152 at this resolution (1 or 2 mm): "
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")
@@ -472,6 +502,9 @@ def main():
             print(f"energies after {n} iterations of step {a.step:g}: client {e_c[-1]:.6g}, pyca {e_s2[-1]:.6g} "
                   f"(relative difference {(e_s2[-1] - e_c[-1]) / e_c[-1]:+.4f}); client {[round(x, 6) for x in e_c]} "
                   f"pyca {[round(x, 6) for x in e_s2]}")
+        for spec in filter(None, a.bands.split(",")):
+            band_run(ca, I0, I1, mem, a, spec, t_shoot, None if a.skip_lddmm else t_l,
+                     (t_c, e_c, e_s2) if a.client else None)
     if a.profile and a.size:
         profile(ca, I0, I1, mem, a.time_steps, a.sigma)
     if a.parity:

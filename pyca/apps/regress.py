@@ -94,6 +94,8 @@ def _checked(params, prog):
     if tuple(int(f) for f in p["scales"]) != (1,):
         raise ValueError(f"{prog}: scales {tuple(p['scales'])} are not supported: geodesic regression runs at full "
                          "resolution (scales=(1,)); coarse to fine is pyca shoot's")
+    if p["band"]:
+        raise ValueError(f"{prog}: band {p['band']} is not supported: the band-limited geodesic is pyca shoot's (band=0)")
     return p
 
 

@@ -32,6 +32,7 @@ from .. import io as pio
 from .._files import atomic_open
 from ..registration import intensities, optimisers, quality, transform_files
 from ..registration import parameters as _parameters
+from ..registration import band as _band
 from ..registration.geodesic import KEEP, Geodesic, GeodesicFit, epdiff_kernel
 from ..registration.inputs import as_image, check_world_overlap, on_grid
 from ..registration.transforms import jacobian_det, level_images
@@ -45,7 +46,7 @@ __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_
 # give the clients' final energy (RK4, 5 steps) within 1% (docs/shoot.md).
 DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
                 scales=(1,), iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
-                percentiles=(0.5, 99.5), folding_steps="reject", min_jacobian=0.05)
+                percentiles=(0.5, 99.5), folding_steps="reject", min_jacobian=0.05, band=0)
 OUTPUTS = ("m0", "phiinv", "phi", "deformed", "jacdet")
 _HELP = {
     "alpha": "weight of -Laplacian in L (larger: smoother velocities)",
@@ -67,6 +68,8 @@ _HELP = {
                      "undone and halved; 'accept': steps are judged by their energy alone",
     "min_jacobian": "with --folding-steps reject: the det D phiinv a step must stay above everywhere (0: only folds "
                     "are refused; a margin keeps the map off the edge of collapse)",
+    "band": "keep the velocity's Fourier coefficients with |k| <= BAND on each axis (cycles over the image's box): a "
+            "band-limited geodesic on a coarser grid, FLASH-style, faster (docs/shoot.md); 0: every frequency",
 }
 
 
@@ -123,7 +126,7 @@ def check(p, prog="shoot"):
     if p["min_jacobian"] >= 1.0:
         raise ValueError(f"{prog}: min_jacobian must be a number in [0, 1), got {p['min_jacobian']!r}")
     _parameters.schedule(p["scales"], 1, prog)
-    for k, lo, hi in (("lpow", 1, 16), ("time_steps", 1, 1000), ("iterations", 0, 100_000)):
+    for k, lo, hi in (("lpow", 1, 16), ("time_steps", 1, 1000), ("iterations", 0, 100_000), ("band", 0, 100_000)):
         v = p[k]
         if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lo <= v <= hi):
             raise ValueError(f"{prog}: {k} must be an integer in [{lo}, {hi}], got {v!r}")
@@ -139,8 +142,41 @@ def check(p, prog="shoot"):
 
 
 def kernel_of(grid, p):
-    """K on grid from the parameters alpha, beta, gamma, lpow."""
+    """K on grid from the parameters alpha, beta, gamma, lpow (and K_B with band B > 0)."""
+    if p.get("band"):
+        return _band.band_kernel(grid, p["band"], p["alpha"], p["beta"], p["gamma"], p["lpow"])
     return epdiff_kernel(grid, p["alpha"], p["beta"], p["gamma"], p["lpow"])
+
+
+def level_fit(g, J0, J1, p, mem, m0=None, v_up=None):
+    """(geodesic, fit) of one scale on grid g (images J0 moving, J1 fixed): the full model, or with band B
+    > 0 a band-limited geodesic on its coarse grid (registration.band). The start: m0 (a momentum on g),
+    or v_up (a coarser scale's initial velocity, world units: m0 = L v_up on the geodesic's grid), or 0."""
+    reject = p["folding_steps"] == "reject"
+    if not p["band"]:
+        K = kernel_of(g, p)
+        geo = Geodesic(g, mem, p["time_steps"], K, keep=p["keep"])
+        start = m0
+        if v_up is not None:  # v0 carried onto this grid, m0 = L v0
+            v = ca.Field3D(g, mem)
+            ca.Resample(v, v_up, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+            start = ca.Field3D(g, mem)
+            K.applyOperator(start, v)
+        fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=reject,
+                          min_jacobian=p["min_jacobian"])
+        return geo, fit
+    gc, _ = _band.band_grid(g, p["band"])
+    K = kernel_of(gc, p)
+    geo = _band.BandGeodesic(gc, mem, p["time_steps"], K, keep=p["keep"])
+    start = None
+    if m0 is not None:  # its velocity K_B m0 on g, then m0 = L_B v on the coarse grid
+        v_up = ca.Field3D(g, mem)
+        kernel_of(g, p).applyInverseOperator(v_up, m0)
+    if v_up is not None:
+        start = _band.to_coarse(ca.Field3D(gc, mem), v_up, K)
+    fit = _band.BandFit(geo, J0, [(geo.T, J1)], p["sigma"], p["band"], m0=start, reject_folds=reject,
+                        min_jacobian=p["min_jacobian"])
+    return geo, fit
 
 
 def device_of(p, prog="shoot"):
@@ -223,17 +259,9 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     try:
         for f in scales:
             g, (J0, J1), _ = level_images(grid, f, [I0, I1])
-            K = kernel_of(g, p)
-            geo = Geodesic(g, mem, p["time_steps"], K, keep=p["keep"])
-            start = m0 if f == 1 and v_up is None else None
-            if v_up is not None:  # v0 carried onto this grid, m0 = L v0
-                v = ca.Field3D(g, mem)
-                ca.Resample(v, v_up, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
-                start = ca.Field3D(g, mem)
-                K.applyOperator(start, v)
-            fit = GeodesicFit(geo, J0, [(geo.T, J1)], p["sigma"], m0=start, reject_folds=p["folding_steps"] == "reject",
-                              min_jacobian=p["min_jacobian"])
-            if start is m0 and m0 is not None and fit.reject_folds:
+            user_start = m0 is not None and f == 1 and v_up is None
+            geo, fit = level_fit(g, J0, J1, p, mem, m0=m0 if user_start else None, v_up=v_up)
+            if user_start and fit.reject_folds:
                 _check_start(fit)
             if v_up is not None and fit.reject_folds:  # the coarser map, which did not fold, may on this grid:
                 for _ in range(optimisers.MAX_REJECTED):  # its velocity halved until it does not
@@ -252,8 +280,8 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
                folding_steps_rejected=sum(r["folding_steps_rejected"] for r in reports), scales=reports)
     wait(mem)
     t1 = time.perf_counter()
-    phiinv = geo.hs[-1].clone(mem)
-    phi = geo.forward_map(ca.Field3D(grid, mem))
+    phiinv = fit.final_map().clone(mem)
+    phi = (fit if p["band"] else geo).forward_map(ca.Field3D(grid, mem))
     deformed_n = ca.Image3D(grid, mem)
     ca.ApplyH(deformed_n, I0, phiinv)
     ca.Sub(diff, deformed_n, I1)
@@ -266,11 +294,14 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     lo, hi = (float(x) for x in ca.MinMax(I1))
     ca.GTC(fg, I1, lo + 0.1 * (hi - lo))
     qual = quality.assess("ssd", jac, fg)
-    mom = geo.energies()
+    mom = fit.momentum_energies() if p["band"] else geo.energies()
+    m0_out = fit.m0
+    if p["band"]:  # the momentum on the fixed grid: L_B of the coarse initial velocity interpolated
+        m0_out = _band.to_fine_momentum(ca.Field3D(grid, mem), geo.velocity(0), kernel_of(grid, p))
     wait(mem)
     n_it = max(1, rep["iterations"])
     timings = {"registration_s": t1 - t0, "per_iteration_s": (t1 - t0) / n_it, "total_s": time.perf_counter() - t_start}
-    return ShootResult(m0=fit.m0, phiinv=phiinv, phi=phi, deformed=deformed, jacobian=jac, energies=records,
+    return ShootResult(m0=m0_out, phiinv=phiinv, phi=phi, deformed=deformed, jacobian=jac, energies=records,
                        initial_mismatch=ssd0, final_mismatch=ssd1, timings=timings, device=device, params=p,
                        report=rep, momentum_energies=mom, quality=qual)
 
@@ -368,6 +399,7 @@ def add_parser(sub):
     p.add_argument("--moving", required=True, help="moving image (placed on the fixed grid by its affine)")
     p.add_argument("--out", default="pyca-shoot-out", help="output folder (default %(default)s)")
     add_model_arguments(p, DEFAULTS)
+    p.add_argument("--band", type=int, default=DEFAULTS["band"], help=f"{_HELP['band']} (default %(default)s)")
     add_verbosity(p, False)
     p.set_defaults(func=run)
     return p

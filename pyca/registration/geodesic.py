@@ -311,7 +311,7 @@ class GeodesicFit:
     somewhere (0: only folds; a margin keeps the descent off the edge of collapse)."""
 
     def __init__(self, geo, base, measurements, sigma, m0=None, estimate_base=False, reject_folds=False,
-                 min_jacobian=0.0):
+                 min_jacobian=0.0, image_grid=None):
         if not measurements:
             raise ValueError("geodesic fit: no measurements")
         for j, J in measurements:
@@ -319,9 +319,13 @@ class GeodesicFit:
                 raise ValueError(f"geodesic fit: a measurement's time step must be in [0, {geo.T}], got {j}")
         self.geo, self._grid, self.mem = geo, geo.grid, geo.mem  # (no .grid: descend would show E / N again)
         self.sigma2 = float(sigma) ** 2
-        self.N = float(self._grid.nVox())
+        # image_grid: the images' grid where it is not the geodesic's (band.BandFit: a coarser geodesic); the
+        # energy is per voxel of the images, the regulariser's sum over the geodesic's grid scaled to theirs
+        self._img_grid = self._grid if image_grid is None else image_grid
+        self.N = float(self._img_grid.nVox())
+        self._reg_scale = self.N / float(self._grid.nVox())
         F = lambda: ca.Field3D(self._grid, self.mem)  # noqa: E731
-        Im = lambda: ca.Image3D(self._grid, self.mem)  # noqa: E731
+        Im = lambda: ca.Image3D(self._img_grid, self.mem)  # noqa: E731
         self.m0, self.g = F(), F()
         if m0 is None:
             ca.SetMem(self.m0, 0.0)
@@ -369,11 +373,15 @@ class GeodesicFit:
     def match(self):
         return self._match
 
+    def final_map(self):
+        """phi_{1,0} of the last forward() (an H-field on the images' grid)."""
+        return self.geo.hs[-1]
+
     def det_min(self):
         """The smallest det D phi_{1,0} of the last forward()'s map (transforms.jacobian_det, as `pyca shoot`
         reports it)."""
         if self._det_min is None:
-            jacobian_det(self._It, self.geo.hs[-1])
+            jacobian_det(self._It, self.final_map())
             self._det_min = float(ca.MinMax(self._It)[0])
         return self._det_min
 
@@ -411,7 +419,8 @@ class GeodesicFit:
         step."""
         kg = self.geo.scratch[0]
         self.geo.K.applyInverseOperator(kg, self.g)
-        sp = min(x for x, n in zip(tuple(self._grid.spacing()), tuple(self._grid.size())) if n > 1)
+        g = self._img_grid
+        sp = min(x for x, n in zip(tuple(g.spacing()), tuple(g.size())) if n > 1)
         return float(ca.LInf(kg)) / sp
 
     def update(self, eps):

@@ -35,6 +35,11 @@ def test_bench_outputs_reads_the_commands_own_timings():
     assert "peer: nib.save" in out
 
 
+def test_bench_shoot_runs_the_band_limited_geodesic():
+    out = _run("bench_shoot.py", "--size", "16", "--iterations", "2", "--bands", "2", "--skip-lddmm")
+    assert "pyca shoot --band 2 (coarse grid (8, 8, 8), 1/2;" in out
+
+
 def test_bench_shoot_floor_counts_an_iteration_s_passes():
     # the CPU smoke run (wall times only): the passes it names are the ones the iteration calls
     out = _run("bench_shoot_floor.py", "--cpu", "--size", "12", "--reps", "1")

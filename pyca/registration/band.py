@@ -1,0 +1,228 @@
+"""Band-limited geodesics (`pyca shoot --band B`): the vector-momentum geodesic with the velocity kept to
+its low frequencies, after Zhang and Fletcher's FLASH (finite-dimensional Lie algebras for fast
+diffeomorphic registration): the geodesic and its adjoint sweep run on a coarse grid, only the image
+match at t = 1 on the images' own grid.
+
+The model. The velocity v_t = K_B m_t keeps the Fourier coefficients with |k| <= B on every axis (k in
+cycles over the grid's box; K_B is K with FluidKernelFFT.setBand(B)), so it is represented exactly on
+a grid that samples those frequencies: the coarse grid transforms.coarse_grid(grid, f) (the same box)
+with the largest power of two f that leaves every axis at least 3 B + 1 voxels (a product of two
+band-limited fields, then cut back to the band, is computed there without aliasing: the 3/2 rule).
+On that grid the EPDiff flow is Geodesic's (m_t = CoAd(h_t, m0), v_t = K_B m_t, the semi-Lagrangian map
+steps) with the coarse grid's finite differences; the map phi_{1,0} is brought to the images' grid by
+trilinear interpolation of its displacement, and the energy
+
+    E = ( 1/2 <m0, K_B m0> (N / N_c) + || I0 o phi_{1,0} - I1 ||^2 / (2 sigma^2) ) / N
+
+(N voxels of the images, N_c of the coarse grid: the coarse sum scaled to the fine one) is evaluated
+with the match on the images' grid.
+
+The gradient. The image term's force at t = 1, G = -(I0 o phi_{1,0} - I1) grad(I0 o phi_{1,0}) / sigma^2
+(a covector on the images' grid), is cut to the band (FluidKernelFFT with L = 1 and setBand(B)),
+sampled onto the coarse grid, and carried back to t = 0 as a covector, J_j = CoAd(s_j, J_{j+1}) with
+Geodesic's steps back s_j, in place of the image adjoint's I^ grad I_j (which is the same covector for
+the full model: I^ grad I is carried so); the momentum adjoint is Geodesic.adjoint's. So no image and
+no full-resolution field enters the sweep. docs/shoot.md ("band-limited geodesics") says what this
+costs and buys.
+"""
+from __future__ import annotations
+
+from .. import core as ca
+from .geodesic import Geodesic, GeodesicFit, epdiff_kernel
+from .transforms import coarse_grid
+
+__all__ = ["BandGeodesic", "BandFit", "band_factor", "band_grid", "band_kernel", "projector", "to_coarse",
+           "to_fine_momentum"]
+
+MAX_FACTOR = 8
+OVERSAMPLE = 3  # the coarse grid's voxels per axis at least OVERSAMPLE B + 1
+INTERP = ca.INTERP_CUBIC  # the resampling between the grids
+
+
+def band_factor(grid, band):
+    """The coarse factor f (1, 2, 4 or 8) of band B on `grid`: the largest that leaves every axis of
+    more than one voxel at least 3 B + 1 voxels."""
+    def fits(f):  # every axis of n > 1 voxels smaller than at f / 2 and still holding the band
+        c, prev = tuple(coarse_grid(grid, f).size()), tuple(coarse_grid(grid, f // 2).size())
+        return all(int(nc) >= OVERSAMPLE * int(band) + 1 and int(nc) < int(npv)
+                   for n, nc, npv in zip(tuple(grid.size()), c, prev) if int(n) > 1)
+
+    f = 1
+    while 2 * f <= MAX_FACTOR and fits(2 * f):
+        f *= 2
+    return f
+
+
+def band_grid(grid, band):
+    """(coarse grid, factor) of band B on `grid`."""
+    f = band_factor(grid, band)
+    return coarse_grid(grid, f), f
+
+
+def _band_vec(grid, band):
+    # per axis the largest |k| kept; an axis the band covers whole (or of one voxel): -1
+    return ca.Vec3Di(*[-1 if int(n) == 1 or 2 * int(band) >= int(n) else int(band) for n in tuple(grid.size())])
+
+
+def band_kernel(grid, band, alpha, beta, gamma, lpow=1):
+    """K_B on `grid`: epdiff_kernel with the band |k| <= B."""
+    K = epdiff_kernel(grid, alpha, beta, gamma, lpow)
+    K.setBand(_band_vec(grid, band))
+    return K
+
+
+def projector(grid, band):
+    """P_B on `grid`: the projection onto the fields whose Fourier coefficients lie in |k| <= B (a
+    FluidKernelFFT with L = 1 and the band)."""
+    P = ca.FluidKernelFFT()
+    P.setAlpha(0.0)
+    P.setBeta(0.0)
+    P.setGamma(1.0)
+    P.setLPow(1)
+    P.setGrid(grid)
+    P.setBand(_band_vec(grid, band))
+    return P
+
+
+def to_coarse(m_c, v, K_c):
+    """m_c = L_B (v sampled onto m_c's grid): the momentum on the coarse grid of a velocity v (world
+    units, any grid of the same box)."""
+    ca.Resample(m_c, v, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+    K_c.applyOperator(m_c)
+    return m_c
+
+
+def to_fine_momentum(out, v_c, K_fine):
+    """out = L_B (v_c interpolated onto out's grid): the momentum on the images' grid of the coarse
+    velocity v_c (K_fine: K_B on out's grid)."""
+    ca.Resample(out, v_c, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+    K_fine.applyOperator(out)
+    return out
+
+
+def upsample_map(out, h_c, scratch_c, scratch_f):
+    """out = h_c brought to out's grid (H-fields, voxels of each grid): the displacement in world
+    units interpolated trilinearly (Resample: the voxel centres aligned, clamped beyond the last
+    ones)."""
+    ca.HtoV(scratch_c, h_c)
+    ca.Resample(scratch_f, scratch_c, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
+    ca.VtoH(out, scratch_f)
+    return out
+
+
+class BandGeodesic(Geodesic):
+    """Geodesic on the coarse grid of a band-limited model, with the adjoint sweep of a covector
+    (adjoint_covector) in place of the image adjoint."""
+
+    def __init__(self, grid, mem, T, K, keep="auto"):
+        super().__init__(grid, mem, T, K, keep=keep)
+        self._cov = [ca.Field3D(grid, mem) for _ in range(3)]
+
+    def adjoint_covector(self, J1):
+        """The backward sweep after shoot(m0) for an image term at t = 1 whose force there is the
+        covector J1 (a field of this grid, read only): J_j = CoAd(s_j, J_{j+1}) takes the place of
+        I^ grad I_j in Geodesic.adjoint's momentum adjoint. Returns m^_0 (scratch, as adjoint's)."""
+        mhat, mt, f, s = self.scratch
+        J, J2, tmp = self._cov
+        ca.Copy(J, J1)
+        fused = bool(self.fused)
+        if fused:
+            from . import _geodesic_kernels as gk
+
+            sp = tuple(float(x) for x in self.grid.spacing())
+        bg0 = ca.BACKGROUND_STRATEGY_PARTIAL_ZERO
+        zero_m = True
+        for j, st in self.sweep_steps():
+            dt = self.dt * st
+            if st == 1:
+                a, b, k = self._weights(j)
+                v, vk = self._at(j)[1], self._at(k)[1]
+            else:
+                a, b, v = 1.0, 0.0, self._at(j + st // 2)[1]
+                vk = v
+            if fused:
+                gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
+            else:
+                ca.MulC_Add_MulC(f, v, a, vk, b)
+                ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * dt)
+                ca.MulC_I(s, dt)
+                ca.VtoH_I(s)
+            ca.CoAd(J2, s, J, bg0)
+            J, J2 = J2, J
+            m, v = self._at(j)
+            if zero_m:
+                self.K.applyInverseOperator(f, J)
+                ca.MulC(mhat, f, -dt)
+                zero_m = False
+                continue
+            ca.ApplyH(mt, mhat, s, bg0)
+            ca.CoAdInf(tmp, mt, m)
+            ca.Sub(f, J, tmp)
+            self.K.applyInverseOperator(f)
+            if fused:
+                gk.momentum_update(mhat, mt, f, v, dt, *sp)
+            else:
+                ca.JacobianXY(tmp, v, mt)
+                ca.Add_I(f, tmp)
+                ca.Add_MulC(mhat, mt, f, -dt)
+        return mhat
+
+
+class BandFit(GeodesicFit):
+    """GeodesicFit of one image at t = 1 (matching) for a band-limited geodesic: geo a BandGeodesic on
+    the coarse grid, base and the measurement on the images' grid, m0 on the coarse grid."""
+
+    def __init__(self, geo, base, measurements, sigma, band, m0=None, reject_folds=False, min_jacobian=0.0):
+        if len(measurements) != 1 or int(measurements[0][0]) != geo.T:
+            raise ValueError("band-limited geodesic fit: one measurement, at t = 1 (matching)")
+        super().__init__(geo, base, measurements, sigma, m0=m0, reject_folds=reject_folds,
+                         min_jacobian=min_jacobian, image_grid=base.grid())
+        g, mem = base.grid(), self.mem
+        self.band = int(band)
+        self.phi = ca.Field3D(g, mem)  # phi_{1,0} on the images' grid (an H-field)
+        self._G = ca.Field3D(g, mem)  # the force at t = 1 (and the upsampling's scratch)
+        self._IT = ca.Image3D(g, mem)
+        self._Jc, self._dc = ca.Field3D(geo.grid, mem), ca.Field3D(geo.grid, mem)
+        self.P = projector(g, band)
+
+    def images(self, j, out):
+        if j == 0:
+            ca.Copy(out, self.base)
+        elif j == self.geo.T:
+            ca.ApplyH(out, self.base, self.phi)
+        else:
+            raise ValueError("band-limited geodesic fit: images at t = 0 and 1 only")
+        return out
+
+    def forward(self):
+        h = self.geo.shoot(self.m0)
+        upsample_map(self.phi, h, self._dc, self._G)
+        self._det_min = self._admissible = None
+        (j, J), r = self.meas[0], self.resid[0]
+        self.images(j, self._IT)
+        ca.Sub(r, self._IT, J)
+        self._match = float(ca.Sum2(r)) / (2.0 * self.sigma2 * self.N)
+        self._reg = 0.5 * self.geo.v0_dot * self._reg_scale / self.N
+        return self._match, self.phi
+
+    def final_map(self):
+        return self.phi
+
+    def gradients(self):
+        r = self.resid[0]
+        ca.Gradient(self._G, self._IT)
+        ca.MulMulC_I(self._G, r, -1.0 / self.sigma2)  # G = -r grad(I0 o phi_{1,0}) / sigma^2
+        self.P.applyInverseOperator(self._G)  # cut to the band
+        ca.Resample(self._Jc, self._G, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
+        mhat = self.geo.adjoint_covector(self._Jc)
+        ca.Sub(self.g, self.geo.velocity(0), mhat)  # K_B m0 - m^_0
+        return None
+
+    def forward_map(self, out):
+        """phi_{0,1} on the images' grid (after forward())."""
+        self.geo.forward_map(self._dc)
+        return upsample_map(out, self._dc, self._Jc, self._G)
+
+    def momentum_energies(self):
+        """<m_t, K_B m_t> at each time step, scaled to the images' grid."""
+        return [e * self._reg_scale for e in self.geo.energies()]

@@ -1,0 +1,183 @@
+"""The band-limited geodesic of `pyca shoot --band B` (pyca.registration.band) against independent
+references: the band projection against NumPy's FFT, the coarse grid's rule, the gradient against
+central differences of the model's own energy, the energy reached against the full model's on the same
+pair, the CPU against the GPU, and the command line. The vector-momentum client's energy at 128^3 and the
+speed: benchmarks/bench_shoot.py --bands (docs/shoot.md)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+import pyca as ca
+import pyca.common as common
+from pyca.apps import regress, shoot
+from pyca.registration import band
+
+MEM = ca.MEM_HOST
+KERNEL = dict(alpha=0.01, beta=0.01, gamma=0.001, lpow=1)
+
+
+def _pair(n=32, nz=None):
+    """Two smooth ellipsoids (benchmarks/bench_shoot.py's pair, smaller)."""
+    nz = n if nz is None else nz
+    x, y, z = np.meshgrid(np.arange(n), np.arange(n), np.arange(nz), indexing="ij")
+    c, cz = n / 2, nz / 2
+
+    def blob(r):
+        inside = ((x - c) / r[0]) ** 2 + ((y - c) / r[1]) ** 2 + ((z - cz) / max(r[2], 1e-9)) ** 2 <= 1
+        return ndimage.gaussian_filter(inside.astype(np.float32), 1.0).astype(np.float32)
+
+    return blob((0.2 * n, 0.3 * n, 0.25 * nz)), blob((0.27 * n, 0.23 * n, 0.25 * nz))
+
+
+def _images(n=32, nz=None, mem=MEM):
+    return [ca.Image3D.from_array(np.asfortranarray(a)).clone(mem) for a in _pair(n, nz)]
+
+
+def _params(**kw):
+    return dict(shoot.DEFAULTS, **dict(dict(KERNEL, time_steps=10, sigma=0.5, folding_steps="accept"), **kw))
+
+
+def _descend(band_, n=32, its=8, mem=MEM, oversample=None, step=2e-5):
+    I0, I1 = _images(n, mem=mem)
+    keep = band.OVERSAMPLE
+    if oversample:
+        band.OVERSAMPLE = oversample
+    try:
+        geo, fit = shoot.level_fit(I0.grid(), I0, I1, _params(band=band_), mem)
+    finally:
+        band.OVERSAMPLE = keep
+    out = []
+    for _ in range(its):
+        m, _ = fit.forward()
+        out.append(m + fit.reg_energy())
+        fit.gradients()
+        fit.update(step)
+    m, _ = fit.forward()
+    return geo, fit, out + [m + fit.reg_energy()]
+
+
+def test_the_coarse_grid_holds_the_band_three_times_over():
+    g = ca.GridInfo(ca.Vec3Di(128, 128, 128))
+    assert band.band_factor(g, 16) == 2 and band.band_factor(g, 8) == 4 and band.band_factor(g, 4) == 8
+    assert band.band_factor(ca.GridInfo(ca.Vec3Di(16, 16, 16)), 2) == 2  # (never below transforms.COARSE_MIN)
+    assert band.band_factor(g, 64) == 1
+    g2 = ca.GridInfo(ca.Vec3Di(96, 80, 1))  # 2-D: the single slice is no axis of the rule
+    gc, f = band.band_grid(g2, 8)
+    assert f == 2 and tuple(gc.size()) == (48, 40, 1)
+    # the same box in the world
+    assert np.allclose(np.array(tuple(gc.size())) * np.array(tuple(gc.spacing())), [96, 80, 1])
+
+
+@pytest.mark.parametrize("size", [(12, 10, 8), (16, 12, 1)])
+def test_the_band_projection_is_numpys_fft_cut_to_the_band(size):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(size + (3,)).astype(np.float32)
+    g = ca.GridInfo(ca.Vec3Di(*size))
+    f = common.FieldFromNPArr(a, MEM)
+    band.projector(g, 2).applyInverseOperator(f)
+    ks = [np.abs(np.fft.fftfreq(n) * n) for n in size]
+    keep = (ks[0][:, None, None] <= 2) & (ks[1][None, :, None] <= 2) & ((ks[2][None, None, :] <= 2) | (size[2] == 1))
+    ref = np.stack([np.real(np.fft.ifftn(np.fft.fftn(a[..., c]) * keep)) for c in range(3)], -1)
+    np.testing.assert_allclose(common.AsNPCopy(f).reshape(ref.shape), ref, atol=2e-5)
+
+
+@pytest.mark.parametrize("band_", [4, 6])
+def test_the_gradient_matches_finite_differences_of_the_models_energy(band_):
+    """The adjoint sweep of the covector (the band's gradient) against central differences of the band
+    model's own energy, on the coarse grid (band 4: 16^3 for 32^3) and the whole one (band 6), along the
+    gradient and along the initial velocity (directions that change the energy; the full model's
+    gradient is within 11% of its energy's differences here): within 8%."""
+    geo, fit, _ = _descend(band_, n=32, its=3)
+    assert tuple(geo.grid.size()) == ((16,) * 3 if band_ == 4 else (32,) * 3)
+    fit.forward()
+    fit.gradients()
+    g = fit.g.clone()
+    m_saved = fit.m0.clone()
+
+    def energy():
+        m, _ = fit.forward()
+        return m + fit.reg_energy()
+
+    for d in (g, fit.geo.velocity(0).clone()):
+        pred = float(ca.Dot(g, d)) * fit._reg_scale / fit.N
+        eps = 0.01 * float(ca.LInf(fit.m0)) / float(ca.LInf(d))
+        ca.Add_MulC(fit.m0, m_saved, d, eps)
+        ep = energy()
+        ca.Add_MulC(fit.m0, m_saved, d, -eps)
+        em = energy()
+        assert pred == pytest.approx((ep - em) / (2 * eps), rel=0.08)
+        ca.Copy(fit.m0, m_saved)
+
+
+def test_the_band_reaches_the_full_models_energy():
+    """The same fixed-step descent (benchmarks/bench_shoot.py's, smaller): the band on the whole grid
+    (oversampling 7 leaves the 32^3 grid as it is) within 1% of the full model after 8 steps; on the
+    coarse grid (16^3) its energy falls as the full model's, within 20% (docs/shoot.md: the coarse grid's
+    finite differences and interpolation)."""
+    _, _, full = _descend(0)
+    geo1, _, whole = _descend(4, oversample=7)
+    geo2, _, coarse = _descend(4)
+    assert tuple(geo1.grid.size()) == (32, 32, 32) and tuple(geo2.grid.size()) == (16, 16, 16)
+    assert whole[-1] == pytest.approx(full[-1], rel=0.01)
+    assert all(b < a for a, b in zip(coarse, coarse[1:]))
+    assert coarse[-1] < 0.1 * coarse[0] and coarse[-1] == pytest.approx(full[-1], rel=0.2)
+
+
+def test_register_with_a_band_writes_maps_on_the_fixed_grid():
+    I0, I1 = _images(24)
+    r = shoot.register(I1, I0, device="cpu", band=3, iterations=15, normalize="none", **KERNEL)
+    assert tuple(r.phiinv.grid().size()) == (24, 24, 24) and tuple(r.m0.grid().size()) == (24, 24, 24)
+    assert r.final_mismatch < 0.5 * r.initial_mismatch
+    assert r.report["iterations"] >= 2 and r.quality["ok"]
+    # deformed = moving o phiinv, phiinv o phi = id inside
+    ref = ndimage.map_coordinates(_pair(24)[0], np.moveaxis(r.phiinv.numpy(), -1, 0), order=1, mode="nearest")
+    np.testing.assert_allclose(r.deformed.numpy(), ref, atol=1e-4)
+    phi, phiinv = r.phi.numpy(), r.phiinv.numpy()
+    back = np.stack([ndimage.map_coordinates(phiinv[..., c], np.moveaxis(phi, -1, 0), order=1, mode="nearest")
+                     for c in range(3)], -1)
+    assert np.abs(back - np.stack(np.indices((24, 24, 24)), -1))[3:-3, 3:-3, 3:-3].max() < 0.1
+    # coarse to fine with the band, and a band run's m0 as the start of another
+    r2 = shoot.register(I1, I0, device="cpu", band=3, scales=(2, 1), iterations=10, normalize="none", **KERNEL)
+    assert r2.final_mismatch < 0.5 * r2.initial_mismatch
+    r3 = shoot.register(I1, I0, device="cpu", band=3, iterations=3, normalize="none", m0=r.m0, **KERNEL)
+    assert r3.final_mismatch < 1.2 * r.final_mismatch
+
+
+def test_band_is_refused_where_it_does_not_apply():
+    I0, I1 = _images(16)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="band"):
+            shoot.register(I1, I0, device="cpu", band=bad, iterations=1)
+    with pytest.raises(ValueError, match="band"):
+        regress.fit([(0.0, I0), (1.0, I1)], device="cpu", band=4, iterations=1)
+
+
+def test_cli_shoot_band(tmp_path):
+    nib = pytest.importorskip("nibabel")
+    for name, arr in zip(("m.nii.gz", "f.nii.gz"), _pair(20)):
+        nib.save(nib.Nifti1Image(arr, np.diag([2.0, 2.0, 2.0, 1.0])), str(tmp_path / name))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.dirname(os.path.dirname(ca.__file__)),
+                                                                    os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-m", "pyca", "shoot", "--fixed", "f.nii.gz", "--moving", "m.nii.gz", "--out",
+                        "out", "--iterations", "10", "--device", "cpu", "--band", "3", "-q"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = json.load(open(tmp_path / "out" / "summary.json"))
+    assert s["params"]["band"] == 3 and s["final_mismatch"] < s["initial_mismatch"]
+    r = subprocess.run([sys.executable, "-m", "pyca", "shoot", "--fixed", "f.nii.gz", "--moving", "m.nii.gz", "--out",
+                        "out2", "--band", "-2", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "band" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+def test_band_on_the_gpu_equals_the_cpu():
+    _, _, cpu = _descend(4, its=5)
+    _, _, gpu = _descend(4, its=5, mem=ca.MEM_DEVICE)
+    np.testing.assert_allclose(gpu, cpu, rtol=2e-4)
