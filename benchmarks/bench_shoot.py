@@ -362,6 +362,22 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
         else:
             line += f"); energy {e_b[0]:.6g} -> {e_b[-1]:.6g}"
         print(line, flush=True)
+        if a.profile:  # each operation of an iteration, synchronised
+            from pyca.apps import shoot
+
+            p = dict(shoot.DEFAULTS, time_steps=a.time_steps, band=int(b), sigma=a.sigma, **CLIENT_KERNEL)
+            fit = shoot.level_fit(I0.grid(), I0, I1, p, mem)[1]
+            fit.forward()
+            fit.gradients()
+            timer = _OpTimer(ca, mem)
+            try:
+                for _ in range(3):
+                    fit.forward()
+                    fit.gradients()
+                    fit.update(2e-5)
+            finally:
+                timer.restore()
+            print(f"profile pyca shoot --band {b}, per iteration, each operation synchronised:\n" + timer.table(3))
     finally:
         _band.OVERSAMPLE = keep_r
 
