@@ -1,6 +1,6 @@
-// The CPU's SIMD rows of the trilinear gathers, ComposeHHBorder, LDDMMComposeStep, JacDetH and Gradient
-// (core/src/ops/deformation_simd.cpp) against the per-voxel functions they stand for (pyca/math), bit for
-// bit: grids whose rows are not a multiple of 16, a 2-D grid, samples inside, on and past the border,
+// The CPU's SIMD rows of the trilinear gathers, ComposeHHBorder, LDDMMComposeStep, JacDetH, Gradient and
+// JacobianXY (core/src/ops/deformation_simd.cpp) against the per-voxel functions they stand for (pyca/math),
+// bit for bit: grids whose rows are not a multiple of 16, a 2-D grid, samples inside, on and past the border,
 // NaN and infinite positions, a source of another size, every background strategy, both position forms
 // (an H-field and x + scale v), a post-multiplier and the position added (ComposeVH's form), and the
 // outputs written over an input where the operations allow it.
@@ -198,7 +198,7 @@ TEST_P(DeformationSimd, ComposeStepIsTheVoxelFunction) {
   for (int c = 0; c < 3; ++c) EXPECT_TRUE(sameBits(v2.c[c], want.c[c])) << "in place, component " << c;
 }
 
-TEST_P(DeformationSimd, JacDetHAndGradientAreTheVoxelFunctions) {
+TEST_P(DeformationSimd, StencilsAreTheVoxelFunctions) {
   const Vec3Di n = GetParam();
   const std::size_t nv = math::nVoxOf(n);
   std::mt19937 rng(13);
@@ -224,6 +224,21 @@ TEST_P(DeformationSimd, JacDetHAndGradientAreTheVoxelFunctions) {
   }
   std::vector<float> out(nv);
   EXPECT_FALSE(simd16::jacDetH(out.data(), h.in(), g, DIFF_FORWARD, BC_CLAMP));  // the scalar loop's
+  // JacobianXY: (D h) Y
+  const Planes3 Y = randomMap(n, n, 1.f, rng);
+  Planes3 jg(nv), jw(nv);
+  ASSERT_TRUE(simd16::jacobianXY(jg.out(), h.in(), Y.in(), g));
+  const float* X[3] = {h.c[0].data(), h.c[1].data(), h.c[2].data()};
+  const float* Yp[3] = {Y.c[0].data(), Y.c[1].data(), Y.c[2].data()};
+  std::size_t i = 0;
+  for (int z = 0; z < n.z; ++z)
+    for (int y = 0; y < n.y; ++y)
+      for (int x = 0; x < n.x; ++x, ++i) {
+        float r[3];
+        math::jacobianXY(X, Yp, i, g, x, y, z, r);
+        for (int c = 0; c < 3; ++c) jw.c[c][i] = r[c];
+      }
+  for (int c = 0; c < 3; ++c) EXPECT_TRUE(sameBits(jg.c[c], jw.c[c])) << "JacobianXY " << c;
 }
 
 INSTANTIATE_TEST_SUITE_P(Grids, DeformationSimd,

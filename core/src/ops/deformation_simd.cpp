@@ -1,7 +1,7 @@
 // The CPU loops of the trilinear gathers (ApplyH, ComposeHH, ...), ComposeHHBorder, LDDMMComposeStep,
-// JacDetH and Gradient sixteen voxels at once, on CPUs with AVX-512 (core/src/ops/simd16.h): the same
-// per-voxel math as the scalar loops (pyca/math/deformation.h, lddmm.h, differential.h), to the bit.
-// A sample whose eight taps lie inside the grid takes interiorSamples(), an interior voxel's central
+// JacDetH, Gradient and JacobianXY sixteen voxels at once, on CPUs with AVX-512 (core/src/ops/simd16.h): the
+// same per-voxel math as the scalar loops (pyca/math/deformation.h, lddmm.h, differential.h), to the bit. A
+// sample whose eight taps lie inside the grid takes interiorSamples(), an interior voxel's central
 // differences vector loads; any other lane (a sample near or past the border, a voxel on the grid's
 // border, a 2-D grid) takes the scalar function of its voxel. Design: docs/design/cpu-simd.md.
 #include "ops/deformation_simd.h"
@@ -134,6 +134,35 @@ PYCA_SIMD16 void gradientRow(const math::MutPlanes<3>& out, const float* im, con
   }
 }
 
+PYCA_SIMD16 void jacobianXYRow(const math::MutPlanes<3>& out, const math::Planes<3>& X,
+                               const math::Planes<3>& Y, const math::Grid3& g, int y, int z) {
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  const std::ptrdiff_t st[3] = {1, g.sy(), g.sz()};
+  const float is[3] = {g.isx, g.isy, g.isz};
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    const Mask inside = interiorLanes(n, x0, y, z, live);
+    if (inside != 0) {  // jacobianXY: out_r = J_r0 y0 + J_r1 y1 + J_r2 y2, J_rc = d X_r / d x_c
+      const F16 y0 = load(Y.p[0] + id, inside), y1 = load(Y.p[1] + id, inside),
+                y2 = load(Y.p[2] + id, inside);
+      for (int r = 0; r < 3; ++r) {
+        const F16 j0 = centralDiff(X.p[r] + id, st[0], is[0], inside);
+        const F16 j1 = centralDiff(X.p[r] + id, st[1], is[1], inside);
+        const F16 j2 = centralDiff(X.p[r] + id, st[2], is[2], inside);
+        store(out.p[r] + id, inside, j0 * y0 + j1 * y1 + j2 * y2);
+      }
+    }
+    eachLane(live & Mask(~inside), [&](int k) {
+      const std::size_t i = id + std::size_t(k);
+      float r[3];
+      math::jacobianXY(X.p, Y.p, i, g, x0 + k, y, z, r);
+      for (int c = 0; c < 3; ++c) out.p[c][i] = r[c];
+    });
+  }
+}
+
 }  // namespace
 
 bool gatherLinear(const GatherJob& j) {
@@ -185,7 +214,20 @@ bool gradient(const math::MutPlanes<3>& out, const float* im, const math::Grid3&
   return true;
 }
 
+bool jacobianXY(const math::MutPlanes<3>& out, const math::Planes<3>& X, const math::Planes<3>& Y,
+                const math::Grid3& g) {
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  if (!available() || !fits(n)) return false;
+  forRows(n, [&](int y, int z) { jacobianXYRow(out, X, Y, g, y, z); });
+  return true;
+}
+
 #else  // no SIMD rows on this target: the scalar loops run
+
+bool jacobianXY(const math::MutPlanes<3>&, const math::Planes<3>&, const math::Planes<3>&,
+                const math::Grid3&) {
+  return false;
+}
 
 bool gatherLinear(const deformation_impl::GatherJob&) { return false; }
 bool composeBorder(const math::MutPlanes<3>&, const Vec3Di&, const math::Planes<3>&, const Vec3Di&,

@@ -1,4 +1,4 @@
-// The CPU loops of the trilinear gathers, ComposeHHBorder, LDDMMComposeStep, JacDetH and Gradient
+// The CPU loops of the trilinear gathers, ComposeHHBorder, LDDMMComposeStep, JacDetH, Gradient and JacobianXY
 // sixteen voxels at once (core/src/ops/deformation_simd.cpp), private to the core. Each returns false,
 // having done nothing, where it cannot run (no AVX-512, PYCA_CPU_SIMD=0, a grid of 2^31 voxels or more,
 // a form it does not take): the scalar loops run then, with the same result, to the bit.
@@ -24,6 +24,9 @@ bool composeStep(const math::MutPlanes<3>& hOut, const math::Planes<3>& h, const
 bool jacDetH(float* out, const math::Planes<3>& h, const math::Grid3& g, DiffT d, BoundaryCondT bc);
 bool gradient(const math::MutPlanes<3>& out, const float* im, const math::Grid3& g, DiffT d,
               BoundaryCondT bc);
+// JacobianXY (central, BC_CLAMP): math::jacobianXY; out is not X or Y.
+bool jacobianXY(const math::MutPlanes<3>& out, const math::Planes<3>& X, const math::Planes<3>& Y,
+                const math::Grid3& g);
 
 }  // namespace simd16
 }  // namespace pyca
