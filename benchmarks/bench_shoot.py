@@ -342,13 +342,17 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
     from pyca.registration import band as _band
 
     b, _, r = spec.partition(":")
-    keep_r = _band.OVERSAMPLE
+    r, _, interp = r.partition(":")
+    keep_r, keep_c = _band.OVERSAMPLE, _band.BandGeodesic.cubic
     if r:
         _band.OVERSAMPLE = int(r)
+    if interp:
+        _band.BandGeodesic.cubic = interp == "cubic"
     try:
         gc, f = _band.band_grid(I0.grid(), int(b))
         t_b, e_b, _ = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma, band=int(b))
-        line = (f"pyca shoot --band {b} (coarse grid {tuple(gc.size())}, 1/{f}; oversampling {_band.OVERSAMPLE}): "
+        line = (f"pyca shoot --band {b} (coarse grid {tuple(gc.size())}, 1/{f}; oversampling {_band.OVERSAMPLE}; "
+                f"{'cubic' if _band.BandGeodesic.cubic else 'trilinear'} samples): "
                 f"{t_b * 1e3:.2f} ms/iteration ({t_shoot / t_b:.1f}x faster than the full model")
         line += f", {t_b / t_lddmm:.2f}x lddmm's time" if t_lddmm else ""
         if client:
@@ -379,7 +383,7 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
                 timer.restore()
             print(f"profile pyca shoot --band {b}, per iteration, each operation synchronised:\n" + timer.table(3))
     finally:
-        _band.OVERSAMPLE = keep_r
+        _band.OVERSAMPLE, _band.BandGeodesic.cubic = keep_r, keep_c
 
 
 def _dice(lab_a, lab_b):
@@ -453,7 +457,8 @@ def main():
     ap.add_argument("--big-time-steps", type=int, default=8)
     ap.add_argument("--skip-lddmm", action="store_true")
     ap.add_argument("--bands", default="", help="also pyca shoot's band-limited geodesic (--band B) with each band, "
-                    "e.g. 8,16 (B:R: with its coarse grid at least R B + 1 voxels per axis, band.OVERSAMPLE)")
+                    "e.g. 8,16 (B:R: with its coarse grid at least R B + 1 voxels per axis, band.OVERSAMPLE; B:R:linear or "
+                    "B:R:cubic: the coarse geodesic's samples, BandGeodesic.cubic)")
     ap.add_argument("--parity", action="store_true", help="also the same 32^3 run on the CPU and the GPU")
     ap.add_argument("--brains", type=int, default=0, help="also Colin27 <-> MNI152 at this resolution (1 or 2 mm): "
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")

@@ -114,14 +114,42 @@ class BandGeodesic(Geodesic):
     """Geodesic on the coarse grid of a band-limited model, with the adjoint sweep of a covector
     (adjoint_covector) in place of the image adjoint."""
 
+    # the momentum m_j = CoAd(h_j, m0) and the map steps h_j(x - dt d) sampled by Catmull-Rom cubics
+    # (_band_kernels) instead of trilinearly (True), on both backends; False: Geodesic's operations
+    cubic = True
+
     def __init__(self, grid, mem, T, K, keep="auto"):
         super().__init__(grid, mem, T, K, keep=keep)
         self._cov = [ca.Field3D(grid, mem) for _ in range(3)]
+        self.cubic = BandGeodesic.cubic
+        self._sp = tuple(float(x) for x in grid.spacing())
+
+    def _mv(self, j, out_m, out_v):
+        if j == 0 or not self.cubic:
+            return super()._mv(j, out_m, out_v)
+        from . import _band_kernels as bk
+
+        bk.coad(out_m, self.hs[j - 1], self.m0, *self._sp)
+        self.K.applyInverseOperator(out_v, out_m)
+
+    def _step(self, j, w, d, a, b, vk):
+        if not self.cubic:
+            return super()._step(j, w, d, a, b, vk)
+        from . import _band_kernels as bk
+        from . import _geodesic_kernels as gk
+
+        v = self._at(j)[1]
+        q = self.hs[0] if j == 0 else w  # q = x - dt d(x), then h_{j+1} = h_j(q)
+        gk.step(q, v, v, vk, a, b, self.dt, -1.0, *self._sp, False)
+        if j > 0:
+            bk.compose(self.hs[j], self.hs[j - 1], q)
 
     def adjoint_covector(self, J1):
         """The backward sweep after shoot(m0) for an image term at t = 1 whose force there is the
         covector J1 (a field of this grid, read only): J_j = CoAd(s_j, J_{j+1}) takes the place of
         I^ grad I_j in Geodesic.adjoint's momentum adjoint. Returns m^_0 (scratch, as adjoint's)."""
+        from . import _band_kernels as bk
+
         mhat, mt, f, s = self.scratch
         J, J2, tmp = self._cov
         ca.Copy(J, J1)
@@ -147,7 +175,10 @@ class BandGeodesic(Geodesic):
                 ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * dt)
                 ca.MulC_I(s, dt)
                 ca.VtoH_I(s)
-            ca.CoAd(J2, s, J, bg0)
+            if self.cubic:
+                bk.coad(J2, s, J, *self._sp)
+            else:
+                ca.CoAd(J2, s, J, bg0)
             J, J2 = J2, J
             m, v = self._at(j)
             if zero_m:

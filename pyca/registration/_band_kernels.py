@@ -1,0 +1,124 @@
+"""The band-limited geodesic's cubic passes (pyca.registration.band, BandGeodesic.cubic): on its coarse
+grid the momentum and the map are sampled by Catmull-Rom cubics where the full model's operations
+(CoAd, LDDMMComposeStep) sample trilinearly, whose smoothing a grid twice as coarse would double.
+One source for the CPU and the GPU (pyca's kernels); tests/python/test_shoot_band.py checks them
+against SciPy-free NumPy references."""
+from __future__ import annotations
+
+import math
+
+import pyca as ca
+
+__all__ = ["coad", "compose"]
+
+BLOCK = (32, 4, 1)
+
+
+@ca.func
+def _cr(t: float, i: int) -> float:
+    """The Catmull-Rom weight of tap i (0 .. 3, at floor(p) - 1 + i) at the fraction t."""
+    w = 0.0
+    if i == 0:
+        w = ((2.0 - t) * t - 1.0) * t * 0.5
+    elif i == 1:
+        w = ((3.0 * t - 5.0) * t * t + 2.0) * 0.5
+    elif i == 2:
+        w = ((4.0 - 3.0 * t) * t + 1.0) * t * 0.5
+    else:
+        w = (t - 1.0) * t * t * 0.5
+    return w
+
+
+@ca.kernel(register=False, block=BLOCK)
+def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, sx: float, sy: float, sz: float):
+    """out(x) = |Dg(x)| Dg_w(x)^T m(g(x)) (CoAd's meaning: Dg in voxels by central differences inside,
+    one-sided at the border, the identity's row and column along an axis of one voxel; Dg_w = S Dg S^-1)
+    with m sampled by a Catmull-Rom cubic, taps outside the grid counting 0 (CoAd's PARTIAL_ZERO)."""
+    i, j, k = ca.index()
+    nx, ny, nz = out.shape
+    cx = 0.5 if i > 0 and i < nx - 1 else 1.0
+    cy = 0.5 if j > 0 and j < ny - 1 else 1.0
+    cz = 0.5 if k > 0 and k < nz - 1 else 1.0
+    a00 = cx * (g[i + 1, j, k, 0] - g[i - 1, j, k, 0])
+    a10 = cx * (g[i + 1, j, k, 1] - g[i - 1, j, k, 1])
+    a20 = cx * (g[i + 1, j, k, 2] - g[i - 1, j, k, 2])
+    a01 = cy * (g[i, j + 1, k, 0] - g[i, j - 1, k, 0])
+    a11 = cy * (g[i, j + 1, k, 1] - g[i, j - 1, k, 1])
+    a21 = cy * (g[i, j + 1, k, 2] - g[i, j - 1, k, 2])
+    a02 = 0.0
+    a12 = 0.0
+    a22 = 1.0
+    a20 = a20 if nz > 1 else 0.0
+    a21 = a21 if nz > 1 else 0.0
+    if nz > 1:
+        a02 = cz * (g[i, j, k + 1, 0] - g[i, j, k - 1, 0])
+        a12 = cz * (g[i, j, k + 1, 1] - g[i, j, k - 1, 1])
+        a22 = cz * (g[i, j, k + 1, 2] - g[i, j, k - 1, 2])
+    det = a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
+    px = g[i, j, k, 0]
+    py = g[i, j, k, 1]
+    pz = g[i, j, k, 2] if nz > 1 else 0.0
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz))
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    m0 = 0.0
+    m1 = 0.0
+    m2 = 0.0
+    for dz in range(4 if nz > 1 else 1):
+        tz = z0 - 1 + dz if nz > 1 else 0
+        wz = _cr(fz, dz) if nz > 1 else 1.0
+        if tz >= 0 and tz < nz:
+            for dy in range(4):
+                ty = y0 - 1 + dy
+                wy = _cr(fy, dy) * wz
+                if ty >= 0 and ty < ny:
+                    for dx in range(4):
+                        tx = x0 - 1 + dx
+                        if tx >= 0 and tx < nx:
+                            w = _cr(fx, dx) * wy
+                            m0 += w * m[tx, ty, tz, 0]
+                            m1 += w * m[tx, ty, tz, 1]
+                            m2 += w * m[tx, ty, tz, 2]
+    # (Dg_w^T m)_d = sum_c (s_c / s_d) a_cd m_c
+    out[i, j, k, 0] = det * (a00 * m0 + (sy / sx) * a10 * m1 + (sz / sx) * a20 * m2)
+    out[i, j, k, 1] = det * ((sx / sy) * a01 * m0 + a11 * m1 + (sz / sy) * a21 * m2)
+    out[i, j, k, 2] = det * ((sx / sz) * a02 * m0 + (sy / sz) * a12 * m1 + a22 * m2)
+
+
+@ca.kernel(register=False, block=BLOCK)
+def compose(out: ca.Field3D, h: ca.Field3D, q: ca.Field3D):
+    """out(x) = h(q(x)) for H-fields (voxels), h extended beyond the grid by its border displacement
+    (LDDMMComposeStep's rule), its displacement h - id sampled by a Catmull-Rom cubic with the taps
+    clamped into the grid."""
+    i, j, k = ca.index()
+    nx, ny, nz = out.shape
+    px = q[i, j, k, 0]
+    py = q[i, j, k, 1]
+    pz = q[i, j, k, 2] if nz > 1 else 0.0
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz))
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    u0 = 0.0
+    u1 = 0.0
+    u2 = 0.0
+    for dz in range(4 if nz > 1 else 1):
+        tz = min(max(z0 - 1 + dz, 0), nz - 1) if nz > 1 else k
+        wz = _cr(fz, dz) if nz > 1 else 1.0
+        for dy in range(4):
+            ty = min(max(y0 - 1 + dy, 0), ny - 1)
+            wy = _cr(fy, dy) * wz
+            for dx in range(4):
+                tx = min(max(x0 - 1 + dx, 0), nx - 1)
+                w = _cr(fx, dx) * wy
+                u0 += w * (h[tx, ty, tz, 0] - tx)
+                u1 += w * (h[tx, ty, tz, 1] - ty)
+                u2 += w * (h[tx, ty, tz, 2] - tz)
+    out[i, j, k, 0] = px + u0
+    out[i, j, k, 1] = py + u1
+    out[i, j, k, 2] = q[i, j, k, 2] + u2
