@@ -39,7 +39,7 @@ from ..registration.transforms import jacobian_det, level_images
 from ._device import wait
 
 __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_of", "write_outputs", "add_parser",
-           "add_model_arguments", "model_params", "prepared", "OUTPUTS"]
+           "add_model_arguments", "model_params", "prepared", "OUTPUTS", "level_fit", "carried_start"]
 
 # The vector-momentum clients' operator and matching parameters (quicksilver's LDDMM settings: alpha
 # 0.01, beta 0.01, gamma 0.001, lpow 1); sigma for intensities normalised to [0, 1]; 10 time steps
@@ -228,6 +228,22 @@ def _check_start(fit):
         fit.min_jacobian = 0.5 * jmin
 
 
+def carried_start(fit):
+    """A coarser scale's velocity carried up (fit.m0) under folding_steps='reject': its map, which did not
+    fold on the coarser grid, may on this one (or fall to the margin): halved until it does not, at most
+    MAX_REJECTED times, and where it still does, the start is m0 = 0 (the identity, which always
+    passes). Returns what the start became: 'carried', 'carried, halved N times' or 'zero (...)'."""
+    for n in range(optimisers.MAX_REJECTED + 1):
+        fit.forward()
+        if fit.admissible():
+            return "carried" if n == 0 else f"carried, halved {n} times"
+        if n < optimisers.MAX_REJECTED:
+            ca.MulC_I(fit.m0, 0.5)
+    ca.SetMem(fit.m0, 0.0)
+    return (f"zero (the carried velocity's map still fell to det D phiinv <= {fit.min_jacobian:g} after "
+            f"{optimisers.MAX_REJECTED} halvings)")
+
+
 def register(fixed, moving, *, progress=False, m0=None, **params):
     """Registers `moving` onto `fixed` (Image3D, arrays or file paths; the moving image is placed on
     the fixed grid by its affine) by geodesic shooting. m0: an initial momentum to start from (a Field3D
@@ -263,15 +279,13 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
             geo, fit = level_fit(g, J0, J1, p, mem, m0=m0 if user_start else None, v_up=v_up)
             if user_start and fit.reject_folds:
                 _check_start(fit)
-            if v_up is not None and fit.reject_folds:  # the coarser map, which did not fold, may on this grid:
-                for _ in range(optimisers.MAX_REJECTED):  # its velocity halved until it does not
-                    fit.forward()
-                    if fit.admissible():
-                        break
-                    ca.MulC_I(fit.m0, 0.5)
+            start_rule = "carried" if v_up is not None else ("m0" if user_start else "zero")
+            if v_up is not None and fit.reject_folds:
+                start_rule = carried_start(fit)
             rep = optimisers.descend(fit, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"],
                                      records=records, tag={"scale": f}, label=f"shoot 1/{f}", pbar=pbar)
-            reports.append(dict(rep, folding_steps_rejected=fit.folds_rejected, min_jacobian=fit.min_jacobian))
+            reports.append(dict(rep, folding_steps_rejected=fit.folds_rejected, min_jacobian=fit.min_jacobian,
+                                start=start_rule))
             fit.forward()  # the accepted m0's geodesic (the last forward may have been a rejected step's)
             v_up = geo.velocity(0).clone(mem) if f != 1 else None
     finally:

@@ -203,6 +203,32 @@ def test_a_folded_starting_m0_is_refused_up_front():
     assert res.report["scales"][-1]["min_jacobian"] == 0.05
 
 
+@pytest.mark.parametrize("band_", [0, 4])
+def test_a_carried_velocity_that_still_folds_after_its_halvings_restarts_from_zero(monkeypatch, band_):
+    """Coarse to fine: the coarser scale's velocity carried up whose map folds on the finer grid is halved
+    at most MAX_REJECTED times; one that folds even then is dropped for m0 = 0 (before, the descent started
+    from the folded map: every step was rejected and the result folded). Here the coarse scale's result is
+    blown up (its descent replaced) so that 2^8 halvings do not undo it."""
+    fixed, moving, kw = _two_discs()
+    real = shoot.optimisers.descend
+
+    def descend(fit, *a, **k):
+        rep = real(fit, *a, **k)
+        if k.get("tag", {}).get("scale") == 2:
+            ca.MulC_I(fit.m0, 1e5)
+        return rep
+
+    monkeypatch.setattr(shoot.optimisers, "descend", descend)
+    r = shoot.register(fixed, moving, scales=(2, 1), band=band_, **dict(kw, iterations=20))
+    start = r.report["scales"][-1]["start"]
+    assert start.startswith("zero (the carried velocity's map still fell to det D phiinv <= 0.05 after 8 halvings")
+    assert r.quality["ok"] and float(ca.MinMax(r.jacobian)[0]) > 0.05
+    assert r.final_mismatch < 0.9 * r.initial_mismatch
+    monkeypatch.setattr(shoot.optimisers, "descend", real)
+    r = shoot.register(fixed, moving, scales=(2, 1), band=band_, **dict(kw, iterations=20))
+    assert r.report["scales"][-1]["start"].startswith("carried")
+
+
 def test_cli_shoot_says_in_one_line_that_a_run_failed(tmp_path):
     """`pyca shoot` whose map folds (folding_steps accept, the two discs of the test above) exits 3 with one
     line that names the problem and the option that avoids it, and records the verdict in summary.json;
