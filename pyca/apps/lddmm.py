@@ -288,6 +288,7 @@ def register(fixed, moving, *, progress=False, **params):
     work = fft_grid(grid, scales) if p["pad"] == "fft" else grid
     W0, W1, wmask = I0, I1, mask
     pad_only = mask is None and work is not grid  # the only mask is the working grid's (pad's)
+    pad_plain = pad_only and metric_class(p["metric"]).plain_without_mask  # the SSD: Level's pad, not a mask
     if work is not grid:
         W1 = extended(I1, work)
         if source is None:
@@ -326,12 +327,8 @@ def register(fixed, moving, *, progress=False, **params):
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
             g, (J0, J1), mk = level_images(work, f, (W0, W1), wmask)
-            metric = make_metric(p["metric"], g, mem, p["sigma"], None if pad_only else mk, p["radius"], p["bins"])
-            pad = None
-            if pad_only and metric.plain_difference:
-                pad = mk
-            elif pad_only:
-                metric = make_metric(p["metric"], g, mem, p["sigma"], mk, p["radius"], p["bins"])
+            metric = make_metric(p["metric"], g, mem, p["sigma"], None if pad_plain else mk, p["radius"], p["bins"])
+            pad = mk if pad_plain else None
             lev = Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
                          interp=interp, pad=pad)
             if prev is not None:

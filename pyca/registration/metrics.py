@@ -27,6 +27,8 @@ gradient(), and the facts programs choose by (never by the metric's name):
 - plain_difference: True when gradient(out, I, J) is exactly out = I - J at every voxel (the SSD
   without a mask), so that a solver may use its own fused kernels for it (the LDDMM solver
   transports J instead of the residual);
+- plain_without_mask (on the class): True when an instance without a mask has plain_difference (the
+  SSD): a program asks the class before building one (lddmm's working-grid pad);
 - multimodal (on the class): True when it compares images of different contrasts (MI): no
   histogram matching or bias gain before it, and no single-contrast quality check after;
 - quadratic (on the class): True when the energy is quadratic in the image (SSD): a Gauss-Newton
@@ -68,6 +70,7 @@ class Metric:
 
     name = None
     plain_difference = False  # gradient(out, I, J) is out = I - J everywhere
+    plain_without_mask = False  # an instance without a mask has plain_difference
     multimodal = False  # compares images of different contrasts
     quadratic = False  # the energy is quadratic in the image (a Gauss-Newton step of 1 is exact)
     fused_residual = False  # a solver may transport its residual through fused steps
@@ -88,6 +91,7 @@ class Metric:
 class SSD(Metric):
     name = "ssd"
     quadratic = True
+    plain_without_mask = True
 
     def __init__(self, grid, mem, sigma, mask=None):
         self.sigma2 = float(sigma) ** 2

@@ -422,6 +422,10 @@ def test_plain_difference_is_the_ssd_without_a_mask(rng):
     assert ssd.energy(I, J) == pytest.approx(E, rel=1e-6)
     assert not metrics.make_metric("ssd", g, ca.MEM_HOST, 0.5, mask).plain_difference
     assert not metrics.make_metric("lncc", g, ca.MEM_HOST, 1.0).plain_difference
+    # the class says it before an instance is built (lddmm's pad asks it): each metric without a mask agrees
+    for name in metrics.METRICS:
+        m = metrics.make_metric(name, g, ca.MEM_HOST, 1.0)
+        assert metrics.metric_class(name).plain_without_mask is m.plain_difference, name
 
 
 def test_the_facts_programs_choose_by_are_the_metric_classes():
