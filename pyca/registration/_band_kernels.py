@@ -9,7 +9,7 @@ import math
 
 import pyca as ca
 
-__all__ = ["coad", "compose"]
+__all__ = ["coad", "step"]
 
 BLOCK = (32, 4, 1)
 
@@ -89,24 +89,26 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, sx: float, sy: float, sz
 
 
 @ca.kernel(register=False, block=BLOCK)
-def compose(out: ca.Field3D, h: ca.Field3D, q: ca.Field3D):
-    """out(x) = h(q(x)) for H-fields (voxels), h extended beyond the grid by its border displacement
-    (LDDMMComposeStep's rule), its displacement h - id sampled by a Catmull-Rom cubic with the taps
-    clamped into the grid."""
+def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: float,
+         sx: float, sy: float, sz: float, compose: bool):
+    """_geodesic_kernels.step with cubic samples, in one pass: q = x + sign dt d(x) / spacing with d = w(x +
+    sign dt/2 w(x) / spacing), w = a v + b vp (the midpoint clamped into the grid, w sampled there by a
+    Catmull-Rom cubic with clamped taps), then out = q, or out = h(q) (compose: h extended beyond the grid
+    by its border displacement, LDDMMComposeStep's rule; its displacement h - id sampled cubically, taps clamped)."""
     i, j, k = ca.index()
     nx, ny, nz = out.shape
-    px = q[i, j, k, 0]
-    py = q[i, j, k, 1]
-    pz = q[i, j, k, 2] if nz > 1 else 0.0
+    px = min(max(i + sign * 0.5 * dt * (a * v[i, j, k, 0] + b * vp[i, j, k, 0]) / sx, 0.0), nx - 1.0)
+    py = min(max(j + sign * 0.5 * dt * (a * v[i, j, k, 1] + b * vp[i, j, k, 1]) / sy, 0.0), ny - 1.0)
+    pz = min(max(k + sign * 0.5 * dt * (a * v[i, j, k, 2] + b * vp[i, j, k, 2]) / sz, 0.0), nz - 1.0)
     x0 = int(math.floor(px))
     y0 = int(math.floor(py))
     z0 = int(math.floor(pz))
     fx = px - x0
     fy = py - y0
     fz = pz - z0
-    u0 = 0.0
-    u1 = 0.0
-    u2 = 0.0
+    d0 = 0.0
+    d1 = 0.0
+    d2 = 0.0
     for dz in range(4 if nz > 1 else 1):
         tz = min(max(z0 - 1 + dz, 0), nz - 1) if nz > 1 else k
         wz = _cr(fz, dz) if nz > 1 else 1.0
@@ -116,9 +118,38 @@ def compose(out: ca.Field3D, h: ca.Field3D, q: ca.Field3D):
             for dx in range(4):
                 tx = min(max(x0 - 1 + dx, 0), nx - 1)
                 w = _cr(fx, dx) * wy
-                u0 += w * (h[tx, ty, tz, 0] - tx)
-                u1 += w * (h[tx, ty, tz, 1] - ty)
-                u2 += w * (h[tx, ty, tz, 2] - tz)
-    out[i, j, k, 0] = px + u0
-    out[i, j, k, 1] = py + u1
-    out[i, j, k, 2] = q[i, j, k, 2] + u2
+                d0 += w * (a * v[tx, ty, tz, 0] + b * vp[tx, ty, tz, 0])
+                d1 += w * (a * v[tx, ty, tz, 1] + b * vp[tx, ty, tz, 1])
+                d2 += w * (a * v[tx, ty, tz, 2] + b * vp[tx, ty, tz, 2])
+    qx = i + sign * dt * d0 / sx
+    qy = j + sign * dt * d1 / sy
+    qz = k + sign * dt * d2 / sz if nz > 1 else 1.0 * k
+    if not compose:
+        out[i, j, k, 0] = qx
+        out[i, j, k, 1] = qy
+        out[i, j, k, 2] = qz
+        return
+    u0 = int(math.floor(qx))
+    v0 = int(math.floor(qy))
+    t0 = int(math.floor(qz))
+    gx = qx - u0
+    gy = qy - v0
+    gz = qz - t0
+    e0 = 0.0
+    e1 = 0.0
+    e2 = 0.0
+    for dz in range(4 if nz > 1 else 1):
+        tz = min(max(t0 - 1 + dz, 0), nz - 1) if nz > 1 else k
+        wz = _cr(gz, dz) if nz > 1 else 1.0
+        for dy in range(4):
+            ty = min(max(v0 - 1 + dy, 0), ny - 1)
+            wy = _cr(gy, dy) * wz
+            for dx in range(4):
+                tx = min(max(u0 - 1 + dx, 0), nx - 1)
+                w = _cr(gx, dx) * wy
+                e0 += w * (h[tx, ty, tz, 0] - tx)
+                e1 += w * (h[tx, ty, tz, 1] - ty)
+                e2 += w * (h[tx, ty, tz, 2] - tz)
+    out[i, j, k, 0] = qx + e0
+    out[i, j, k, 1] = qy + e1
+    out[i, j, k, 2] = qz + e2

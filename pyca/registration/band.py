@@ -136,13 +136,25 @@ class BandGeodesic(Geodesic):
         if not self.cubic:
             return super()._step(j, w, d, a, b, vk)
         from . import _band_kernels as bk
-        from . import _geodesic_kernels as gk
 
         v = self._at(j)[1]
-        q = self.hs[0] if j == 0 else w  # q = x - dt d(x), then h_{j+1} = h_j(q)
-        gk.step(q, v, v, vk, a, b, self.dt, -1.0, *self._sp, False)
-        if j > 0:
-            bk.compose(self.hs[j], self.hs[j - 1], q)
+        bk.step(self.hs[j], self.hs[j - 1] if j else v, v, vk, a, b, self.dt, -1.0, *self._sp, j > 0)
+
+    def forward_map(self, out):
+        """Geodesic.forward_map, each step back out(s_j) one cubic pass (uses scratch[0])."""
+        if not self.cubic:
+            return super().forward_map(out)
+        from . import _band_kernels as bk
+
+        a_, b_ = out, self.scratch[0]
+        ca.SetToIdentity(a_)
+        for j in range(self.T - 1, -1, -1):
+            a, b, k = self._weights(j)
+            bk.step(b_, a_, self._at(j)[1], self._at(k)[1], a, b, self.dt, 1.0, *self._sp, True)
+            a_, b_ = b_, a_
+        if a_ is not out:
+            ca.Copy(out, a_)
+        return out
 
     def adjoint_covector(self, J1):
         """The backward sweep after shoot(m0) for an image term at t = 1 whose force there is the
@@ -168,7 +180,9 @@ class BandGeodesic(Geodesic):
             else:
                 a, b, v = 1.0, 0.0, self._at(j + st // 2)[1]
                 vk = v
-            if fused:
+            if self.cubic:
+                bk.step(s, v, v, vk, a, b, dt, 1.0, *self._sp, False)
+            elif fused:
                 gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
             else:
                 ca.MulC_Add_MulC(f, v, a, vk, b)

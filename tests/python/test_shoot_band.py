@@ -93,7 +93,7 @@ def test_the_gradient_matches_finite_differences_of_the_models_energy(band_):
     """The adjoint sweep of the covector (the band's gradient) against central differences of the band
     model's own energy, on the coarse grid (band 4: 16^3 for 32^3) and the whole one (band 6), along the
     gradient and along the initial velocity (directions that change the energy; the full model's
-    gradient is within 11% of its energy's differences here): within 8%."""
+    gradient is 11% from its energy's differences here): within 10%."""
     geo, fit, _ = _descend(band_, n=32, its=3)
     assert tuple(geo.grid.size()) == ((16,) * 3 if band_ == 4 else (32,) * 3)
     fit.forward()
@@ -112,7 +112,7 @@ def test_the_gradient_matches_finite_differences_of_the_models_energy(band_):
         ep = energy()
         ca.Add_MulC(fit.m0, m_saved, d, -eps)
         em = energy()
-        assert pred == pytest.approx((ep - em) / (2 * eps), rel=0.08)
+        assert pred == pytest.approx((ep - em) / (2 * eps), rel=0.10)
         ca.Copy(fit.m0, m_saved)
 
 
@@ -223,8 +223,9 @@ def _sample_cubic(a, p, clamp):
 
 @pytest.mark.parametrize("mem", [ca.MEM_HOST] + ([ca.MEM_DEVICE] if ca.cuda_available() else []))
 def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
-    """_band_kernels.coad (CoAd's Jacobian factors with m sampled cubically, outside taps 0) and compose
-    (h(q) with h - id sampled cubically, taps clamped) against NumPy; and coad at the identity is m."""
+    """_band_kernels.coad (CoAd's Jacobian factors with m sampled cubically, outside taps 0) and step (the
+    midpoint rule's step with w sampled cubically, then h(q) with h - id sampled cubically, taps clamped)
+    against NumPy; and coad at the identity is m."""
     from pyca.registration import _band_kernels as bk
 
     rng = np.random.default_rng(1)
@@ -246,12 +247,18 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
     ms = np.stack([_sample_cubic(m[..., c], h, clamp=False) for c in range(3)], -1)
     ref = np.linalg.det(D)[..., None] * np.einsum("...cd,...c->...d", Dw, ms)
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=2e-4)
-    q = idx + rng.uniform(-2.5, 2.5, n + (3,))
-    Q = ca.Field3D.from_array(np.asfortranarray(q.astype(np.float32)), grid=g).clone(mem)
-    bk.compose(out, H, Q)
-    u = h - idx
-    ref = q + np.stack([_sample_cubic(u[..., c], q, clamp=True) for c in range(3)], -1)
-    np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=2e-4)
+    # a step: q = x + sign dt d / S, d = w(x + sign dt/2 w / S) (the midpoint clamped), then h(q)
+    v, vp = (ndimage.gaussian_filter(rng.standard_normal(n + (3,)), (1, 1, 1, 0)) * 8 for _ in range(2))
+    V, VP = (ca.Field3D.from_array(np.asfortranarray(x.astype(np.float32)), grid=g).clone(mem) for x in (v, vp))
+    w = 1.5 * v - 0.5 * vp
+    S = np.array(sp)
+    for sign, compose in ((-1.0, True), (1.0, False)):
+        bk.step(out, H, V, VP, 1.5, -0.5, 0.3, sign, *sp, compose)
+        p = np.clip(idx + sign * 0.15 * w / S, 0, np.array(n) - 1.0)
+        d = np.stack([_sample_cubic(w[..., c], p, clamp=True) for c in range(3)], -1)
+        q = idx + sign * 0.3 * d / S
+        ref = q + np.stack([_sample_cubic((h - idx)[..., c], q, clamp=True) for c in range(3)], -1) if compose else q
+        np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
 
 
 def test_the_cubic_samples_are_nearer_the_whole_grid_than_trilinear_ones():
