@@ -206,8 +206,7 @@ class Level:
             self.I1 = self._fixed
             return
         J = self.J0[self.T]
-        ca.Sub(self._padded, self._fixed, J)
-        ca.Mul_I(self._padded, self.pad)
+        ca.SubMul(self._padded, self._fixed, J, self.pad)  # (fixed - J) pad + J: two passes
         ca.Add_I(self._padded, J)
         self.I1 = self._padded
 
