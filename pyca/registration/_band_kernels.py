@@ -9,7 +9,7 @@ import math
 
 import pyca as ca
 
-__all__ = ["coad", "step"]
+__all__ = ["coad", "step", "upsample"]
 
 BLOCK = (32, 4, 1)
 
@@ -30,10 +30,12 @@ def _cr(t: float, i: int) -> float:
 
 
 @ca.kernel(register=False, block=BLOCK)
-def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, sx: float, sy: float, sz: float):
+def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca.Field3D, sx: float, sy: float,
+         sz: float, with2: bool):
     """out(x) = |Dg(x)| Dg_w(x)^T m(g(x)) (CoAd's meaning: Dg in voxels by central differences inside,
     one-sided at the border, the identity's row and column along an axis of one voxel; Dg_w = S Dg S^-1)
-    with m sampled by a Catmull-Rom cubic, taps outside the grid counting 0 (CoAd's PARTIAL_ZERO)."""
+    with m sampled by a Catmull-Rom cubic, taps outside the grid counting 0 (CoAd's PARTIAL_ZERO); with2:
+    also out2 = m2 o g, sampled the same way (the adjoint sweep's momentum carried back)."""
     i, j, k = ca.index()
     nx, ny, nz = out.shape
     cx = 0.5 if i > 0 and i < nx - 1 else 1.0
@@ -66,7 +68,10 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, sx: float, sy: float, sz
     fz = pz - z0
     m0 = 0.0
     m1 = 0.0
-    m2 = 0.0
+    n2 = 0.0
+    b0 = 0.0
+    b1 = 0.0
+    b2 = 0.0
     for dz in range(4 if nz > 1 else 1):
         tz = z0 - 1 + dz if nz > 1 else 0
         wz = _cr(fz, dz) if nz > 1 else 1.0
@@ -81,11 +86,56 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, sx: float, sy: float, sz
                             w = _cr(fx, dx) * wy
                             m0 += w * m[tx, ty, tz, 0]
                             m1 += w * m[tx, ty, tz, 1]
-                            m2 += w * m[tx, ty, tz, 2]
+                            n2 += w * m[tx, ty, tz, 2]
+                            if with2:
+                                b0 += w * m2[tx, ty, tz, 0]
+                                b1 += w * m2[tx, ty, tz, 1]
+                                b2 += w * m2[tx, ty, tz, 2]
     # (Dg_w^T m)_d = sum_c (s_c / s_d) a_cd m_c
-    out[i, j, k, 0] = det * (a00 * m0 + (sy / sx) * a10 * m1 + (sz / sx) * a20 * m2)
-    out[i, j, k, 1] = det * ((sx / sy) * a01 * m0 + a11 * m1 + (sz / sy) * a21 * m2)
-    out[i, j, k, 2] = det * ((sx / sz) * a02 * m0 + (sy / sz) * a12 * m1 + a22 * m2)
+    out[i, j, k, 0] = det * (a00 * m0 + (sy / sx) * a10 * m1 + (sz / sx) * a20 * n2)
+    out[i, j, k, 1] = det * ((sx / sy) * a01 * m0 + a11 * m1 + (sz / sy) * a21 * n2)
+    out[i, j, k, 2] = det * ((sx / sz) * a02 * m0 + (sy / sz) * a12 * m1 + a22 * n2)
+    if with2:
+        out2[i, j, k, 0] = b0
+        out2[i, j, k, 1] = b1
+        out2[i, j, k, 2] = b2
+
+
+@ca.kernel(register=False, block=BLOCK, check_sizes=False)
+def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float):
+    """out = the H-field h (voxels of its grid, a coarser one of the same box) on out's grid (voxels of
+    out's): at out's voxel x the coarse position p = r x + (r - 1) / 2 per axis, clamped into h's grid
+    (Resample's centres and CLAMP), r = coarse size / fine size; out(x) = x + (h - id)(p) / r with the
+    displacement sampled by a Catmull-Rom cubic, taps clamped."""
+    i, j, k = ca.index()
+    mx, my, mz = h.shape
+    px = min(max(rx * i + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
+    py = min(max(ry * j + 0.5 * (ry - 1.0), 0.0), my - 1.0)
+    pz = min(max(rz * k + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz))
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    e0 = 0.0
+    e1 = 0.0
+    e2 = 0.0
+    for dz in range(4 if mz > 1 else 1):
+        tz = min(max(z0 - 1 + dz, 0), mz - 1) if mz > 1 else 0
+        wz = _cr(fz, dz) if mz > 1 else 1.0
+        for dy in range(4):
+            ty = min(max(y0 - 1 + dy, 0), my - 1)
+            wy = _cr(fy, dy) * wz
+            for dx in range(4):
+                tx = min(max(x0 - 1 + dx, 0), mx - 1)
+                w = _cr(fx, dx) * wy
+                e0 += w * (h[tx, ty, tz, 0] - tx)
+                e1 += w * (h[tx, ty, tz, 1] - ty)
+                e2 += w * (h[tx, ty, tz, 2] - tz)
+    out[i, j, k, 0] = i + e0 / rx
+    out[i, j, k, 1] = j + e1 / ry
+    out[i, j, k, 2] = k + e2 / rz
 
 
 @ca.kernel(register=False, block=BLOCK)

@@ -114,8 +114,8 @@ class BandGeodesic(Geodesic):
     """Geodesic on the coarse grid of a band-limited model, with the adjoint sweep of a covector
     (adjoint_covector) in place of the image adjoint."""
 
-    # the momentum m_j = CoAd(h_j, m0) and the map steps h_j(x - dt d) sampled by Catmull-Rom cubics
-    # (_band_kernels) instead of trilinearly (True), on both backends; False: Geodesic's operations
+    # the momentum m_j = CoAd(h_j, m0), the map steps and the sweep's transport sampled by Catmull-Rom
+    # cubics (_band_kernels; True, both backends) or Geodesic's trilinear operations (False)
     cubic = True
 
     def __init__(self, grid, mem, T, K, keep="auto"):
@@ -123,22 +123,48 @@ class BandGeodesic(Geodesic):
         self._cov = [ca.Field3D(grid, mem) for _ in range(3)]
         self.cubic = BandGeodesic.cubic
         self._sp = tuple(float(x) for x in grid.spacing())
+        self._dot_pending = False
+
+    @property
+    def v0_dot(self):
+        """<m0, K m0> of the last shoot (taken from the kernel's spectra, no pass of its own)."""
+        if self._dot_pending:
+            self._v0_dot, self._dot_pending = self.K.takeDot(), False
+        return self._v0_dot
+
+    @v0_dot.setter
+    def v0_dot(self, value):
+        self._v0_dot, self._dot_pending = value, False
 
     def _mv(self, j, out_m, out_v):
         if j == 0 or not self.cubic:
             return super()._mv(j, out_m, out_v)
         from . import _band_kernels as bk
 
-        bk.coad(out_m, self.hs[j - 1], self.m0, *self._sp)
+        bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, *self._sp, False)
         self.K.applyInverseOperator(out_v, out_m)
 
-    def _step(self, j, w, d, a, b, vk):
+    def shoot(self, m0):
         if not self.cubic:
-            return super()._step(j, w, d, a, b, vk)
+            return super().shoot(m0)
         from . import _band_kernels as bk
 
-        v = self._at(j)[1]
-        bk.step(self.hs[j], self.hs[j - 1] if j else v, v, vk, a, b, self.dt, -1.0, *self._sp, j > 0)
+        self.m0 = m0
+        m, v = self._mvs[0]  # step 0: m0 itself and K m0, <m0, K m0> taken from K's spectra
+        ca.Copy(m, m0)
+        if self._dot_pending:  # the last shoot's sum, never read: taken so that it does not add to this one
+            self.v0_dot
+        self.K.applyInverseOperatorDot(v, m)
+        self.K.stageDot()
+        self._dot_pending = True
+        self._cached = [None, None] if self.keep == "all" else [0, None]
+        for j in range(self.T):
+            if self.keep == "all" and j > 0:
+                self._mv(j, *self._mvs[j])
+            a, b, k = self._weights(j)
+            v = self._at(j)[1]
+            bk.step(self.hs[j], self.hs[j - 1] if j else v, v, self._at(k)[1], a, b, self.dt, -1.0, *self._sp, j > 0)
+        return self.hs[-1]
 
     def forward_map(self, out):
         """Geodesic.forward_map, each step back out(s_j) one cubic pass (uses scratch[0])."""
@@ -161,18 +187,14 @@ class BandGeodesic(Geodesic):
         covector J1 (a field of this grid, read only): J_j = CoAd(s_j, J_{j+1}) takes the place of
         I^ grad I_j in Geodesic.adjoint's momentum adjoint. Returns m^_0 (scratch, as adjoint's)."""
         from . import _band_kernels as bk
+        from . import _geodesic_kernels as gk
 
         mhat, mt, f, s = self.scratch
         J, J2, tmp = self._cov
-        ca.Copy(J, J1)
-        fused = bool(self.fused)
-        if fused:
-            from . import _geodesic_kernels as gk
-
-            sp = tuple(float(x) for x in self.grid.spacing())
+        fused, sp = bool(self.fused), self._sp
         bg0 = ca.BACKGROUND_STRATEGY_PARTIAL_ZERO
-        zero_m = True
-        for j, st in self.sweep_steps():
+        src = J1  # J_{j+st}: J1 at first (read, not copied)
+        for n, (j, st) in enumerate(self.sweep_steps()):
             dt = self.dt * st
             if st == 1:
                 a, b, k = self._weights(j)
@@ -180,31 +202,33 @@ class BandGeodesic(Geodesic):
             else:
                 a, b, v = 1.0, 0.0, self._at(j + st // 2)[1]
                 vk = v
+            # s = x + dt w(x + dt/2 w), the step back; J <- CoAd(s, J), m~ = m^ o s
             if self.cubic:
-                bk.step(s, v, v, vk, a, b, dt, 1.0, *self._sp, False)
-            elif fused:
-                gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
+                bk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
+                bk.coad(J2, s, src, mt, mhat, *sp, n > 0)
             else:
-                ca.MulC_Add_MulC(f, v, a, vk, b)
-                ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * dt)
-                ca.MulC_I(s, dt)
-                ca.VtoH_I(s)
-            if self.cubic:
-                bk.coad(J2, s, J, *self._sp)
-            else:
-                ca.CoAd(J2, s, J, bg0)
+                if fused:
+                    gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
+                else:
+                    ca.MulC_Add_MulC(f, v, a, vk, b)
+                    ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * dt)
+                    ca.MulC_I(s, dt)
+                    ca.VtoH_I(s)
+                ca.CoAd(J2, s, src, bg0)
+                if n > 0:
+                    ca.ApplyH(mt, mhat, s, bg0)
             J, J2 = J2, J
+            src = J
             m, v = self._at(j)
-            if zero_m:
+            if n == 0:  # m^ = -dt K J
                 self.K.applyInverseOperator(f, J)
                 ca.MulC(mhat, f, -dt)
-                zero_m = False
                 continue
-            ca.ApplyH(mt, mhat, s, bg0)
+            # f = K(J - ad*_m~ m_j); m^ = m~ - dt (f + (D v_j) m~)
             ca.CoAdInf(tmp, mt, m)
             ca.Sub(f, J, tmp)
             self.K.applyInverseOperator(f)
-            if fused:
+            if fused or self.cubic:
                 gk.momentum_update(mhat, mt, f, v, dt, *sp)
             else:
                 ca.JacobianXY(tmp, v, mt)
@@ -229,6 +253,8 @@ class BandFit(GeodesicFit):
         self._IT = ca.Image3D(g, mem)
         self._Jc, self._dc = ca.Field3D(geo.grid, mem), ca.Field3D(geo.grid, mem)
         self.P = projector(g, band)
+        self._spf = tuple(float(x) for x in g.spacing())
+        self._ratio = tuple(float(c) / float(n) for c, n in zip(tuple(geo.grid.size()), tuple(g.size())))
 
     def images(self, j, out):
         if j == 0:
@@ -239,9 +265,18 @@ class BandFit(GeodesicFit):
             raise ValueError("band-limited geodesic fit: images at t = 0 and 1 only")
         return out
 
+    def _upsample(self, out, h):
+        if self.geo.cubic:
+            from . import _band_kernels as bk
+
+            bk.upsample(out, h, *self._ratio)
+        else:
+            upsample_map(out, h, self._dc, self._G)
+        return out
+
     def forward(self):
         h = self.geo.shoot(self.m0)
-        upsample_map(self.phi, h, self._dc, self._G)
+        self._upsample(self.phi, h)
         self._det_min = self._admissible = None
         (j, J), r = self.meas[0], self.resid[0]
         self.images(j, self._IT)
@@ -254,19 +289,22 @@ class BandFit(GeodesicFit):
         return self.phi
 
     def gradients(self):
+        from . import _geodesic_kernels as gk
+
         r = self.resid[0]
-        ca.Gradient(self._G, self._IT)
-        ca.MulMulC_I(self._G, r, -1.0 / self.sigma2)  # G = -r grad(I0 o phi_{1,0}) / sigma^2
-        self.P.applyInverseOperator(self._G)  # cut to the band
+        # r grad(I0 o phi_{1,0}) (Gradient's differences), cut to the band, on the coarse grid: the force at t = 1
+        # is -1 / sigma^2 of it, and the sweep is linear in it
+        gk.force(self._G, self._IT, self._G, r, self._G, self._G, *self._spf, False, False)
+        self.P.applyInverseOperator(self._G)
         ca.Resample(self._Jc, self._G, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
         mhat = self.geo.adjoint_covector(self._Jc)
-        ca.Sub(self.g, self.geo.velocity(0), mhat)  # K_B m0 - m^_0
+        ca.Add_MulC(self.g, self.geo.velocity(0), mhat, 1.0 / self.sigma2)  # K_B m0 - m^_0
         return None
 
     def forward_map(self, out):
         """phi_{0,1} on the images' grid (after forward())."""
         self.geo.forward_map(self._dc)
-        return upsample_map(out, self._dc, self._Jc, self._G)
+        return self._upsample(out, self._dc)
 
     def momentum_energies(self):
         """<m_t, K_B m_t> at each time step, scaled to the images' grid."""

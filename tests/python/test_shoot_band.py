@@ -237,10 +237,14 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
     m = rng.standard_normal(n + (3,))
     H, M = (ca.Field3D.from_array(np.asfortranarray(x.astype(np.float32)), grid=g).clone(mem) for x in (h, m))
     out = ca.Field3D(g, mem)
-    bk.coad(out, H, H, *sp)  # (any m: first the identity's case below)
-    bk.coad(out, ca.Field3D.from_array(np.asfortranarray(idx.astype(np.float32)), grid=g).clone(mem), M, *sp)
+    out2 = ca.Field3D(g, mem)
+    bk.coad(out, ca.Field3D.from_array(np.asfortranarray(idx.astype(np.float32)), grid=g).clone(mem), M, out2, M,
+            *sp, False)
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), m, atol=1e-5)
-    bk.coad(out, H, M, *sp)
+    M2 = ca.Field3D.from_array(np.asfortranarray((2 * m[::-1]).astype(np.float32)), grid=g).clone(mem)
+    bk.coad(out, H, M, out2, M2, *sp, True)
+    ref2 = np.stack([_sample_cubic(2 * m[::-1][..., c], h, clamp=False) for c in range(3)], -1)
+    np.testing.assert_allclose(out2.clone(ca.MEM_HOST).numpy(), ref2, atol=2e-4)
     D = np.stack([np.stack(np.gradient(h[..., c], axis=(0, 1, 2)), -1) for c in range(3)], -2)  # D[..., c, d]
     S = np.array(sp)
     Dw = D * S[:, None] / S[None, :]
@@ -259,6 +263,16 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
         q = idx + sign * 0.3 * d / S
         ref = q + np.stack([_sample_cubic((h - idx)[..., c], q, clamp=True) for c in range(3)], -1) if compose else q
         np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
+    # upsample: a coarse H-field onto a grid 2 x 3 x 1 times finer (Resample's centres), against NumPy
+    gc = ca.GridInfo(ca.Vec3Di(5, 3, 8))
+    hc = np.stack(np.indices((5, 3, 8)), -1) + rng.standard_normal((5, 3, 8, 3)) * 0.3
+    Hc = ca.Field3D.from_array(np.asfortranarray(hc.astype(np.float32)), grid=gc).clone(mem)
+    bk.upsample(out, Hc, 0.5, 1.0 / 3, 1.0)
+    r = np.array([0.5, 1.0 / 3, 1.0])
+    p = np.clip(idx * r + (r - 1) / 2, 0, np.array([4, 2, 7]))
+    ref = idx + np.stack([_sample_cubic((hc - np.stack(np.indices((5, 3, 8)), -1))[..., c], p, clamp=True)
+                          for c in range(3)], -1) / r
+    np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=2e-4)
 
 
 def test_the_cubic_samples_are_nearer_the_whole_grid_than_trilinear_ones():
