@@ -7,7 +7,8 @@ What docs/performance.md's "Multi-modal registration" sweeps ran.
         --params '[{}, {"sigma": 0.05}, {"iterations": [30, 30, 30]}]'
 
 A setting is a dict of lddmm.register's (syn.register's with --method syn) parameters (metric mi unless given; contrast t1 takes pyca's
-defaults plus the setting); "_fixed_mask": true passes the fixed image's support (> 0) as fixed_mask.
+defaults plus the setting); "_fixed_mask": true passes the fixed image's support (> 0) as fixed_mask;
+"_nmi": true (--method syn) matches by Studholme's normalised MI instead of MI (syn._MI.normalized).
 """
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def main(argv=None):
                 kw = dict(prm)
                 if kw.pop("_fixed_mask", False):  # the fixed image's support (> 0) as fixed_mask
                     kw["fixed_mask"] = im((F > 0).astype(np.float32))
+                syn._MI.normalized = bool(kw.pop("_nmi", False))
                 kw = {k.lstrip("_"): v for k, v in kw.items()}  # ("_bins": the spelling before bins was a parameter)
                 if contrast != "t1":
                     kw.setdefault("metric", "mi")

@@ -15,7 +15,8 @@ the fixed grid, start at the identity. Each iteration
     gF = dS/dF~ grad F~,  gM = dS/dM~ grad M~     (metric lncc: S = sum of the local normalised cross-
                                                    correlation, both forces from one set of window sums,
                                                    _LNCC; mi: S = the mutual information of F~ and M~,
-                                                   each force from the MI op's exact derivative, _MI)
+                                                   both forces from one histogram by the MI op's exact
+                                                   derivatives, _MI)
     uF = G_s * gF,  uM = G_s * gM                  (Gaussian of `smooth_update` voxels)
     Adam-like steps of about `step` voxels (optimiser; 'greedy': the largest force moves `step`)
     u += det_stiffness grad(excess of log det A over +-max_log_det)   (each map's volume change held back)
@@ -296,21 +297,23 @@ class _LNCC:
 
 class _MI:
     """The mutual information S = MI(I, J) of the two images at the midpoint and both images' forces, each
-    the exact derivative of S with respect to that image: gI = dMI/dI from ca.MutualInformation(gI, I, J),
-    gJ = dMI/dJ from ca.MutualInformation(gJ, J, I) (the same MI, its histogram transposed). The op's joint
-    histogram is a Parzen-windowed one accumulated in integers and its gradient a per-voxel lookup of one
-    table (docs/operations/similarity.md, 'Mutual information'): the same bits on a rerun, for any
-    number of threads, on the CPU and the GPU. w (a 0/1 mask) weights each voxel's histogram entry and
-    force. ranges: (lo, hi) of I and of J, fixed for the whole run, so that energies compare."""
+    the exact derivative of S with respect to that image, from one joint histogram:
+    ca.MutualInformationGradients(gI, gJ, I, J) (gI: dMI/dI, gJ: dMI/dJ). The op's joint histogram is a
+    Parzen-windowed one accumulated in integers and each gradient a per-voxel lookup of one table
+    (docs/operations/similarity.md, 'Mutual information'): the same bits on a rerun, for any number of
+    threads, on the CPU and the GPU. w (a 0/1 mask) weights each voxel's histogram entry and force.
+    ranges: (lo, hi) of I and of J, fixed for the whole run, so that energies compare. normalized: Studholme's
+    normalised MI instead (not a parameter: measured in benchmarks/lab/mi_lab.py, docs/performance.md)."""
+
+    normalized = False
 
     def __init__(self, bins, ranges, mask=None):
         self.bins, (self.rI, self.rJ), self.mask = int(bins), ranges, mask
 
     def __call__(self, gI, gJ, I, J):
         m = (self.mask,) if self.mask is not None else ()
-        S = ca.MutualInformation(gI, I, J, *m, self.bins, *self.rI, *self.rJ)
-        ca.MutualInformation(gJ, J, I, *m, self.bins, *self.rJ, *self.rI)
-        return float(S)
+        return float(ca.MutualInformationGradients(gI, gJ, I, J, *m, self.bins, *self.rI, *self.rJ,
+                                                   bool(self.normalized)))
 
 
 def _mi_ranges(I1, Mn):

@@ -108,6 +108,71 @@ def test_mutual_information_value_and_gradient(mem, masked, shape):
     assert g.numpy()[0, 0, 0] == 0.0
 
 
+def nmi_ref(I, J, bins, rI, rJ, w=None):
+    """Studholme's (H(I) + H(J)) / H(I, J) of the dense Parzen histogram, in float64."""
+    H = hist_ref(I, J, bins, bins, rI, rJ, w)
+    p = H / H.sum()
+
+    def ent(q):
+        q = q[q > 0]
+        return float(-np.sum(q * np.log(q)))
+
+    return (ent(p.sum(1)) + ent(p.sum(0))) / ent(p.ravel())
+
+
+@pytest.mark.parametrize("mem", MEMS)
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("normalized", [False, True])
+def test_mutual_information_gradients_of_both_images(mem, masked, normalized):
+    """MutualInformationGradients: the value (MI, or NMI with normalized) against the dense reference, each
+    image's derivative against central finite differences of it; without normalized, gradI has
+    MutualInformation's bits and gradJ MutualInformation(J, I)'s values (its histogram the transpose)."""
+    shape = (9, 8, 7)
+    I, J = pair(shape, seed=6)
+    bins, rI, rJ = 12, (0.0, 1.0), (float(J.min()) - 0.01, float(J.max()) + 0.01)
+    w = (np.random.default_rng(7).random(shape) > 0.3).astype(np.float32) if masked else None
+    gI, gJ = image(np.zeros(shape), mem), image(np.zeros(shape), mem)
+    m = (image(w, mem),) if masked else ()
+    v = ca.MutualInformationGradients(gI, gJ, image(I, mem), image(J, mem), *m, bins, *rI, *rJ, normalized)
+    ref = nmi_ref if normalized else mi_ref
+    assert v == pytest.approx(ref(I, J, bins, rI, rJ, w), rel=1e-7, abs=1e-9)
+    assert (1.0 < v < 2.0) if normalized else v > 0.1
+    if not normalized:  # the two-call form
+        g1, g2 = image(np.zeros(shape), mem), image(np.zeros(shape), mem)
+        assert ca.MutualInformation(g1, image(I, mem), image(J, mem), *m, bins, *rI, *rJ) == v
+        assert np.array_equal(g1.numpy(), gI.numpy())
+        ca.MutualInformation(g2, image(J, mem), image(I, mem), *m, bins, *rJ, *rI)
+        np.testing.assert_allclose(gJ.numpy(), g2.numpy(), rtol=1e-5, atol=1e-6 * float(np.abs(g2.numpy()).max()))
+    h = 1e-4
+    rng = np.random.default_rng(8)
+    for grad, which, (lo, hi) in ((gI.numpy(), 0, rI), (gJ.numpy(), 1, rJ)):
+        scale = float(np.abs(grad).max())
+        assert scale > 0
+        checked = 0
+        for _ in range(10):
+            k = tuple(int(rng.integers(0, s)) for s in shape)
+            X = (I, J)[which]
+            if not (lo + 2 * h < X[k] < hi - 2 * h):
+                continue
+            Xp, Xm = X.astype(np.float64), X.astype(np.float64)
+            Xp[k] += h
+            Xm[k] -= h
+            args_p, args_m = ((Xp, J), (Xm, J)) if which == 0 else ((I, Xp), (I, Xm))
+            fd = (ref(*args_p, bins, rI, rJ, w) - ref(*args_m, bins, rI, rJ, w)) / (2 * h)
+            assert grad[k] == pytest.approx(fd, rel=2e-3, abs=1e-4 * scale), (which, k)
+            checked += 1
+        assert checked >= 3
+
+
+def test_mutual_information_gradients_refuses_shared_outputs():
+    I, J = pair((6, 5, 4))
+    a, b, c = image(np.zeros(I.shape), ca.MEM_HOST), image(I, ca.MEM_HOST), image(J, ca.MEM_HOST)
+    with pytest.raises(ValueError, match="MutualInformationGradients.*gradI"):
+        ca.MutualInformationGradients(a, a, b, c, 8, 0.0, 1.0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="MutualInformationGradients.*gradJ"):
+        ca.MutualInformationGradients(a, c, b, c, 8, 0.0, 1.0, 0.0, 1.0)
+
+
 def test_mutual_information_is_largest_for_aligned_images():
     I, J = pair((24, 22, 1), seed=5)
     g = image(np.zeros(I.shape), ca.MEM_HOST)

@@ -229,6 +229,30 @@ void jointHistogram(Image3D& hist, const Image3D& I, const Image3D& J, const Ima
   std::copy(out.begin(), out.end(), hist.data());
 }
 
+// grad = the derivative of the match of the table L (miFromHistogram's or nmiFromHistogram's) with respect
+// to every voxel of A (B the other image, bins: A's first), on either backend (arguments already checked).
+void miGradientPass(Image3D& grad, bool dev, const char* op, const Image3D& A, const Image3D& B,
+                    const float* w, const math::MiBins& bins, const std::vector<float>& L, float gscale) {
+  (void)op;  // named by the CUDA call's errors only
+  if (dev) {
+    PYCA_CUDA_CALL(
+        op, cuda_impl::MIGradient(grad.data(), A.data(), B.data(), w, A.nVox(), bins, L.data(), gscale));
+    return;
+  }
+  const float* a = A.data();
+  const float* b = B.data();
+  float* g = grad.data();
+  const std::size_t n = A.nVox();
+  const std::ptrdiff_t blocks = std::ptrdiff_t((n + kMiBlock - 1) / kMiBlock);
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
+  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+    const std::size_t i0 = std::size_t(k) * kMiBlock, i1 = std::min(n, i0 + kMiBlock);
+    if (simd16::miGradientRange(g, a, b, w, i0, i1, bins, L.data(), gscale)) continue;
+    for (std::size_t i = i0; i < i1; ++i)
+      g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L.data(), gscale);
+  }
+}
+
 double mutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* mask, int nbins,
                          float iMin, float iMax, float jMin, float jMax) {
   const char* op = "MutualInformation";
@@ -243,25 +267,44 @@ double mutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, cons
   std::vector<float> L(H.size());
   float gscale = 0.f;
   const double mi = math::miFromHistogram(H.data(), bins.nI, bins.nJ, L.data(), &gscale);
-  const float* w = mask ? mask->data() : nullptr;
-  if (dev) {
-    PYCA_CUDA_CALL(
-        op, cuda_impl::MIGradient(grad.data(), I.data(), J.data(), w, I.nVox(), bins, L.data(), gscale));
-    return mi;
-  }
-  const float* a = I.data();
-  const float* b = J.data();
-  float* g = grad.data();
-  const std::size_t n = I.nVox();
-  const std::ptrdiff_t blocks = std::ptrdiff_t((n + kMiBlock - 1) / kMiBlock);
-#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
-  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
-    const std::size_t i0 = std::size_t(k) * kMiBlock, i1 = std::min(n, i0 + kMiBlock);
-    if (simd16::miGradientRange(g, a, b, w, i0, i1, bins, L.data(), gscale)) continue;
-    for (std::size_t i = i0; i < i1; ++i)
-      g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L.data(), gscale);
-  }
+  miGradientPass(grad, dev, op, I, J, mask ? mask->data() : nullptr, bins, L, gscale);
   return mi;
+}
+
+// Both images' derivatives from one histogram: I's table from H, J's from H transposed (its rows the
+// bins of J), each pass the MutualInformation gradient's with that image first.
+double mutualInformationGradients(Image3D& gradI, Image3D& gradJ, const Image3D& I, const Image3D& J,
+                                  const Image3D* mask, int nbins, float iMin, float iMax, float jMin,
+                                  float jMax, bool normalized) {
+  const char* op = "MutualInformationGradients";
+  const bool dev =
+      mask ? detail::prepare(op, {{"gradI", &gradI}, {"gradJ", &gradJ}, {"I", &I}, {"J", &J}, {"mask", mask}})
+           : detail::prepare(op, {{"gradI", &gradI}, {"gradJ", &gradJ}, {"I", &I}, {"J", &J}});
+  for (const Image3D* g : {&gradI, &gradJ}) {
+    const char* gn = g == &gradI ? "gradI" : "gradJ";
+    detail::checkNoAlias(op, {gn, g}, {"I", &I});
+    detail::checkNoAlias(op, {gn, g}, {"J", &J});
+    if (mask) detail::checkNoAlias(op, {gn, g}, {"mask", mask});
+  }
+  detail::checkNoAlias(op, {"gradI", &gradI}, {"gradJ", &gradJ});
+  const math::MiBins bins = miBins(op, nbins, nbins, iMin, iMax, jMin, jMax);
+  const math::MiBins binsT{bins.nJ, bins.nI, jMin, jMax, iMin, iMax};
+  std::vector<std::uint64_t> H;
+  miHistogram(H, dev, op, I, J, mask, bins);
+  std::vector<std::uint64_t> HT(H.size());
+  for (int a = 0; a < bins.nI; ++a)
+    for (int b = 0; b < bins.nJ; ++b)
+      HT[std::size_t(b) * std::size_t(bins.nI) + std::size_t(a)] =
+          H[std::size_t(a) * std::size_t(bins.nJ) + std::size_t(b)];
+  std::vector<float> LI(H.size()), LJ(H.size());
+  float gscale = 0.f;
+  const auto table = normalized ? math::nmiFromHistogram : math::miFromHistogram;
+  const double value = table(H.data(), bins.nI, bins.nJ, LI.data(), &gscale);
+  table(HT.data(), bins.nJ, bins.nI, LJ.data(), &gscale);
+  const float* w = mask ? mask->data() : nullptr;
+  miGradientPass(gradI, dev, op, I, J, w, bins, LI, gscale);
+  miGradientPass(gradJ, dev, op, J, I, w, binsT, LJ, gscale);
+  return value;
 }
 
 }  // namespace
@@ -304,6 +347,17 @@ double MutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, int 
 double MutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D& mask, int bins,
                          float iMin, float iMax, float jMin, float jMax) {
   return mutualInformation(grad, I, J, &mask, bins, iMin, iMax, jMin, jMax);
+}
+
+double MutualInformationGradients(Image3D& gradI, Image3D& gradJ, const Image3D& I, const Image3D& J,
+                                  int bins, float iMin, float iMax, float jMin, float jMax, bool normalized) {
+  return mutualInformationGradients(gradI, gradJ, I, J, nullptr, bins, iMin, iMax, jMin, jMax, normalized);
+}
+
+double MutualInformationGradients(Image3D& gradI, Image3D& gradJ, const Image3D& I, const Image3D& J,
+                                  const Image3D& mask, int bins, float iMin, float iMax, float jMin,
+                                  float jMax, bool normalized) {
+  return mutualInformationGradients(gradI, gradJ, I, J, &mask, bins, iMin, iMax, jMin, jMax, normalized);
 }
 
 }  // namespace pyca

@@ -279,5 +279,42 @@ inline double miFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, 
   return mi;
 }
 
+// Studholme's normalised MI of H, NMI = (H_I + H_J) / H_IJ (the marginal and joint entropies of p = H / N,
+// in a fixed order), and the table of its derivative with respect to I: L[a nJ + b] <- (NMI log p(a, b) -
+// log p_I(a)) / H_IJ where H(a, b) > 0, else 0 (dNMI = sum_ab dp(a, b) L(a, b): dH_J vanishes, as p_J
+// does not depend on I, and constants drop, as sum_ab dp = 0); *gscale as miFromHistogram. Returns 1
+// with L = 0 when H_IJ is 0 (one bin: no information to normalise).
+inline double nmiFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, float* gscale) {
+  std::vector<std::uint64_t> hI(std::size_t(nI), 0), hJ(std::size_t(nJ), 0);
+  std::uint64_t N = 0;
+  for (int a = 0; a < nI; ++a)
+    for (int b = 0; b < nJ; ++b) {
+      const std::uint64_t h = H[std::size_t(a) * nJ + b];
+      hI[std::size_t(a)] += h;
+      hJ[std::size_t(b)] += h;
+      N += h;
+    }
+  *gscale = N ? float(kMiScale / double(N)) : 0.f;
+  const double dN = double(N);
+  const auto plogp = [&](std::uint64_t h) { return h ? double(h) / dN * std::log(double(h) / dN) : 0.0; };
+  double eI = 0.0, eJ = 0.0, eIJ = 0.0;
+  for (int a = 0; a < nI; ++a) eI -= plogp(hI[std::size_t(a)]);
+  for (int b = 0; b < nJ; ++b) eJ -= plogp(hJ[std::size_t(b)]);
+  for (std::size_t k = 0; k < std::size_t(nI) * std::size_t(nJ); ++k) eIJ -= plogp(H[k]);
+  if (!(eIJ > 0.0)) {
+    for (std::size_t k = 0; k < std::size_t(nI) * std::size_t(nJ); ++k) L[k] = 0.f;
+    return 1.0;
+  }
+  const double nmi = (eI + eJ) / eIJ;
+  for (int a = 0; a < nI; ++a)
+    for (int b = 0; b < nJ; ++b) {
+      const std::size_t k = std::size_t(a) * nJ + b;
+      L[k] =
+          H[k] ? float((nmi * std::log(double(H[k]) / dN) - std::log(double(hI[std::size_t(a)]) / dN)) / eIJ)
+               : 0.f;
+    }
+  return nmi;
+}
+
 }  // namespace math
 }  // namespace pyca
