@@ -417,7 +417,8 @@ def _brain_params(text):
     for item in filter(None, text.split(",")):
         k, _, v = item.partition("=")
         k = k.strip()
-        out[k] = int(v) if k in ("time_steps", "lpow") else (v.strip() if k == "folding_steps" else float(v))
+        out[k] = int(v) if k in ("time_steps", "lpow", "band") else (v.strip() if k in ("folding_steps", "samples")
+                                                                     else float(v))
     return out
 
 
@@ -441,8 +442,16 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,), param_s
         runs = [("shoot", ps) for ps in param_sets] + ([("lddmm", {})] if with_lddmm else [])
         for name, ps in runs:
             t0 = time.perf_counter()
-            if name == "shoot":
-                r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations, scales=scales, **ps)
+            if name == "shoot":  # (samples=linear|cubic: the band-limited geodesic's, BandGeodesic.cubic)
+                from pyca.registration.band import BandGeodesic
+
+                keep_c = BandGeodesic.cubic
+                BandGeodesic.cubic = ps.get("samples", "cubic" if keep_c else "linear") == "cubic"
+                try:
+                    r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations, scales=scales,
+                                       **{k: v for k, v in ps.items() if k != "samples"})
+                finally:
+                    BandGeodesic.cubic = keep_c
                 its = f"{r.report['iterations']} iterations ({r.report['folding_steps_rejected']} steps rejected for folding; " \
                       f"stop: {r.report['stop']})"
             else:
