@@ -87,7 +87,7 @@ def projector(grid, band):
 def to_coarse(m_c, v, K_c):
     """m_c = L_B (v sampled onto m_c's grid): the momentum on the coarse grid of a velocity v (world
     units, any grid of the same box)."""
-    ca.Resample(m_c, v, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+    ca.Resample(m_c, v, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
     K_c.applyOperator(m_c)
     return m_c
 
@@ -95,7 +95,7 @@ def to_coarse(m_c, v, K_c):
 def to_fine_momentum(out, v_c, K_fine):
     """out = L_B (v_c interpolated onto out's grid): the momentum on the images' grid of the coarse
     velocity v_c (K_fine: K_B on out's grid)."""
-    ca.Resample(out, v_c, ca.BACKGROUND_STRATEGY_CLAMP, False, ca.INTERP_LINEAR)
+    ca.Resample(out, v_c, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
     K_fine.applyOperator(out)
     return out
 
