@@ -9,7 +9,7 @@ import math
 
 import pyca as ca
 
-__all__ = ["coad", "step", "upsample"]
+__all__ = ["coad", "step", "upsample", "cov_force"]
 
 BLOCK = (32, 4, 1)
 
@@ -203,3 +203,44 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     out[i, j, k, 0] = qx + e0
     out[i, j, k, 1] = qy + e1
     out[i, j, k, 2] = qz + e2
+
+
+@ca.kernel(register=False, block=BLOCK)
+def cov_force(f: ca.Field3D, J: ca.Field3D, X: ca.Field3D, m: ca.Field3D, sx: float, sy: float, sz: float):
+    """f = J - ad*_X m with ad*_X m = (DX)^T m + div(m (x) X) as CoAdInf (central differences per world
+    unit with clamped reads, of X . m(x) and of the products m_c X_axis; no z term on a 2-D grid)."""
+    i, j, k = ca.index()
+    nx, ny, nz = f.shape
+    mx = m[i, j, k, 0]
+    my = m[i, j, k, 1]
+    mz = m[i, j, k, 2]
+    t0 = 0.0
+    t1 = 0.0
+    t2 = 0.0
+    d0 = 0.0
+    d1 = 0.0
+    d2 = 0.0
+    for n in range(6 if nz > 1 else 4):  # the six neighbours (indices clamped), -x, +x, -y, ...
+        ax = n // 2
+        sg = 2 * (n % 2) - 1
+        ii = i + sg if ax == 0 else i
+        jj = j + sg if ax == 1 else j
+        kk = k + sg if ax == 2 else k
+        w = sg / (2.0 * (sx if ax == 0 else (sy if ax == 1 else sz)))
+        xa = X[ii, jj, kk, 0]
+        xb = X[ii, jj, kk, 1]
+        xc = X[ii, jj, kk, 2]
+        tx = w * (xa * mx + xb * my + xc * mz)
+        dd = w * (xa if ax == 0 else (xb if ax == 1 else xc))
+        d0 += dd * m[ii, jj, kk, 0]
+        d1 += dd * m[ii, jj, kk, 1]
+        d2 += dd * m[ii, jj, kk, 2]
+        if ax == 0:
+            t0 += tx
+        elif ax == 1:
+            t1 += tx
+        else:
+            t2 += tx
+    f[i, j, k, 0] = J[i, j, k, 0] - (t0 + d0)
+    f[i, j, k, 1] = J[i, j, k, 1] - (t1 + d1)
+    f[i, j, k, 2] = J[i, j, k, 2] - (t2 + d2)

@@ -225,8 +225,11 @@ class BandGeodesic(Geodesic):
                 ca.MulC(mhat, f, -dt)
                 continue
             # f = K(J - ad*_m~ m_j); m^ = m~ - dt (f + (D v_j) m~)
-            ca.CoAdInf(tmp, mt, m)
-            ca.Sub(f, J, tmp)
+            if self.cubic:
+                bk.cov_force(f, J, mt, m, *sp)
+            else:
+                ca.CoAdInf(tmp, mt, m)
+                ca.Sub(f, J, tmp)
             self.K.applyInverseOperator(f)
             if fused or self.cubic:
                 gk.momentum_update(mhat, mt, f, v, dt, *sp)

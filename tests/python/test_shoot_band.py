@@ -263,6 +263,14 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
         q = idx + sign * 0.3 * d / S
         ref = q + np.stack([_sample_cubic((h - idx)[..., c], q, clamp=True) for c in range(3)], -1) if compose else q
         np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
+    # cov_force: J - CoAdInf(X, m), against the operations (themselves tested against NumPy)
+    X, J = (ca.Field3D.from_array(np.asfortranarray(rng.standard_normal(n + (3,)).astype(np.float32)), grid=g).clone(mem)
+            for _ in range(2))
+    tmp, ref = ca.Field3D(g, mem), ca.Field3D(g, mem)
+    ca.CoAdInf(tmp, X, M)
+    ca.Sub(ref, J, tmp)
+    bk.cov_force(out, J, X, M, *sp)
+    np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref.clone(ca.MEM_HOST).numpy(), atol=1e-4)
     # upsample: a coarse H-field onto a grid 2 x 3 x 1 times finer (Resample's centres), against NumPy
     gc = ca.GridInfo(ca.Vec3Di(5, 3, 8))
     hc = np.stack(np.indices((5, 3, 8)), -1) + rng.standard_normal((5, 3, 8, 3)) * 0.3
