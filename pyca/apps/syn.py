@@ -105,7 +105,7 @@ class _Side:
         self.m, self.v = None, None  # Adam's moments (allocated at its first step)
         self.t = 0
         self.source = None  # (image on its own grid, linear stage, scratch field): sample_once()
-        self.bias = None  # InterpTarget of a zero base: the interpolation's bias at the sampled points
+        self.curv = None  # with interp_blur 'matched': the sampled image's half second differences (Field3D)
 
     def sample_once(self, image, aff):
         """W = image o aff o H from now on: the image on its own grid sampled once, through the linear
@@ -116,21 +116,26 @@ class _Side:
     def match_interp_blur(self):
         """From now on warp() removes the bias trilinear interpolation gives W (its blur, of variance
         t (1 - t) voxels^2 along an axis at fraction t, docs/lddmm.md 'Interpolation blur'): W then
-        compares the images as if sampled exactly, so neither side's varying blur is taken for anatomy."""
+        compares the images as if sampled exactly, so neither side's varying blur is taken for anatomy.
+        One pass: ca.ApplyHUnblurred with the half second differences of the sampled image
+        (InterpTarget's), at this side's map (through the linear stage for a source on its own grid)."""
         zero = ca.Image3D(self.g, self.mem)
         ca.SetMem(zero, 0.0)
         src = (self.I,) if self.source is None else (self.source[0], self.source[1].voxel_matrix())
-        self.bias = InterpTarget(self.g, self.mem, zero, *src)
+        self.curv = InterpTarget(self.g, self.mem, zero, *src).curvature_field()
 
     def warp(self):
         if self.source is None:
-            ca.ApplyH(self.W, self.I, self.H)
+            image, points = self.I, self.H
         else:
-            image, aff, full = self.source
-            aff.hfield(self.mem, src=self.H, out=full)
-            inputs.on_fixed(self.g, image, full, out=self.W)
-        if self.bias is not None:
-            ca.Sub_I(self.W, self.bias.update(self.H))
+            image, aff, points = self.source
+            aff.hfield(self.mem, src=self.H, out=points)
+        if self.curv is not None:
+            ca.ApplyHUnblurred(self.W, image, self.curv, points)
+        elif self.source is None:
+            ca.ApplyH(self.W, image, points)
+        else:
+            inputs.on_fixed(self.g, image, points, out=self.W)
 
     def force(self, sig):
         """u = G * (dS/dW grad W), world units (unscaled); returns its largest component in voxels."""

@@ -48,7 +48,7 @@ class InterpTarget:
     def __init__(self, grid, mem, base, src, M=None):
         Im = lambda: ca.Image3D(grid, mem)  # noqa: E731
         self.grid, self.mem = grid, mem
-        sg = src.grid()
+        sg = self._src_grid = src.grid()
         self._axes = [k for k in range(3) if tuple(sg.size())[k] > 1]  # an axis of size 1 is not interpolated
         self.curv = {k: ca.Image3D(sg, mem) for k in self._axes}
         field, a = ca.Field3D(sg, mem), ca.Image3D(sg, mem)
@@ -70,6 +70,15 @@ class InterpTarget:
         self._last = None
         self.image = self._bufs[0]
         self.set_base(base)
+
+    def curvature_field(self):
+        """The half second differences of src as one Field3D on src's grid (component k: axis k; 0 along an
+        axis of size 1): ca.ApplyHUnblurred's curv, which samples src with this bias removed in one pass."""
+        f = ca.Field3D(self._src_grid, self.mem)
+        ca.SetMem(f, 0.0)
+        for k in self._axes:
+            ca.Copy(f, self.curv[k], k)
+        return f
 
     def set_base(self, base):
         """A new fixed image (the bias correction's): the target at the points of the last update() (base

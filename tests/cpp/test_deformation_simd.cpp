@@ -1,9 +1,9 @@
-// The CPU's SIMD rows of the trilinear gathers, ComposeHHBorder, LDDMMComposeStep, JacDetH, Gradient and
-// JacobianXY (core/src/ops/deformation_simd.cpp) against the per-voxel functions they stand for (pyca/math),
-// bit for bit: grids whose rows are not a multiple of 16, a 2-D grid, samples inside, on and past the border,
-// NaN and infinite positions, a source of another size, every background strategy, both position forms
-// (an H-field and x + scale v), a post-multiplier and the position added (ComposeVH's form), and the
-// outputs written over an input where the operations allow it.
+// The CPU's SIMD rows of the trilinear gathers, ApplyHUnblurred, ComposeHHBorder, LDDMMComposeStep, JacDetH,
+// Gradient and JacobianXY (core/src/ops/deformation_simd.cpp) against the per-voxel functions they stand for
+// (pyca/math), bit for bit: grids whose rows are not a multiple of 16, a 2-D grid, samples inside, on and
+// past the border, NaN and infinite positions, a source of another size, every background strategy, both
+// position forms (an H-field and x + scale v), a post-multiplier and the position added (ComposeVH's form),
+// and the outputs written over an input where the operations allow it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -176,6 +176,21 @@ TEST_P(DeformationSimd, ComposeBorderIsTheVoxelFunction) {
   Planes3 g2 = g;  // out may be g
   ASSERT_TRUE(simd16::composeBorder(g2.out(), n, f.in(), nf, g2.in()));
   for (int c = 0; c < 3; ++c) EXPECT_TRUE(sameBits(g2.c[c], want.c[c])) << "in place, component " << c;
+}
+
+TEST_P(DeformationSimd, UnblurredIsTheVoxelFunction) {
+  const Vec3Di n = GetParam();
+  const Vec3Di ns(n.x + 4, n.y + 2, n.z == 1 ? 1 : n.z + 3);
+  const std::size_t nv = math::nVoxOf(n), nsv = math::nVoxOf(ns);
+  std::mt19937 rng(21);
+  const Planes3 h = randomMap(n, ns, 2.5f, rng);
+  std::vector<float> im = randomImage(nsv, rng), c0 = randomImage(nsv, rng), c1 = randomImage(nsv, rng),
+                     c2 = randomImage(nsv, rng);
+  const math::Planes<4> src{{im.data(), c0.data(), c1.data(), c2.data()}};
+  std::vector<float> got(nv, -1.f), want(nv, -2.f);
+  ASSERT_TRUE(simd16::unblurred(got.data(), n, src, ns, h.in()));
+  for (std::size_t i = 0; i < nv; ++i) math::unblurredVoxel(want.data(), src, ns, h.in(), i);
+  EXPECT_TRUE(sameBits(got, want));
 }
 
 TEST_P(DeformationSimd, ComposeStepIsTheVoxelFunction) {

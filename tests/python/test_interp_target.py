@@ -2,7 +2,8 @@
 interp_blur='matched', pyca.registration.interpolation.InterpTarget; docs/lddmm.md, 'Interpolation blur'): against
 SciPy's trilinear interpolation of a quadratic image, where the second-order bias is the whole error; an
 image registered onto itself is the identity (with lddmm's ssd and lncc and with syn); the known-map brain pair
-keeps its accuracy."""
+keeps its accuracy. ca.ApplyHUnblurred (syn's sampling with the bias removed, in one pass): against SciPy and
+with the bits of the chain of ops it replaces."""
 import numpy as np
 import pytest
 
@@ -90,6 +91,63 @@ def test_target_through_a_map_on_one_grid_is_scipys_trilinear_sample():
     np.testing.assert_array_equal(t2.numpy(), F)
 
 
+def _unblurred_inputs(shape, mshape, seed=0):
+    """A quadratic moving image M on mshape, its half second differences (BC: border repeated) and a smooth
+    map from shape into mshape's voxels with every fraction (some points past the border)."""
+    x = _index(shape)
+    pts = x * (np.array(mshape) / np.array(shape)) + np.stack(
+        [0.7 + 0.4 * np.sin(x[..., 1] / 3.0 + seed), -0.35 + 0.3 * np.cos(x[..., 2] / 2.0),
+         0.4 + 0.5 * np.sin(x[..., 0] / 4.0)], -1)
+    M = _quadratic(_index(mshape)).astype(np.float32)
+    curv = np.stack([(np.take(M, np.clip(np.arange(n) + 1, 0, n - 1), k) + np.take(M, np.clip(np.arange(n) - 1, 0, n - 1), k)
+                      - 2 * M.astype(np.float64)) / 2 for k, n in enumerate(mshape)], -1)
+    return M, curv, pts
+
+
+def test_apply_h_unblurred_is_the_exact_sample_of_a_quadratic():
+    # ApplyHUnblurred(M, curv, h): M's trilinear sample minus its interpolation bias, which for a quadratic is
+    # the exact value q(h) wherever the taps and their second differences stay off the border; SciPy's
+    # trilinear sample (mode 'nearest', CLAMP) there is off by the bias. Past the border: SciPy's sample minus
+    # t (1 - t) times the (clamped) second difference sampled by SciPy, component by component.
+    shape, mshape = (15, 14, 13), (18, 16, 15)
+    M, curv, pts = _unblurred_inputs(shape, mshape)
+    g, mg = ca.GridInfo(shape, (1.5, 1.0, 2.0)), ca.GridInfo(mshape)
+    out = ca.Image3D(g, ca.MEM_HOST)
+    ca.ApplyHUnblurred(out, ca.Image3D.from_array(np.asfortranarray(M), mg), _field(curv, mg), _field(pts, g))
+    got = out.numpy()
+    exact = _quadratic(pts)
+    inner = _inside(pts, mshape)
+    assert inner.sum() > 0.3 * inner.size
+    lin = _scipy_linear(M.astype(np.float64), pts)
+    err = np.abs(got - exact)[inner].max()
+    assert err < 2e-4 and np.abs(lin - exact)[inner].max() > 50 * err, err
+    t = pts - np.floor(pts)
+    ref = lin - sum(t[..., k] * (1 - t[..., k]) * _scipy_linear(curv[..., k], pts) for k in range(3))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-5)
+
+
+def test_apply_h_unblurred_has_the_bits_of_the_chain_it_replaces():
+    # ApplyH of M and of each curvature, Floor, Sub, Mul, Add_Mul (InterpTarget with a zero base), then Sub:
+    # the same bits on the CPU (the SIMD rows and the scalar loop alike), a 2-D grid included.
+    for shape, mshape in (((37, 19, 11), (40, 21, 12)), ((33, 17, 1), (35, 20, 1))):
+        M, curv, pts = _unblurred_inputs(shape, mshape, seed=1)
+        if mshape[2] == 1:
+            pts[..., 2], curv[..., 2] = 0.0, 0.0
+        g, mg = ca.GridInfo(shape), ca.GridInfo(mshape)
+        Mi, h = ca.Image3D.from_array(np.asfortranarray(M), mg), _field(pts, g)
+        zero = ca.Image3D(g, ca.MEM_HOST)
+        ca.SetMem(zero, 0.0)
+        it = InterpTarget(g, ca.MEM_HOST, zero, Mi, np.eye(4))
+        want = ca.Image3D(g, ca.MEM_HOST)
+        ca.ApplyH(want, Mi, h)
+        ca.Sub_I(want, it.update(h))
+        got = ca.Image3D(g, ca.MEM_HOST)
+        ca.ApplyHUnblurred(got, Mi, it.curvature_field(), h)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ValueError, match="ApplyHUnblurred.*curv"):
+        ca.ApplyHUnblurred(got, Mi, ca.Field3D(g, ca.MEM_HOST), h)
+
+
 def _assert_identity(res, want_map, what):
     # exactly: every scale starts at a stationary point of the match and takes no step
     j = res.jacobian.numpy()
@@ -169,6 +227,20 @@ def test_the_known_map_brain_pair_keeps_its_accuracy(tmp_path, monkeypatch):
     lab, ref = np.asarray(res.labels.numpy()), p["fixed_labels"]
     dice = [2 * np.sum((lab == k) & (ref == k)) / (np.sum(lab == k) + np.sum(ref == k)) for k in (1, 2)]
     assert err < 0.16 and dice[0] > 0.959 and dice[1] > 0.937, (err, dice)
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+def test_apply_h_unblurred_on_the_gpu():
+    shape, mshape = (41, 37, 29), (44, 40, 31)
+    M, curv, pts = _unblurred_inputs(shape, mshape, seed=2)
+    g, mg = ca.GridInfo(shape), ca.GridInfo(mshape)
+    out = []
+    for mem in (ca.MEM_HOST, ca.MEM_DEVICE):
+        o = ca.Image3D(g, mem)
+        ca.ApplyHUnblurred(o, ca.Image3D.from_array(np.asfortranarray(M), mg).clone(mem), _field(curv, mg).clone(mem),
+                           _field(pts, g).clone(mem))
+        out.append(o.clone(ca.MEM_HOST).numpy())
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-5, atol=2e-5)
 
 
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")

@@ -421,6 +421,17 @@ void ComposeHHBorder(Field3D& out, const Field3D& f, const Field3D& g) {
   setPlanes(gp, g);
   PYCA_BACKEND_RUN(dev, op, composeBorder(o, out.size(), fp, f.size(), gp, op));
 }
+void ApplyHUnblurred(Image3D& out, const Image3D& im, const Field3D& curv, const Field3D& h) {
+  const char* op = "ApplyHUnblurred";
+  const bool dev = detail::onDevice(op, {{"out", &out}, {"im", &im}, {"curv", &curv}, {"h", &h}});
+  detail::checkSameSize(op, {{"out", &out}, {"h", &h}});
+  detail::checkSameSize(op, {{"im", &im}, {"curv", &curv}});
+  detail::checkNoAlias(op, {"out", &out}, {"im", &im});  // (out is an image: it cannot be curv or h)
+  const float* src[4] = {im.data(), curv.x(), curv.y(), curv.z()};
+  const float* hp[3];
+  setPlanes(hp, h);
+  PYCA_BACKEND_RUN(dev, op, unblurred(out.data(), out.size(), src, im.size(), hp, op));
+}
 void ComposeVH(Field3D& out, const Field3D& v, const Field3D& g, float delta, BackgroundStrategy bg) {
   composeVH("ComposeVH", out, v, g, delta, bg);
 }

@@ -409,6 +409,16 @@ void composeBorder(float* const out[3], const Vec3Di& outSize, const float* cons
   for (long i = 0; i < n; ++i) math::composeBorderVoxel(o, fp, gp, fSize, std::size_t(i));
 }
 
+void unblurred(float* out, const Vec3Di& outSize, const float* const src[4], const Vec3Di& srcSize,
+               const float* const h[3], const char*) {
+  const Planes<4> sp = planes<4>(src);
+  const Planes<3> hp = planes<3>(h);
+  if (simd16::unblurred(out, outSize, sp, srcSize, hp)) return;
+  const long n = long(nVoxOf(outSize));
+#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(nVoxOf(outSize)))
+  for (long i = 0; i < n; ++i) math::unblurredVoxel(out, sp, srcSize, hp, std::size_t(i));
+}
+
 void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& n, unsigned numIter,
                        const char*) {
   const Planes<3> gp = planes<3>(g);

@@ -63,6 +63,8 @@ struct SplatJob {
 //   reprojectToUnitVec f = math::reprojectToUnitVec(f), in place
 //   composeBorder     out(x) = f(g(x)) over the voxels of outSize, f (of fSize) extended by its border
 //                     displacement (math::composeBorderVoxel); out may be g, not f
+//   unblurred         out(x) = math::unblurredVoxel: src = (im, curv_x, curv_y, curv_z) of srcSize sampled
+//                     at h(x), h on out's grid (outSize); out is none of the inputs
 //   fixedPointInverse ginv = math::fixedPointInverseVoxel<PARTIAL_ID>(g, ginv), in place
 //   updateInverse     ginv1 = math::updateInverseVoxel(ginv0, w), scratch = its last q
 //                     (when numIter > 0); ginv1 and scratch must share memory with neither input
@@ -86,6 +88,8 @@ struct SplatJob {
   void reprojectToUnitVec(float* const f[3], const Vec3Di& size, const char* op);                        \
   void composeBorder(float* const out[3], const Vec3Di& outSize, const float* const f[3],                \
                      const Vec3Di& fSize, const float* const g[3], const char* op);                      \
+  void unblurred(float* out, const Vec3Di& outSize, const float* const src[4], const Vec3Di& srcSize,    \
+                 const float* const h[3], const char* op);                                               \
   void fixedPointInverse(float* const ginv[3], const float* const g[3], const Vec3Di& size,              \
                          unsigned numIter, const char* op);                                              \
   void updateInverse(float* const ginv1[3], float* const scratch[3], const float* const ginv0[3],        \

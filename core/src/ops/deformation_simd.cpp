@@ -1,9 +1,10 @@
-// The CPU loops of the trilinear gathers (ApplyH, ComposeHH, ...), ComposeHHBorder, LDDMMComposeStep,
-// JacDetH, Gradient and JacobianXY sixteen voxels at once, on CPUs with AVX-512 (core/src/ops/simd16.h): the
-// same per-voxel math as the scalar loops (pyca/math/deformation.h, lddmm.h, differential.h), to the bit. A
-// sample whose eight taps lie inside the grid takes interiorSamples(), an interior voxel's central
-// differences vector loads; any other lane (a sample near or past the border, a voxel on the grid's
-// border, a 2-D grid) takes the scalar function of its voxel. Design: docs/design/cpu-simd.md.
+// The CPU loops of the trilinear gathers (ApplyH, ComposeHH, ...), ApplyHUnblurred, ComposeHHBorder,
+// LDDMMComposeStep, JacDetH, Gradient and JacobianXY sixteen voxels at once, on CPUs with AVX-512
+// (core/src/ops/simd16.h): the same per-voxel math as the scalar loops (pyca/math/deformation.h, lddmm.h,
+// differential.h), to the bit. A sample whose eight taps lie inside the grid takes interiorSamples(), an
+// interior voxel's central differences vector loads; any other lane (a sample near or past the border, a
+// voxel on the grid's border, a 2-D grid) takes the scalar function of its voxel. Design:
+// docs/design/cpu-simd.md.
 #include "ops/deformation_simd.h"
 
 #include "ops/lddmm_simd.h"
@@ -71,6 +72,25 @@ PYCA_SIMD16 void composeBorderRow(const math::MutPlanes<3>& out, const Vec3Di& n
     F16 q[3];
     composeAt(q, f, fSize, p, live);  // (out may be g: read above)
     for (int c = 0; c < 3; ++c) store(out.p[c] + id, live, q[c]);
+  }
+}
+
+PYCA_SIMD16 void unblurredRow(float* out, const Vec3Di& n, const math::Planes<4>& src, const Vec3Di& ns,
+                              const math::Planes<3>& h, int y, int z) {
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  for (int x0 = 0; x0 < n.x; x0 += 16) {
+    const std::size_t id = row + std::size_t(x0);
+    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+    const F16 p[3] = {load(h.p[0] + id, live), load(h.p[1] + id, live), load(h.p[2] + id, live)};
+    F16 v[4];
+    const Mask done = interiorSamples<4>(v, src, ns, p[0], p[1], p[2], live);
+    if (done != 0) {  // unblurredAt; p >= 0 in these lanes (every axis longer than 1): floor is truncation
+      F16 acc = splat(0.f);
+      for (int k = 0; k < 3; ++k)
+        acc = math::blurBiasTerm(acc, p[k] - toFloat(truncate(p[k], done)), v[1 + k]);
+      store(out + id, done, v[0] - acc);
+    }
+    eachLane(live & Mask(~done), [&](int k) { math::unblurredVoxel(out, src, ns, h, id + std::size_t(k)); });
   }
 }
 
@@ -192,6 +212,13 @@ bool composeBorder(const math::MutPlanes<3>& out, const Vec3Di& outSize, const m
   return true;
 }
 
+bool unblurred(float* out, const Vec3Di& outSize, const math::Planes<4>& src, const Vec3Di& srcSize,
+               const math::Planes<3>& h) {
+  if (!available() || !fits(outSize) || !fits(srcSize)) return false;
+  forRows(outSize, [&](int y, int z) { unblurredRow(out, outSize, src, srcSize, h, y, z); });
+  return true;
+}
+
 bool composeStep(const math::MutPlanes<3>& hOut, const math::Planes<3>& h, const math::Planes<3>& v,
                  const math::ComposeParams& P) {
   if (!available() || !fits(P.n)) return false;
@@ -236,6 +263,9 @@ bool composeBorder(const math::MutPlanes<3>&, const Vec3Di&, const math::Planes<
 }
 bool composeStep(const math::MutPlanes<3>&, const math::Planes<3>&, const math::Planes<3>&,
                  const math::ComposeParams&) {
+  return false;
+}
+bool unblurred(float*, const Vec3Di&, const math::Planes<4>&, const Vec3Di&, const math::Planes<3>&) {
   return false;
 }
 bool jacDetH(float*, const math::Planes<3>&, const math::Grid3&, DiffT, BoundaryCondT) { return false; }

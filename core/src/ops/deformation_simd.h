@@ -17,6 +17,9 @@ bool gatherLinear(const deformation_impl::GatherJob& j);
 // ComposeHHBorder: composeBorderVoxel at every voxel of outSize.
 bool composeBorder(const math::MutPlanes<3>& out, const Vec3Di& outSize, const math::Planes<3>& f,
                    const Vec3Di& fSize, const math::Planes<3>& g);
+// ApplyHUnblurred: unblurredVoxel at every voxel of outSize.
+bool unblurred(float* out, const Vec3Di& outSize, const math::Planes<4>& src, const Vec3Di& srcSize,
+               const math::Planes<3>& h);
 // LDDMMComposeStep: composeVoxel at every voxel.
 bool composeStep(const math::MutPlanes<3>& hOut, const math::Planes<3>& h, const math::Planes<3>& v,
                  const math::ComposeParams& P);

@@ -377,6 +377,10 @@ __global__ void composeBorderKernel(MutPlanes<3> out, Vec3Di outSize, Planes<3> 
   }
 }
 
+__global__ void unblurredKernel(float* out, Vec3Di outSize, Planes<4> src, Vec3Di srcSize, Planes<3> h) {
+  PYCA_VOXEL_LOOP(outSize) { math::unblurredVoxel(out, src, srcSize, h, math::linearIndex(x, y, z, outSize)); }
+}
+
 __global__ void fixedPointInverseKernel(MutPlanes<3> ginv, Planes<3> g, Vec3Di n, unsigned numIter) {
   PYCA_VOXEL_LOOP(n) {
     const std::size_t id = math::linearIndex(x, y, z, n);
@@ -576,6 +580,14 @@ void composeBorder(float* const out[3], const Vec3Di& outSize, const float* cons
   const Launch l = launchFor(outSize);
   composeBorderKernel<<<l.grid, l.block, 0, stream()>>>(mutPlanes<3>(out), outSize, planes<3>(f), fSize,
                                                         planes<3>(g));
+  checkLaunch(op);
+}
+
+void unblurred(float* out, const Vec3Di& outSize, const float* const src[4], const Vec3Di& srcSize,
+               const float* const h[3], const char* op) {
+  if (nVoxOf(outSize) == 0) return;
+  const Launch l = launchFor(outSize);
+  unblurredKernel<<<l.grid, l.block, 0, stream()>>>(out, outSize, planes<4>(src), srcSize, planes<3>(h));
   checkLaunch(op);
 }
 

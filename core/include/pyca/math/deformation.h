@@ -168,6 +168,34 @@ PYCA_HD Vec3Df sampleMapBorder(const Planes<3>& h, const Vec3Di& n, const Vec3Df
   return Vec3Df(r[0] + beyondGrid(p.x, n.x), r[1] + beyondGrid(p.y, n.y), r[2] + beyondGrid(p.z, n.z));
 }
 
+// ApplyHUnblurred's bias term: acc + t (1 - t) c, with t (1 - t) computed as t - t t (the order of the
+// chain of single operations it replaces: Mul, Sub, Add_Mul). T: float, or a vector of floats on the
+// CPU's SIMD rows.
+template <class T>
+PYCA_HD_LANES T blurBiasTerm(T acc, T t, T c) {
+  return acc + (t - t * t) * c;
+}
+
+// One voxel of ApplyHUnblurred: p = h(x) (voxels of src's grid n); src: the image and its three half
+// second differences (curv). out = im(p) - ((0 + t_x (1 - t_x) curv_x(p)) + t_y (1 - t_y) curv_y(p)) + t_z
+// (1 - t_z) curv_z(p)), every sample trilinear with CLAMP, t_k = p_k - floor(p_k), an axis of size 1
+// left out (not interpolated).
+PYCA_HD float unblurredAt(const Planes<4>& src, const Vec3Di& n, const Vec3Df& p) {
+  float v[4];
+  interpolate<INTERP_LINEAR, BACKGROUND_STRATEGY_CLAMP, 4>(v, src, n, p);
+  float acc = 0.f;
+  if (n.x > 1) acc = blurBiasTerm(acc, p.x - floorf(p.x), v[1]);
+  if (n.y > 1) acc = blurBiasTerm(acc, p.y - floorf(p.y), v[2]);
+  if (n.z > 1) acc = blurBiasTerm(acc, p.z - floorf(p.z), v[3]);
+  return v[0] - acc;
+}
+
+// One voxel of ApplyHUnblurred (h on out's grid, read at voxel id only).
+PYCA_HD void unblurredVoxel(float* out, const Planes<4>& src, const Vec3Di& n, const Planes<3>& h,
+                            std::size_t id) {
+  out[id] = unblurredAt(src, n, Vec3Df(loadRO(h.p[0] + id), loadRO(h.p[1] + id), loadRO(h.p[2] + id)));
+}
+
 // One voxel of ComposeHHBorder: out(x) = f(g(x)), f extended by its border displacement
 // (sampleMapBorder); g is read at voxel id only (plain loads, not the read-only cache), so out may be g.
 template <class Index = std::size_t>
