@@ -30,12 +30,12 @@ def _cr(t: float, i: int) -> float:
 
 
 @ca.kernel(register=False, block=BLOCK)
-def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca.Field3D, sx: float, sy: float,
-         sz: float, with2: bool):
+def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca.Field3D, c2: float, sx: float,
+         sy: float, sz: float, with2: bool):
     """out(x) = |Dg(x)| Dg_w(x)^T m(g(x)) (CoAd's meaning: Dg in voxels by central differences inside,
     one-sided at the border, the identity's row and column along an axis of one voxel; Dg_w = S Dg S^-1)
     with m sampled by a Catmull-Rom cubic, taps outside the grid counting 0 (CoAd's PARTIAL_ZERO); with2:
-    also out2 = m2 o g, sampled the same way (the adjoint sweep's momentum carried back)."""
+    also out2 = c2 m2 o g, sampled the same way (the adjoint sweep's momentum carried back)."""
     i, j, k = ca.index()
     nx, ny, nz = out.shape
     cx = 0.5 if i > 0 and i < nx - 1 else 1.0
@@ -96,17 +96,19 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca
     out[i, j, k, 1] = det * ((sx / sy) * a01 * m0 + a11 * m1 + (sz / sy) * a21 * n2)
     out[i, j, k, 2] = det * ((sx / sz) * a02 * m0 + (sy / sz) * a12 * m1 + a22 * n2)
     if with2:
-        out2[i, j, k, 0] = b0
-        out2[i, j, k, 1] = b1
-        out2[i, j, k, 2] = b2
+        out2[i, j, k, 0] = c2 * b0
+        out2[i, j, k, 1] = c2 * b1
+        out2[i, j, k, 2] = c2 * b2
 
 
 @ca.kernel(register=False, block=BLOCK, check_sizes=False)
-def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float):
+def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_out: ca.Image3D, I0: ca.Image3D,
+             r: ca.Image3D, J: ca.Image3D, with_image: bool):
     """out = the H-field h (voxels of its grid, a coarser one of the same box) on out's grid (voxels of
     out's): at out's voxel x the coarse position p = r x + (r - 1) / 2 per axis, clamped into h's grid
     (Resample's centres and CLAMP), r = coarse size / fine size; out(x) = x + (h - id)(p) / r with the
-    displacement sampled by a Catmull-Rom cubic, taps clamped."""
+    displacement sampled by a Catmull-Rom cubic, taps clamped. with_image: also I_out = I0 o out (ApplyH's
+    default: trilinear, the position clamped into the grid) and r = I_out - J (images of out's grid)."""
     i, j, k = ca.index()
     mx, my, mz = h.shape
     px = min(max(rx * i + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
@@ -133,9 +135,35 @@ def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float):
                 e0 += w * (h[tx, ty, tz, 0] - tx)
                 e1 += w * (h[tx, ty, tz, 1] - ty)
                 e2 += w * (h[tx, ty, tz, 2] - tz)
-    out[i, j, k, 0] = i + e0 / rx
-    out[i, j, k, 1] = j + e1 / ry
-    out[i, j, k, 2] = k + e2 / rz
+    qx = i + e0 / rx
+    qy = j + e1 / ry
+    qz = k + e2 / rz
+    out[i, j, k, 0] = qx
+    out[i, j, k, 1] = qy
+    out[i, j, k, 2] = qz
+    if with_image:
+        nx, ny, nz = I0.shape
+        cx = min(max(qx, 0.0), nx - 1.0)
+        cy = min(max(qy, 0.0), ny - 1.0)
+        cz = min(max(qz, 0.0), nz - 1.0) if nz > 1 else 0.0
+        a0 = int(math.floor(cx))
+        b0 = int(math.floor(cy))
+        c0 = int(math.floor(cz))
+        a1 = min(a0 + 1, nx - 1)
+        b1 = min(b0 + 1, ny - 1)
+        c1 = min(c0 + 1, nz - 1)
+        ux = cx - a0
+        uy = cy - b0
+        uz = cz - c0
+        q00 = I0[a0, b0, c0] + ux * (I0[a1, b0, c0] - I0[a0, b0, c0])
+        q10 = I0[a0, b1, c0] + ux * (I0[a1, b1, c0] - I0[a0, b1, c0])
+        q01 = I0[a0, b0, c1] + ux * (I0[a1, b0, c1] - I0[a0, b0, c1])
+        q11 = I0[a0, b1, c1] + ux * (I0[a1, b1, c1] - I0[a0, b1, c1])
+        q0 = q00 + uy * (q10 - q00)
+        q1 = q01 + uy * (q11 - q01)
+        val = q0 + uz * (q1 - q0)
+        I_out[i, j, k] = val
+        r[i, j, k] = val - J[i, j, k]
 
 
 @ca.kernel(register=False, block=BLOCK)

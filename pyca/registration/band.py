@@ -141,7 +141,7 @@ class BandGeodesic(Geodesic):
             return super()._mv(j, out_m, out_v)
         from . import _band_kernels as bk
 
-        bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, *self._sp, False)
+        bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, 1.0, *self._sp, False)
         self.K.applyInverseOperator(out_v, out_m)
 
     def shoot(self, m0):
@@ -151,7 +151,10 @@ class BandGeodesic(Geodesic):
 
         self.m0 = m0
         m, v = self._mvs[0]  # step 0: m0 itself and K m0, <m0, K m0> taken from K's spectra
-        ca.Copy(m, m0)
+        if self.keep == "all":  # (m_0 is m0: not copied)
+            self._mvs[0] = m, v = m0, v
+        else:
+            ca.Copy(m, m0)
         if self._dot_pending:  # the last shoot's sum, never read: taken so that it does not add to this one
             self.v0_dot
         self.K.applyInverseOperatorDot(v, m)
@@ -194,6 +197,7 @@ class BandGeodesic(Geodesic):
         fused, sp = bool(self.fused), self._sp
         bg0 = ca.BACKGROUND_STRATEGY_PARTIAL_ZERO
         src = J1  # J_{j+st}: J1 at first (read, not copied)
+        scale = 1.0  # m^ is scale times what mhat holds (the first step's -dt, applied when m^ is next read)
         for n, (j, st) in enumerate(self.sweep_steps()):
             dt = self.dt * st
             if st == 1:
@@ -205,7 +209,8 @@ class BandGeodesic(Geodesic):
             # s = x + dt w(x + dt/2 w), the step back; J <- CoAd(s, J), m~ = m^ o s
             if self.cubic:
                 bk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
-                bk.coad(J2, s, src, mt, mhat, *sp, n > 0)
+                bk.coad(J2, s, src, mt, mhat, scale, *sp, n > 0)
+                scale = 1.0
             else:
                 if fused:
                     gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
@@ -221,8 +226,12 @@ class BandGeodesic(Geodesic):
             src = J
             m, v = self._at(j)
             if n == 0:  # m^ = -dt K J
-                self.K.applyInverseOperator(f, J)
-                ca.MulC(mhat, f, -dt)
+                if self.cubic:
+                    self.K.applyInverseOperator(mhat, J)
+                    scale = -dt
+                else:
+                    self.K.applyInverseOperator(f, J)
+                    ca.MulC(mhat, f, -dt)
                 continue
             # f = K(J - ad*_m~ m_j); m^ = m~ - dt (f + (D v_j) m~)
             if self.cubic:
@@ -237,6 +246,8 @@ class BandGeodesic(Geodesic):
                 ca.JacobianXY(tmp, v, mt)
                 ca.Add_I(f, tmp)
                 ca.Add_MulC(mhat, mt, f, -dt)
+        if scale != 1.0:  # (a sweep of one step)
+            ca.MulC_I(mhat, scale)
         return mhat
 
 
@@ -272,18 +283,23 @@ class BandFit(GeodesicFit):
         if self.geo.cubic:
             from . import _band_kernels as bk
 
-            bk.upsample(out, h, *self._ratio)
+            bk.upsample(out, h, *self._ratio, self._IT, self._IT, self._IT, self._IT, False)
         else:
             upsample_map(out, h, self._dc, self._G)
         return out
 
     def forward(self):
         h = self.geo.shoot(self.m0)
-        self._upsample(self.phi, h)
         self._det_min = self._admissible = None
         (j, J), r = self.meas[0], self.resid[0]
-        self.images(j, self._IT)
-        ca.Sub(r, self._IT, J)
+        if self.geo.cubic:  # phi_{1,0} on the fixed grid, I0 o phi_{1,0} and the residual in one pass
+            from . import _band_kernels as bk
+
+            bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True)
+        else:
+            self._upsample(self.phi, h)
+            self.images(j, self._IT)
+            ca.Sub(r, self._IT, J)
         self._match = float(ca.Sum2(r)) / (2.0 * self.sigma2 * self.N)
         self._reg = 0.5 * self.geo.v0_dot * self._reg_scale / self.N
         return self._match, self.phi

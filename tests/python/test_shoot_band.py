@@ -239,11 +239,11 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
     out = ca.Field3D(g, mem)
     out2 = ca.Field3D(g, mem)
     bk.coad(out, ca.Field3D.from_array(np.asfortranarray(idx.astype(np.float32)), grid=g).clone(mem), M, out2, M,
-            *sp, False)
+            1.0, *sp, False)
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), m, atol=1e-5)
     M2 = ca.Field3D.from_array(np.asfortranarray((2 * m[::-1]).astype(np.float32)), grid=g).clone(mem)
-    bk.coad(out, H, M, out2, M2, *sp, True)
-    ref2 = np.stack([_sample_cubic(2 * m[::-1][..., c], h, clamp=False) for c in range(3)], -1)
+    bk.coad(out, H, M, out2, M2, -0.5, *sp, True)
+    ref2 = np.stack([_sample_cubic(-m[::-1][..., c], h, clamp=False) for c in range(3)], -1)
     np.testing.assert_allclose(out2.clone(ca.MEM_HOST).numpy(), ref2, atol=2e-4)
     D = np.stack([np.stack(np.gradient(h[..., c], axis=(0, 1, 2)), -1) for c in range(3)], -2)  # D[..., c, d]
     S = np.array(sp)
@@ -275,12 +275,21 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
     gc = ca.GridInfo(ca.Vec3Di(5, 3, 8))
     hc = np.stack(np.indices((5, 3, 8)), -1) + rng.standard_normal((5, 3, 8, 3)) * 0.3
     Hc = ca.Field3D.from_array(np.asfortranarray(hc.astype(np.float32)), grid=gc).clone(mem)
-    bk.upsample(out, Hc, 0.5, 1.0 / 3, 1.0)
+    I0, J = (ca.Image3D.from_array(np.asfortranarray(rng.standard_normal(n).astype(np.float32)), grid=g).clone(mem)
+             for _ in range(2))
+    It, res = ca.Image3D(g, mem), ca.Image3D(g, mem)
+    bk.upsample(out, Hc, 0.5, 1.0 / 3, 1.0, It, I0, res, J, True)
     r = np.array([0.5, 1.0 / 3, 1.0])
     p = np.clip(idx * r + (r - 1) / 2, 0, np.array([4, 2, 7]))
     ref = idx + np.stack([_sample_cubic((hc - np.stack(np.indices((5, 3, 8)), -1))[..., c], p, clamp=True)
                           for c in range(3)], -1) / r
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=2e-4)
+    # ... and I0 o out with ApplyH's default, and its difference with J
+    ref_i, ref_r = ca.Image3D(g, mem), ca.Image3D(g, mem)
+    ca.ApplyH(ref_i, I0, out)
+    ca.Sub(ref_r, ref_i, J)
+    np.testing.assert_allclose(It.clone(ca.MEM_HOST).numpy(), ref_i.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+    np.testing.assert_allclose(res.clone(ca.MEM_HOST).numpy(), ref_r.clone(ca.MEM_HOST).numpy(), atol=1e-5)
 
 
 def test_the_cubic_samples_are_nearer_the_whole_grid_than_trilinear_ones():
