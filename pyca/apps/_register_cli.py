@@ -37,6 +37,7 @@ def _floats_or_ints(kind):
 
 def add_parser(sub):
     from ..registration import parameters
+    from ..registration.metrics import METRICS
 
     S = parameters.SYN_DEFAULTS
 
@@ -61,7 +62,9 @@ def add_parser(sub):
                    help=f"iterations per scale (default {','.join(map(str, S['iterations']))}; with --method lddmm, "
                    "its own)")
     # the rest: from their declaration; not given: None (syn's default for the metric, or lddmm's own)
-    parameters.add_arguments(p, parameters.SYN_DECLARED, {parameters.SYN: g}, unset=True)
+    # (--metric: syn's or lddmm's, as --method says; run() refuses one syn does not take)
+    parameters.add_arguments(p, parameters.SYN_DECLARED, {parameters.SYN: g}, unset=True,
+                             choices={"metric": tuple(dict.fromkeys(parameters.SYN_METRICS + METRICS))})
     p.set_defaults(metric=None)  # --metric: syn's default, or pyca lddmm's with --method lddmm
     # the parameters whose default depends on the metric (parameters.SYN_METRIC_DEFAULTS): given or not
     p.set_defaults(**{k: None for d in parameters.SYN_METRIC_DEFAULTS.values() for k in d})
@@ -121,6 +124,9 @@ def run(a):
                              "(pyca lddmm --help lists its parameters)")
             params[q.name] = v
     params = {k: v for k, v in params.items() if v is not None}  # (not given: syn's default for the metric)
+    if a.method == "syn" and a.metric is not None and a.metric.lower() not in parameters.SYN_METRICS:
+        return _fail(f"--metric {a.metric} is a metric of --method lddmm; --method syn takes "
+                     f"{' or '.join(parameters.SYN_METRICS)}")
     if a.metric is not None:  # given: for either method
         params["metric"] = a.metric
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}

@@ -175,8 +175,8 @@ SYN_DECLARED = (
     Parameter("iterations", "ints", (80, 50, 25), "iterations per scale", lo=0, hi=_INF),
     Parameter("metric", "choice", "lncc", "the match of the two images at the midpoint: lncc (local normalised "
               "cross-correlation: one contrast, e.g. T1 onto T1) or mi (mutual information of their joint "
-              "histogram: different contrasts, e.g. T1 onto T2 or FLAIR; --method lddmm without it: pyca lddmm's) "
-              "(default lncc)",
+              "histogram: different contrasts, e.g. T1 onto T2 or FLAIR); with --method lddmm: ssd, lncc or mi, "
+              "pyca lddmm's metrics, its own when not given (default lncc)",
               choices=SYN_METRICS,
               group=SYN, casefold=True),
     Parameter("bins", "int", 32, "mi: bins per image of the joint histogram (default %(default)s)", lo=4,
@@ -380,12 +380,15 @@ def _arg_type(q):
     return parse
 
 
-def add_arguments(parser, declared=None, groups=None, unset=False):
+def add_arguments(parser, declared=None, groups=None, unset=False, choices=None):
     """Adds the declared parameters (DECLARED: `pyca lddmm`'s; or `declared`, in option groups
     `groups`: titles, or title -> an existing argument group) that are options to parser: group "" to
     parser itself, the others in their groups, each with its type, choices, default and help. unset: each
     option's parser default is None, so that an option not given stays None (a caller tells given from
-    not given, even when given as the declared default); the help still shows the declared default."""
+    not given, even when given as the declared default); the help still shows the declared default.
+    choices: name -> the values the command line accepts in place of the declared choices, for a command
+    that passes the option to more than one program (`pyca register --metric`: syn's and lddmm's); the
+    program's own check still refuses a value it does not take."""
     declared, titles = (DECLARED, GROUPS) if declared is None else (declared, groups or ())
     groups = {"": parser}
     if isinstance(titles, dict):  # title -> an existing argument group
@@ -405,7 +408,7 @@ def add_arguments(parser, declared=None, groups=None, unset=False):
             kw["help"] = kw["help"].replace("%(default)s", str(kw["default"]))
             kw["default"] = None
         if q.kind in ("choice", "device"):
-            kw["choices"] = list(q.choices)
+            kw["choices"] = list((choices or {}).get(q.name, q.choices))
         else:
             kw["type"] = _arg_type(q)
         if q.name == "normalize":  # and its negation, --no-normalize

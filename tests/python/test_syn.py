@@ -382,3 +382,27 @@ def test_interpolation_blur_not_taken_for_anatomy():
         r = syn.register(f, m, scales=(2, 1), iterations=(40, 25), device="cpu", affine="none", interp_blur=blur)
         err[blur] = np.linalg.norm(r.full_map.numpy() - (idx - shift), axis=-1)[inside].mean()
     assert err["matched"] < 0.06 and err["matched"] < 0.6 * err["none"], err
+
+
+def test_cli_method_lddmm_takes_lddmms_metrics(tmp_path, capsys):
+    """`pyca register --method lddmm --metric M` runs pyca lddmm with M for each of its metrics, ssd (its
+    default) included: summary.json says M and the match energy fell from the linear stage's; with
+    --method syn, ssd is refused in one line naming --method lddmm, before any work (no --out)."""
+    from pyca import cli
+
+    f, m, _ = _pair()
+    _save(tmp_path / "f.nii.gz", f.numpy(), np.eye(4))
+    _save(tmp_path / "m.nii.gz", m.numpy(), np.eye(4))
+    argv = ["register", "--fixed", str(tmp_path / "f.nii.gz"), "--moving", str(tmp_path / "m.nii.gz"), "--device",
+            "cpu", "--scales", "2,1", "--iterations", "10,5", "--affine", "none", "--no-report", "-q"]
+    for metric in ("ssd", "lncc", "mi"):
+        out = tmp_path / metric
+        assert cli.main(argv + ["--method", "lddmm", "--metric", metric, "--out", str(out)]) == 0, metric
+        s = json.loads((out / "summary.json").read_text())
+        assert "inverse_consistency_voxels" not in s and s["params"]["metric"] == metric  # (syn reports it)
+        assert s["quality"]["final_match_energy"] < s["quality"]["linear_match_energy"], metric
+    capsys.readouterr()
+    assert cli.main(argv + ["--metric", "ssd", "--out", str(tmp_path / "syn")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--method lddmm" in err[0] and "lncc or mi" in err[0], err
+    assert not (tmp_path / "syn").exists()
