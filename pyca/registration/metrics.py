@@ -10,8 +10,9 @@ has always been written: b = |D phi| (I - J) grad I, times 2 / sigma^2).
 
 - ``SSD``:  E = (1 / sigma^2) sum_x w(x) (I(x) - J(x))^2
 - ``LNCC``: E = (1 / sigma^2) sum_x w(x) (1 - cc(x)), cc the local normalised cross-correlation in
-  windows of 2 radius + 1 voxels (ca.LNCC, whose gradient is exact); E is 0 for images equal up to
-  a local affine change of intensity.
+  windows of 2 radius + 1 voxels, truncated to the grid and to w (ca.LNCC, whose gradient is exact:
+  a voxel outside the mask is in no window); E is 0 for images equal up to a local affine change of
+  intensity.
 - ``MI``:   E = (W / sigma^2) (H(J) - MI(I, J)), MI the mutual information of the Parzen-windowed
   joint histogram (ca.MutualInformation: integer histogram, the same bits on every run and thread
   count, exact gradient), H(J) the fixed image's entropy, W the voxels (or the mask's weight): the

@@ -94,16 +94,14 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
   const float* a = I.data();
   const float* b = J.data();
   const float* w = mask ? mask->data() : nullptr;
-  std::vector<float> t0(n), t1(n), t2(n), t3(n), t4(n);
+  // With a mask the windows hold its voxels only (weighted by it): t5 sums to each window's weight.
+  std::vector<float> t0(n), t1(n), t2(n), t3(n), t4(n), t5(w ? n : 0);
 #pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
-    t0[i] = a[i];
-    t1[i] = b[i];
-    t2[i] = a[i] * a[i];
-    t3[i] = b[i] * b[i];
-    t4[i] = a[i] * b[i];
-  }
+  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i)
+    math::lnccTerms(std::size_t(i), a[i], b[i], w, t0.data(), t1.data(), t2.data(), t3.data(), t4.data(),
+                    t5.data());
   for (std::vector<float>* t : {&t0, &t1, &t2, &t3, &t4}) boxCpu(t->data(), t->data(), s, radius);
+  if (w) boxCpu(t5.data(), t5.data(), s, radius);
   // The rows' sums added in order (the same bits for any number of threads).
   const double S = detail::orderedRowSum(std::ptrdiff_t(s.y) * s.z, s.x, [&](std::ptrdiff_t row) {
     const int y = int(row % s.y), z = int(row / s.y);
@@ -112,7 +110,7 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
     for (int x = 0; x < s.x; ++x) {
       const std::size_t i = std::size_t(z) * nxy + std::size_t(y) * nx + std::size_t(x);
       float k[4];
-      const float cnt = float(cyz * math::boxCount(x, radius.x, s.x));
+      const float cnt = w ? t5[i] : float(cyz * math::boxCount(x, radius.x, s.x));
       part += math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
       t0[i] = k[0];
       t1[i] = k[1];
@@ -125,7 +123,8 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
   float* g = grad.data();
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i)
-    g[i] = math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
+    g[i] = w ? math::lnccMaskedGradAt(a[i], b[i], w[i], t0[i], t1[i], t2[i], t3[i])
+             : math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
   return S;
 }
 

@@ -42,29 +42,28 @@ __global__ void boxAxisKernel(float* __restrict__ out, const float* __restrict__
   }
 }
 
-__global__ void lnccStatsKernel(float* t0, float* t1, float* t2, float* t3, float* t4,
-                                const float* __restrict__ a, const float* __restrict__ b, std::size_t nv) {
+// With a mask w: the masked terms (pyca/math/similarity.h), t5 the mask (the window weights' map).
+__global__ void lnccStatsKernel(float* t0, float* t1, float* t2, float* t3, float* t4, float* t5,
+                                const float* __restrict__ a, const float* __restrict__ b,
+                                const float* __restrict__ w, std::size_t nv) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const float u = a[i], v = b[i];
-    t0[i] = u;
-    t1[i] = v;
-    t2[i] = u * u;
-    t3[i] = v * v;
-    t4[i] = u * v;
-  }
+       i += std::size_t(gridDim.x) * blockDim.x)
+    math::lnccTerms(i, a[i], b[i], w, t0, t1, t2, t3, t4, t5);
 }
 
-// t0..t3 <- the coefficient maps, cc <- w cc (pyca/math/similarity.h).
+// t0..t3 <- the coefficient maps, cc <- w cc (pyca/math/similarity.h); n: the windows' weights (masked),
+// or null (the boxes' voxel counts).
 __global__ void lnccCoeffKernel(float* t0, float* t1, float* t2, float* t3, float* cc, const float* t4,
-                                const float* __restrict__ w, int nx, int ny, int nz, int3 r, float eps) {
+                                const float* __restrict__ w, const float* __restrict__ n, int nx, int ny,
+                                int nz, int3 r, float eps) {
   const std::size_t nv = std::size_t(nx) * ny * nz;
   const std::size_t nxy = std::size_t(nx) * ny;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x) {
     const int x = int(i % nx), y = int((i / nx) % ny), z = int(i / nxy);
     const float cnt =
-        float(math::boxCount(x, r.x, nx) * math::boxCount(y, r.y, ny) * math::boxCount(z, r.z, nz));
+        n ? n[i]
+          : float(math::boxCount(x, r.x, nx) * math::boxCount(y, r.y, ny) * math::boxCount(z, r.z, nz));
     float k[4];
     cc[i] = math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
     t0[i] = k[0];
@@ -75,11 +74,12 @@ __global__ void lnccCoeffKernel(float* t0, float* t1, float* t2, float* t3, floa
 }
 
 __global__ void lnccGradKernel(float* __restrict__ g, const float* __restrict__ a,
-                               const float* __restrict__ b, const float* t0, const float* t1, const float* t2,
-                               const float* t3, std::size_t nv) {
+                               const float* __restrict__ b, const float* __restrict__ w, const float* t0,
+                               const float* t1, const float* t2, const float* t3, std::size_t nv) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x)
-    g[i] = math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
+    g[i] = w ? math::lnccMaskedGradAt(a[i], b[i], w[i], t0[i], t1[i], t2[i], t3[i])
+             : math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
 }
 
 // Shared memory a kernel may use without opting in, and what the histogram kernel asks for (opt-in).
@@ -262,21 +262,25 @@ double LNCC(float* grad, const float* I, const float* J, const float* mask, cons
   const char* op = "LNCC";
   const std::size_t nv = std::size_t(size.x) * size.y * size.z;
   if (nv == 0) return 0.0;
-  Scratch sc(7 * nv * sizeof(float), op);
-  float* t[7];
-  for (int k = 0; k < 7; ++k) t[k] = sc.as<float>() + std::size_t(k) * nv;
+  // t[0..4] the window terms, t[7] (with a mask) the mask's map then the windows' weights.
+  const int nt = mask ? 8 : 7;
+  Scratch sc(std::size_t(nt) * nv * sizeof(float), op);
+  float* t[8] = {};
+  for (int k = 0; k < nt; ++k) t[k] = sc.as<float>() + std::size_t(k) * nv;
   const unsigned blocks = blocksFor(nv, kBlock);
-  lnccStatsKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[4], I, J, nv);
+  lnccStatsKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[4], t[7], I, J, mask, nv);
   check(cudaGetLastError(), op, "kernel launch");
   // t[5] holds the box sum of t[k] (t[6]: scratch), then is swapped in.
-  for (int k = 0; k < 5; ++k) {
+  for (int k : {0, 1, 2, 3, 4, 7}) {
+    if (!t[k]) continue;
     box(t[5], t[k], t[6], size, radius, op);
     float* x = t[k];
     t[k] = t[5];
     t[5] = x;
   }
-  lnccCoeffKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[5], t[4], mask, size.x, size.y,
-                                                   size.z, make_int3(radius.x, radius.y, radius.z), eps);
+  lnccCoeffKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[5], t[4], mask, t[7], size.x,
+                                                   size.y, size.z, make_int3(radius.x, radius.y, radius.z),
+                                                   eps);
   check(cudaGetLastError(), op, "kernel launch");
   double S = 0.0;
   reduceSum(op, SumKind::kSum, t[5], 0, nullptr, 0, 1, nv, &S);
@@ -286,7 +290,7 @@ double LNCC(float* grad, const float* I, const float* J, const float* mask, cons
     t[k] = t[4];
     t[4] = x;
   }
-  lnccGradKernel<<<blocks, kBlock, 0, stream()>>>(grad, I, J, t[0], t[1], t[2], t[3], nv);
+  lnccGradKernel<<<blocks, kBlock, 0, stream()>>>(grad, I, J, mask, t[0], t[1], t[2], t[3], nv);
   check(cudaGetLastError(), op, "kernel launch");
   return S;
 }
