@@ -8,7 +8,8 @@ What docs/performance.md's "Multi-modal registration" sweeps ran.
 
 A setting is a dict of lddmm.register's (syn.register's with --method syn) parameters (metric mi unless given; contrast t1 takes pyca's
 defaults plus the setting); "_fixed_mask": true passes the fixed image's support (> 0) as fixed_mask;
-"_nmi": true (--method syn) matches by Studholme's normalised MI instead of MI (syn._MI.normalized).
+"_nmi": true (--method syn) matches by Studholme's normalised MI instead of MI (syn._MI.normalized);
+"_moving_bias": true runs lddmm with mi_self.py's moving-side interpolation-bias correction (tried, not kept).
 """
 from __future__ import annotations
 
@@ -58,11 +59,17 @@ def main(argv=None):
                 if kw.pop("_fixed_mask", False):  # the fixed image's support (> 0) as fixed_mask
                     kw["fixed_mask"] = im((F > 0).astype(np.float32))
                 syn._MI.normalized = bool(kw.pop("_nmi", False))
+                moving_bias = kw.pop("_moving_bias", False)  # mi_self.py's variant (lddmm, tried, not kept)
                 kw = {k.lstrip("_"): v for k, v in kw.items()}  # ("_bins": the spelling before bins was a parameter)
                 if contrast != "t1":
                     kw.setdefault("metric", "mi")
                 t0, c0 = time.perf_counter(), time.process_time()
-                r = mod.register(im(F), im(M), moving_labels=im(Ml), device=a.device, **kw)
+                if moving_bias:
+                    from mi_self import register as moving_bias_register
+
+                    r = moving_bias_register(im(F), im(M), "moving", moving_labels=im(Ml), device=a.device, **kw)
+                else:
+                    r = mod.register(im(F), im(M), moving_labels=im(Ml), device=a.device, **kw)
                 sec, cpu = time.perf_counter() - t0, time.process_time() - c0
                 lab = np.round(r.labels.numpy())
                 stops = [f"{s['stop'].split(' (')[0]}@{s['iterations']}" for s in r.timings["scales"]]
