@@ -304,6 +304,10 @@ def register(fixed, moving, *, progress=False, **params):
             inside = ca.Image3D(grid, mem)
             ca.SetMem(inside, 1.0)
         wmask = extended(inside, work, labels=True)
+        if mask is not None:  # the fixed grid's voxels alone (LNCC's support; wmask when there is no mask)
+            ones = ca.Image3D(grid, mem)
+            ca.SetMem(ones, 1.0)
+            inside_work = extended(ones, work, labels=True)
     tmp = ca.Image3D(grid, mem)
     # The checks of pyca.registration.quality: the match term at full resolution after the linear stage
     # (compared with the end), the contrasts of the aligned images, the fixed image's foreground.
@@ -327,7 +331,10 @@ def register(fixed, moving, *, progress=False, **params):
         for f, n_it in zip(scales, iters):
             t0 = time.perf_counter()
             g, (J0, J1), mk = level_images(work, f, (W0, W1), wmask)
-            metric = make_metric(p["metric"], g, mem, p["sigma"], None if pad_plain else mk, p["radius"], p["bins"])
+            # the fixed grid's voxels on this level (pad): LNCC's windows hold only them (support)
+            support = None if work is grid else (mk if pad_only else level_images(work, f, (), inside_work)[2])
+            metric = make_metric(p["metric"], g, mem, p["sigma"], None if pad_plain else mk, p["radius"], p["bins"],
+                                 support=support)
             pad = mk if pad_plain else None
             lev = Level(g, mem, T, J0, J1, p, metric=metric, source=source if f == 1 else None,
                          interp=interp, pad=pad)

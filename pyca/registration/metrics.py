@@ -10,9 +10,10 @@ has always been written: b = |D phi| (I - J) grad I, times 2 / sigma^2).
 
 - ``SSD``:  E = (1 / sigma^2) sum_x w(x) (I(x) - J(x))^2
 - ``LNCC``: E = (1 / sigma^2) sum_x w(x) (1 - cc(x)), cc the local normalised cross-correlation in
-  windows of 2 radius + 1 voxels, truncated to the grid and to w (ca.LNCC, whose gradient is exact:
-  a voxel outside the mask is in no window); E is 0 for images equal up to a local affine change of
-  intensity.
+  windows of 2 radius + 1 voxels, truncated to the grid and, given a support (0/1: where the images
+  exist, e.g. the fixed grid's voxels within a larger working grid), to it (ca.LNCC, whose gradient is
+  exact: a voxel outside the support is in no window); E is 0 for images equal up to a local affine
+  change of intensity.
 - ``MI``:   E = (W / sigma^2) (H(J) - MI(I, J)), MI the mutual information of the Parzen-windowed
   joint histogram (ca.MutualInformation: integer histogram, the same bits on every run and thread
   count, exact gradient), H(J) the fixed image's entropy, W the voxels (or the mask's weight): the
@@ -127,18 +128,23 @@ class SSD(Metric):
 class LNCC(Metric):
     name = "lncc"
 
-    def __init__(self, grid, mem, sigma, mask=None, radius=4, eps=1e-5):
+    def __init__(self, grid, mem, sigma, mask=None, radius=4, eps=1e-5, support=None):
         self.sigma2 = float(sigma) ** 2
         self.mask = mask
+        self.support = support
         r = int(radius)
         if r < 1:
             raise ValueError(f"lncc: the window radius must be >= 1 voxel, got {radius}")
         self.radius = ca.Vec3Di(r, r, r if grid.size().z > 1 else 0)
         self.eps = float(eps)
         self._g = ca.Image3D(grid, mem)
-        self.weight = float(ca.Sum(mask)) if mask is not None else float(grid.nVox())
+        w = mask if mask is not None else support
+        self.weight = float(ca.Sum(w)) if w is not None else float(grid.nVox())
 
     def _lncc(self, out, I, J):
+        if self.support is not None:  # (a mask of the support's weights where none is given)
+            mask = self.mask if self.mask is not None else self.support
+            return ca.LNCC(out, I, J, mask, self.support, self.radius, self.eps)
         if self.mask is not None:
             return ca.LNCC(out, I, J, self.mask, self.radius, self.eps)
         return ca.LNCC(out, I, J, self.radius, self.eps)
@@ -236,10 +242,12 @@ def metric_class(name):
     return cls
 
 
-def make_metric(name, grid, mem, sigma, mask=None, radius=4, bins=MI_BINS):
+def make_metric(name, grid, mem, sigma, mask=None, radius=4, bins=MI_BINS, support=None):
+    """The metric called name; support (0/1, where the images exist) truncates LNCC's windows (the other
+    metrics read each voxel alone: their mask is enough)."""
     cls = metric_class(name)
     if cls is LNCC:
-        return LNCC(grid, mem, sigma, mask, radius)
+        return LNCC(grid, mem, sigma, mask, radius, support=support)
     if cls is MI:
         return MI(grid, mem, sigma, mask, bins)
     return cls(grid, mem, sigma, mask)

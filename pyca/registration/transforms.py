@@ -115,7 +115,7 @@ def level_images(grid, f, images, mask=None):
     if f == 1:
         return grid, list(images), mask
     g = coarse_grid(grid, f)
-    mem = images[0].memType()
+    mem = (images[0] if images else mask).memType()
     out = []
     for im in images:
         out.append(ca.Image3D(g, mem))

@@ -117,6 +117,8 @@ def test_padded_voxels_are_not_matched(metric, monkeypatch):
     assert (made[-1].metric.mask is None) == (metric == "ssd") and made[-1]._plain == (metric == "ssd")
     assert tuple(inside.grid().size()) == (20, 30, 18)  # 19 x 30 x 17 padded
     assert float(ca.Sum(inside)) == 19 * 30 * 17
+    if metric == "lncc":  # its windows' support: the same fixed grid's voxels
+        assert made[-1].metric.support is made[-1].metric.mask
     orig, calls = transforms.extended, []
 
     def bright(im, grid, labels=False):  # the fixed image's pad (lddmm extends it first; then I0, the mask)
@@ -132,6 +134,24 @@ def test_padded_voxels_are_not_matched(metric, monkeypatch):
     monkeypatch.setattr(lddmm, "extended", bright)
     got = lddmm.register(fixed, moving, **kw)
     assert np.abs(got.phiinv.numpy() - ref.phiinv.numpy()).max() < 1e-4
+
+
+def test_lncc_with_a_mask_and_the_pad_takes_the_fixed_grid_as_its_windows_support(monkeypatch):
+    """pad 'fft' with a mask of the user's and lncc: the mask (extended by 0) says which windows count, the
+    fixed grid's voxels (not the mask) bound the windows (ca.LNCC's support), at every scale."""
+    fixed, moving = _pair((29, 30, 23))
+    m = np.zeros((29, 30, 23), np.float32)
+    m[3:25, 4:27, 2:20] = 1.0
+    mask = ca.Image3D.from_array(np.asfortranarray(m), fixed.grid())
+    made, level = [], lddmm.Level
+    monkeypatch.setattr(lddmm, "Level", lambda *a, **k: made.append(level(*a, **k)) or made[-1])
+    lddmm.register(fixed, moving, scales=(2, 1), iterations=(3, 3), affine="none", device="cpu", metric="lncc",
+                   fixed_mask=mask)
+    fine = made[-1].metric
+    assert tuple(fine.support.grid().size()) == (30, 30, 24)  # 29 x 30 x 23 padded
+    assert float(ca.Sum(fine.support)) == 29 * 30 * 23 and float(ca.Sum(fine.mask)) == m.sum()
+    coarse = made[0].metric
+    assert coarse.support is not coarse.mask and float(ca.Sum(coarse.support)) > float(ca.Sum(coarse.mask))
 
 
 def test_pad_refuses_unknown_values():

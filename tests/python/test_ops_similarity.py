@@ -1,10 +1,10 @@
 """The `similarity` family (docs/operations/similarity.md) against independent references.
 
 BoxSum against scipy.ndimage.correlate with a box of ones and zero padding (truncated windows);
-LNCC's value against a float64 NumPy evaluation of the documented formula (with a mask, windows
-truncated to it), its gradient against central finite differences of its value, the masked op against
-the unmasked one on the images cropped to the mask, on both memory types (the device ones skip without
-a GPU).
+LNCC's value against a float64 NumPy evaluation of the documented formula (with a support, windows
+truncated to it), its gradient against central finite differences of its value, the op with a support
+against the unmasked one on the images cropped to it, on both memory types (the device ones skip
+without a GPU).
 """
 import numpy as np
 import pytest
@@ -27,10 +27,11 @@ def box_ref(a, r):
     return ndi.correlate(np.asarray(a, np.float64), np.ones([2 * k + 1 for k in r]), mode="constant", cval=0.0)
 
 
-def lncc_ref(I, J, r, w=None, eps=1e-5):
-    """The documented S: windows truncated to the grid and to the mask w (means weighted by w)."""
+def lncc_ref(I, J, r, w=None, eps=1e-5, s=None):
+    """The documented S: windows truncated to the grid and to the support s (means weighted by s), the
+    sum weighted by the mask w."""
     I, J = I.astype(np.float64), J.astype(np.float64)
-    m = np.ones_like(I) if w is None else np.asarray(w, np.float64)
+    m = np.ones_like(I) if s is None else np.asarray(s, np.float64)
     n = box_ref(m, r)
     live = n > 0
     n = np.where(live, n, 1.0)
@@ -39,7 +40,7 @@ def lncc_ref(I, J, r, w=None, eps=1e-5):
     vI = np.maximum(box_ref(m * I * I, r) / n - mI**2, 0)
     vJ = np.maximum(box_ref(m * J * J, r) / n - mJ**2, 0)
     cc = np.where(live, (c**2 + eps) / (vI * vJ + eps), 0.0)
-    return float(np.sum(m * cc))
+    return float(np.sum(cc if w is None else w * cc))
 
 
 def smooth_pair(shape, seed=0):
@@ -63,15 +64,18 @@ def test_boxsum_matches_zero_padded_correlation(mem, shape, r):
 
 
 @pytest.mark.parametrize("mem", MEMS)
-@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("masked", [False, True, "support"])
 def test_lncc_value_and_gradient(mem, masked):
     shape, r = (9, 8, 7), (2, 2, 1)
     I, J = smooth_pair(shape)
     w = (np.random.default_rng(3).random(shape) > 0.3).astype(np.float32) if masked else None
+    sup = (np.random.default_rng(4).random(shape) > 0.2).astype(np.float32) if masked == "support" else None
     g = image(np.zeros(shape), mem)
-    args = (image(I, mem), image(J, mem)) + ((image(w, mem),) if masked else ()) + (ca.Vec3Di(*r),)
+    args = ((image(I, mem), image(J, mem)) + ((image(w, mem),) if masked else ())
+            + ((image(sup, mem),) if sup is not None else ()) + (ca.Vec3Di(*r),))
     S = ca.LNCC(g, *args)
-    assert S == pytest.approx(lncc_ref(I, J, r, w), rel=1e-4)
+    ref = lambda I_: lncc_ref(I_, J, r, w, s=sup)  # noqa: E731
+    assert S == pytest.approx(ref(I), rel=1e-4)
     grad = g.numpy()
     # Central differences of the float64 reference at a few voxels (interior, border, corner).
     h = 1e-3
@@ -81,36 +85,40 @@ def test_lncc_value_and_gradient(mem, masked):
         Im = Im.copy()
         Ip[idx] += h
         Im[idx] -= h
-        fd = (lncc_ref(Ip, J, r, w) - lncc_ref(Im, J, r, w)) / (2 * h)
+        fd = (ref(Ip) - ref(Im)) / (2 * h)
         assert grad[idx] == pytest.approx(fd, rel=2e-3, abs=2e-3 * float(np.abs(grad).max())), idx
 
 
 @pytest.mark.parametrize("mem", MEMS)
-def test_masked_lncc_does_not_read_the_voxels_outside_the_mask(mem):
-    """With a mask the windows are truncated to it: whatever the images hold outside the mask (here a
-    slab at the far x face, as pyca lddmm's working grid adds, and scattered voxels), S and grad are the
-    same bits, and equal the unmasked LNCC of the images cropped to the mask's slab; grad is 0 outside.
-    (With windows that read them, main 7319868, the two fills moved S by -29 and -64 of 564, and grad by
-    up to 1.6 where it is at most 2.5.)"""
+def test_lncc_with_a_support_does_not_read_the_voxels_outside_it(mem):
+    """With a support the windows are truncated to it: whatever the images hold outside (here a slab at
+    the far x face, as pyca lddmm's working grid adds), S and grad are the same bits, and equal the
+    unmasked LNCC of the images cropped to the support; grad is 0 outside. With the mask alone (the sum
+    weighted, the windows whole), the fills move S by -29 and -64 of 564 and grad by up to 1.6 where it is
+    at most 2.5 (the mask's meaning: which windows count, not which voxels exist)."""
     shape, r = (12, 9, 7), ca.Vec3Di(2, 2, 1)
     I, J = smooth_pair(shape)
     w = np.ones(shape, np.float32)
     w[9:] = 0.0  # the far slab
-    out = []
-    for fill in (None, 5.0, -3.0):
-        Ii, Jj = I.copy(), J.copy()
-        if fill is not None:
-            Ii[9:], Jj[9:] = fill, -fill * np.random.default_rng(int(fill + 9)).random(Jj[9:].shape)
-        g = image(np.zeros(shape), mem)
-        out.append((ca.LNCC(g, image(Ii, mem), image(Jj, mem), image(w, mem), r), g.clone(ca.MEM_HOST).numpy()))
-    for S, grad in out[1:]:
-        assert S == out[0][0]
-        np.testing.assert_array_equal(grad, out[0][1])
-    assert not np.any(out[0][1][9:])
+    out = {}
+    for support in (True, False):
+        for fill in (None, 5.0, -3.0):
+            Ii, Jj = I.copy(), J.copy()
+            if fill is not None:
+                Ii[9:], Jj[9:] = fill, -fill * np.random.default_rng(int(fill + 9)).random(Jj[9:].shape)
+            g = image(np.zeros(shape), mem)
+            args = (image(Ii, mem), image(Jj, mem), image(w, mem)) + ((image(w, mem),) if support else ())
+            out[support, fill] = (ca.LNCC(g, *args, r), g.clone(ca.MEM_HOST).numpy())
+    base = out[True, None]
+    for fill in (5.0, -3.0):
+        assert out[True, fill][0] == base[0]
+        np.testing.assert_array_equal(out[True, fill][1], base[1])
+        assert abs(out[False, fill][0] - out[False, None][0]) > 10  # the mask alone reads the slab
+    assert not np.any(base[1][9:])
     g = image(np.zeros((9,) + shape[1:]), mem)
     S = ca.LNCC(g, image(I[:9], mem), image(J[:9], mem), r)
-    assert out[0][0] == pytest.approx(S, rel=1e-5)
-    np.testing.assert_allclose(out[0][1][:9], g.clone(ca.MEM_HOST).numpy(), rtol=1e-4, atol=1e-5)
+    assert base[0] == pytest.approx(S, rel=1e-5)
+    np.testing.assert_allclose(base[1][:9], g.clone(ca.MEM_HOST).numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_lncc_is_one_for_affine_intensity_change():

@@ -73,14 +73,18 @@ void checkRadius(const char* op, const Vec3Di& r) {
   }
 }
 
-double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* mask, const Vec3Di& radius,
-            float eps) {
+double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* mask, const Image3D* support,
+            const Vec3Di& radius, float eps) {
   const char* op = "LNCC";
-  const bool dev = mask ? detail::prepare(op, {{"grad", &grad}, {"I", &I}, {"J", &J}, {"mask", mask}})
-                        : detail::prepare(op, {{"grad", &grad}, {"I", &I}, {"J", &J}});
+  const bool dev =
+      support
+          ? detail::prepare(op, {{"grad", &grad}, {"I", &I}, {"J", &J}, {"mask", mask}, {"support", support}})
+      : mask ? detail::prepare(op, {{"grad", &grad}, {"I", &I}, {"J", &J}, {"mask", mask}})
+             : detail::prepare(op, {{"grad", &grad}, {"I", &I}, {"J", &J}});
   detail::checkNoAlias(op, {"grad", &grad}, {"I", &I});
   detail::checkNoAlias(op, {"grad", &grad}, {"J", &J});
   if (mask) detail::checkNoAlias(op, {"grad", &grad}, {"mask", mask});
+  if (support) detail::checkNoAlias(op, {"grad", &grad}, {"support", support});
   checkRadius(op, radius);
   if (!(std::isfinite(eps) && eps > 0.f)) {
     throw ValueError(std::string(op) + ": argument 'eps' must be > 0, not " + std::to_string(eps));
@@ -88,20 +92,21 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
   const Vec3Di s = I.size();
   if (dev) {
     PYCA_CUDA_CALL(op, return cuda_impl::LNCC(grad.data(), I.data(), J.data(), mask ? mask->data() : nullptr,
-                                              s, radius, eps));
+                                              support ? support->data() : nullptr, s, radius, eps));
   }
   const std::size_t n = I.nVox(), nx = std::size_t(s.x), nxy = nx * std::size_t(s.y);
   const float* a = I.data();
   const float* b = J.data();
   const float* w = mask ? mask->data() : nullptr;
-  // With a mask the windows hold its voxels only (weighted by it): t5 sums to each window's weight.
-  std::vector<float> t0(n), t1(n), t2(n), t3(n), t4(n), t5(w ? n : 0);
+  const float* u = support ? support->data() : nullptr;
+  // With a support the windows hold its voxels only (weighted by it): t5 sums to each window's weight.
+  std::vector<float> t0(n), t1(n), t2(n), t3(n), t4(n), t5(u ? n : 0);
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i)
-    math::lnccTerms(std::size_t(i), a[i], b[i], w, t0.data(), t1.data(), t2.data(), t3.data(), t4.data(),
+    math::lnccTerms(std::size_t(i), a[i], b[i], u, t0.data(), t1.data(), t2.data(), t3.data(), t4.data(),
                     t5.data());
   for (std::vector<float>* t : {&t0, &t1, &t2, &t3, &t4}) boxCpu(t->data(), t->data(), s, radius);
-  if (w) boxCpu(t5.data(), t5.data(), s, radius);
+  if (u) boxCpu(t5.data(), t5.data(), s, radius);
   // The rows' sums added in order (the same bits for any number of threads).
   const double S = detail::orderedRowSum(std::ptrdiff_t(s.y) * s.z, s.x, [&](std::ptrdiff_t row) {
     const int y = int(row % s.y), z = int(row / s.y);
@@ -110,7 +115,7 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
     for (int x = 0; x < s.x; ++x) {
       const std::size_t i = std::size_t(z) * nxy + std::size_t(y) * nx + std::size_t(x);
       float k[4];
-      const float cnt = w ? t5[i] : float(cyz * math::boxCount(x, radius.x, s.x));
+      const float cnt = u ? t5[i] : float(cyz * math::boxCount(x, radius.x, s.x));
       part += math::lnccCoeffs(t0[i], t1[i], t2[i], t3[i], t4[i], cnt, w ? w[i] : 1.f, eps, k);
       t0[i] = k[0];
       t1[i] = k[1];
@@ -123,7 +128,7 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
   float* g = grad.data();
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i)
-    g[i] = w ? math::lnccMaskedGradAt(a[i], b[i], w[i], t0[i], t1[i], t2[i], t3[i])
+    g[i] = u ? math::lnccMaskedGradAt(a[i], b[i], u[i], t0[i], t1[i], t2[i], t3[i])
              : math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
   return S;
 }
@@ -320,12 +325,17 @@ void BoxSum(Image3D& out, const Image3D& im, const Vec3Di& radius) {
 }
 
 double LNCC(Image3D& grad, const Image3D& I, const Image3D& J, const Vec3Di& radius, float eps) {
-  return lncc(grad, I, J, nullptr, radius, eps);
+  return lncc(grad, I, J, nullptr, nullptr, radius, eps);
 }
 
 double LNCC(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D& mask, const Vec3Di& radius,
             float eps) {
-  return lncc(grad, I, J, &mask, radius, eps);
+  return lncc(grad, I, J, &mask, nullptr, radius, eps);
+}
+
+double LNCC(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D& mask, const Image3D& support,
+            const Vec3Di& radius, float eps) {
+  return lncc(grad, I, J, &mask, &support, radius, eps);
 }
 
 void JointHistogram(Image3D& hist, const Image3D& I, const Image3D& J, float iMin, float iMax, float jMin,

@@ -16,8 +16,8 @@ namespace cuda_impl {
 void BoxSum(float* out, const float* in, const Vec3Di& size, const Vec3Di& radius);
 
 // S = sum w cc and grad = dS/dI (mask may be null: w = 1). grad is distinct from I, J, mask.
-double LNCC(float* grad, const float* I, const float* J, const float* mask, const Vec3Di& size,
-            const Vec3Di& radius, float eps);
+double LNCC(float* grad, const float* I, const float* J, const float* mask, const float* support,
+            const Vec3Di& size, const Vec3Di& radius, float eps);
 
 // The integer Parzen joint histogram (pyca/math/similarity.h) of nv voxels of I and J (mask may be
 // null), copied into hostH (b.nI b.nJ entries, zeroed by the caller); waits for it.

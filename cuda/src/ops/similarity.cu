@@ -42,17 +42,17 @@ __global__ void boxAxisKernel(float* __restrict__ out, const float* __restrict__
   }
 }
 
-// With a mask w: the masked terms (pyca/math/similarity.h), t5 the mask (the window weights' map).
+// With a support u: the supported terms (pyca/math/similarity.h), t5 the support (the window weights' map).
 __global__ void lnccStatsKernel(float* t0, float* t1, float* t2, float* t3, float* t4, float* t5,
                                 const float* __restrict__ a, const float* __restrict__ b,
-                                const float* __restrict__ w, std::size_t nv) {
+                                const float* __restrict__ u, std::size_t nv) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x)
-    math::lnccTerms(i, a[i], b[i], w, t0, t1, t2, t3, t4, t5);
+    math::lnccTerms(i, a[i], b[i], u, t0, t1, t2, t3, t4, t5);
 }
 
-// t0..t3 <- the coefficient maps, cc <- w cc (pyca/math/similarity.h); n: the windows' weights (masked),
-// or null (the boxes' voxel counts).
+// t0..t3 <- the coefficient maps, cc <- w cc (pyca/math/similarity.h); n: the windows' weights (with a
+// support), or null (the boxes' voxel counts).
 __global__ void lnccCoeffKernel(float* t0, float* t1, float* t2, float* t3, float* cc, const float* t4,
                                 const float* __restrict__ w, const float* __restrict__ n, int nx, int ny,
                                 int nz, int3 r, float eps) {
@@ -74,11 +74,11 @@ __global__ void lnccCoeffKernel(float* t0, float* t1, float* t2, float* t3, floa
 }
 
 __global__ void lnccGradKernel(float* __restrict__ g, const float* __restrict__ a,
-                               const float* __restrict__ b, const float* __restrict__ w, const float* t0,
+                               const float* __restrict__ b, const float* __restrict__ u, const float* t0,
                                const float* t1, const float* t2, const float* t3, std::size_t nv) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x)
-    g[i] = w ? math::lnccMaskedGradAt(a[i], b[i], w[i], t0[i], t1[i], t2[i], t3[i])
+    g[i] = u ? math::lnccMaskedGradAt(a[i], b[i], u[i], t0[i], t1[i], t2[i], t3[i])
              : math::lnccGradAt(a[i], b[i], t0[i], t1[i], t2[i], t3[i]);
 }
 
@@ -257,18 +257,18 @@ void BoxSum(float* out, const float* in, const Vec3Di& size, const Vec3Di& radiu
   box(out, in, tmp.as<float>(), size, radius, "BoxSum");
 }
 
-double LNCC(float* grad, const float* I, const float* J, const float* mask, const Vec3Di& size,
-            const Vec3Di& radius, float eps) {
+double LNCC(float* grad, const float* I, const float* J, const float* mask, const float* support,
+            const Vec3Di& size, const Vec3Di& radius, float eps) {
   const char* op = "LNCC";
   const std::size_t nv = std::size_t(size.x) * size.y * size.z;
   if (nv == 0) return 0.0;
-  // t[0..4] the window terms, t[7] (with a mask) the mask's map then the windows' weights.
-  const int nt = mask ? 8 : 7;
+  // t[0..4] the window terms, t[7] (with a support) the support's map then the windows' weights.
+  const int nt = support ? 8 : 7;
   Scratch sc(std::size_t(nt) * nv * sizeof(float), op);
   float* t[8] = {};
   for (int k = 0; k < nt; ++k) t[k] = sc.as<float>() + std::size_t(k) * nv;
   const unsigned blocks = blocksFor(nv, kBlock);
-  lnccStatsKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[4], t[7], I, J, mask, nv);
+  lnccStatsKernel<<<blocks, kBlock, 0, stream()>>>(t[0], t[1], t[2], t[3], t[4], t[7], I, J, support, nv);
   check(cudaGetLastError(), op, "kernel launch");
   // t[5] holds the box sum of t[k] (t[6]: scratch), then is swapped in.
   for (int k : {0, 1, 2, 3, 4, 7}) {
@@ -290,7 +290,7 @@ double LNCC(float* grad, const float* I, const float* J, const float* mask, cons
     t[k] = t[4];
     t[4] = x;
   }
-  lnccGradKernel<<<blocks, kBlock, 0, stream()>>>(grad, I, J, mask, t[0], t[1], t[2], t[3], nv);
+  lnccGradKernel<<<blocks, kBlock, 0, stream()>>>(grad, I, J, support, t[0], t[1], t[2], t[3], nv);
   check(cudaGetLastError(), op, "kernel launch");
   return S;
 }

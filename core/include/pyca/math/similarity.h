@@ -4,18 +4,18 @@
 // (LNCC) and of its exact gradient.
 //
 // With W(y) the window of (2r + 1) voxels per axis centred at y, truncated to the grid and, with a
-// mask, to the mask (its voxels weighted by the mask: n(y) = sum over W(y) of w), and window means mu_I,
+// support s, to the support (its voxels weighted by s: n(y) = sum over W(y) of s), and window means mu_I,
 // mu_J, covariance c = <IJ> - mu_I mu_J, variances vI, vJ, the LNCC of one window is cc(y) = (c^2 +
 // eps) / (vI vJ + eps) and the operation's value is S = sum_y w(y) cc(y) (w: mask weights, 1 without a
-// mask): a voxel outside the mask is in no window and adds nothing. eps in the numerator too makes cc = 1
-// exactly for two equal windows, flat ones included, and their gradient 0: an image compared with itself is
-// at a stationary point (with c^2 / (vI vJ + eps), I = J is not one: raising the contrast of a weakly
-// textured window raises cc). Since x is in W(y) exactly when y is in W(x) (truncated windows), the
-// derivative of S with respect to I(x) is
-//   dS/dI(x) = w(x) sum_{y in W(x)} alpha(y) (J(x) - mu_J(y)) - beta(y) (I(x) - mu_I(y))
+// mask; a voxel outside the support is in no window). eps in the numerator too makes cc = 1 exactly for
+// two equal windows, flat ones included, and their gradient 0: an image compared with itself is at a
+// stationary point (with c^2 / (vI vJ + eps), I = J is not one: raising the contrast of a weakly textured
+// window raises cc). Since x is in W(y) exactly when y is in W(x) (truncated windows), the derivative of S
+// with respect to I(x) is
+//   dS/dI(x) = s(x) sum_{y in W(x)} alpha(y) (J(x) - mu_J(y)) - beta(y) (I(x) - mu_I(y))
 //   alpha = 2 w c / (n (vI vJ + eps)),  beta = 2 w cc vJ / (n (vI vJ + eps)),
-// that is w(x) (J(x) S[alpha] - S[alpha mu_J] - I(x) S[beta] + S[beta mu_I]) with S[.] the same box sums
-// (w(x) = 1 without a mask).
+// that is s(x) (J(x) S[alpha] - S[alpha mu_J] - I(x) S[beta] + S[beta mu_I]) with S[.] the same box sums
+// (s(x) = 1 without a support).
 //
 // Mutual information (MI) of I and J from a Parzen-windowed joint histogram (Mattes-style): every
 // voxel adds cubic B-spline weights beta3(t_I - a) beta3(t_J - b) to the 4 x 4 bins (a, b) around its
@@ -48,7 +48,7 @@ PYCA_HD int boxCount(int i, int r, int n) {
 // same doubles, so cc is exactly 1 and alpha, beta (and alpha mu_J, beta mu_I) the same numbers.
 PYCA_HD float lnccCoeffs(float sI, float sJ, float sII, float sJJ, float sIJ, float cnt, float w, float eps,
                          float* k) {
-  if (!(cnt > 0.f)) {  // a window with no voxel of the mask (w is 0 there too): no term
+  if (!(cnt > 0.f)) {  // a window with no voxel of the support: no term
     k[0] = k[1] = k[2] = k[3] = 0.f;
     return 0.f;
   }
@@ -72,18 +72,18 @@ PYCA_HD float lnccCoeffs(float sI, float sJ, float sII, float sJJ, float sIJ, fl
 }
 
 // The maps whose box sums give a window's statistics, at voxel k: t0..t4 = I, J, I^2, J^2, I J; with a
-// mask of weight m there (t5 not null) m I, m J, m I^2, m J^2, m I J, and t5 = m, whose box sum is the
+// support of weight m there (t5 not null) m I, m J, m I^2, m J^2, m I J, and t5 = m, whose box sum is the
 // window's weight n (without one n is the box's voxel count, boxCount).
-PYCA_HD void lnccTerms(std::size_t k, float i, float j, const float* mask, float* t0, float* t1, float* t2,
+PYCA_HD void lnccTerms(std::size_t k, float i, float j, const float* support, float* t0, float* t1, float* t2,
                        float* t3, float* t4, float* t5) {
-  const float m = mask ? mask[k] : 1.f;
-  const float mi = mask ? m * i : i, mj = mask ? m * j : j;
+  const float m = support ? support[k] : 1.f;
+  const float mi = support ? m * i : i, mj = support ? m * j : j;
   t0[k] = mi;
   t1[k] = mj;
   t2[k] = mi * i;
   t3[k] = mj * j;
   t4[k] = mi * j;
-  if (mask) t5[k] = m;
+  if (support) t5[k] = m;
 }
 
 // dS/dI at one voxel from I, J and the box sums of the four coefficient maps: J S[alpha] - S[alpha mu_J]
@@ -93,7 +93,7 @@ PYCA_HD float lnccGradAt(float I, float J, float sAlpha, float sAlphaMuJ, float 
   return ((J - I) * sAlpha + I * (sAlpha - sBeta)) - (sAlphaMuJ - sBetaMuI);
 }
 
-// The same at a voxel of mask weight m (its voxel is in the windows with that weight).
+// The same at a voxel of support weight m (it is in the windows with that weight).
 PYCA_HD float lnccMaskedGradAt(float I, float J, float m, float sAlpha, float sAlphaMuJ, float sBeta,
                                float sBetaMuI) {
   return m * lnccGradAt(I, J, sAlpha, sAlphaMuJ, sBeta, sBetaMuI);
