@@ -1,8 +1,8 @@
-"""The band-limited geodesic's cubic passes (pyca.registration.band, BandGeodesic.cubic): on its coarse
-grid the momentum and the map are sampled by Catmull-Rom cubics where the full model's operations
-(CoAd, LDDMMComposeStep) sample trilinearly, whose smoothing a grid twice as coarse would double.
-One source for the CPU and the GPU (pyca's kernels); tests/python/test_shoot_band.py checks them
-against SciPy-free NumPy references."""
+"""The band-limited geodesic's passes on its coarse grid (pyca.registration.band), each sampling by
+Catmull-Rom cubics (cubic=True, BandGeodesic.cubic) or trilinearly (the full model's operations' rule:
+CoAd, LDDMMComposeStep, Resample): a trilinear sample smooths, and a grid twice as coarse doubles that
+at each step. One source for the CPU and the GPU (pyca's kernels); tests/python/test_shoot_band.py
+checks them against NumPy references and pyca's operations."""
 from __future__ import annotations
 
 import math
@@ -29,14 +29,31 @@ def _cr(t: float, i: int) -> float:
     return w
 
 
+@ca.func
+def _wt(t: float, i: int, cubic: bool) -> float:
+    """The weight of tap i at the fraction t: Catmull-Rom (taps floor(p) - 1 .. floor(p) + 2) or linear
+    (taps floor(p), floor(p) + 1)."""
+    w = 0.0
+    if cubic:
+        w = _cr(t, i)
+    elif i == 0:
+        w = 1.0 - t
+    else:
+        w = t
+    return w
+
+
 @ca.kernel(register=False, block=BLOCK)
 def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca.Field3D, c2: float, sx: float,
-         sy: float, sz: float, with2: bool):
+         sy: float, sz: float, with2: bool, cubic: bool):
     """out(x) = |Dg(x)| Dg_w(x)^T m(g(x)) (CoAd's meaning: Dg in voxels by central differences inside,
     one-sided at the border, the identity's row and column along an axis of one voxel; Dg_w = S Dg S^-1)
-    with m sampled by a Catmull-Rom cubic, taps outside the grid counting 0 (CoAd's PARTIAL_ZERO); with2:
+    with m sampled by a Catmull-Rom cubic (or trilinearly), taps outside the grid counting 0 (CoAd's
+    PARTIAL_ZERO); with2:
     also out2 = c2 m2 o g, sampled the same way (the adjoint sweep's momentum carried back)."""
     i, j, k = ca.index()
+    nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
+    off = 1 if cubic else 0
     nx, ny, nz = out.shape
     cx = 0.5 if i > 0 and i < nx - 1 else 1.0
     cy = 0.5 if j > 0 and j < ny - 1 else 1.0
@@ -72,18 +89,18 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca
     b0 = 0.0
     b1 = 0.0
     b2 = 0.0
-    for dz in range(4 if nz > 1 else 1):
-        tz = z0 - 1 + dz if nz > 1 else 0
-        wz = _cr(fz, dz) if nz > 1 else 1.0
+    for dz in range(nt if nz > 1 else 1):
+        tz = z0 - off + dz if nz > 1 else 0
+        wz = _wt(fz, dz, cubic) if nz > 1 else 1.0
         if tz >= 0 and tz < nz:
-            for dy in range(4):
-                ty = y0 - 1 + dy
-                wy = _cr(fy, dy) * wz
+            for dy in range(nt):
+                ty = y0 - off + dy
+                wy = _wt(fy, dy, cubic) * wz
                 if ty >= 0 and ty < ny:
-                    for dx in range(4):
-                        tx = x0 - 1 + dx
+                    for dx in range(nt):
+                        tx = x0 - off + dx
                         if tx >= 0 and tx < nx:
-                            w = _cr(fx, dx) * wy
+                            w = _wt(fx, dx, cubic) * wy
                             m0 += w * m[tx, ty, tz, 0]
                             m1 += w * m[tx, ty, tz, 1]
                             n2 += w * m[tx, ty, tz, 2]
@@ -103,13 +120,15 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca
 
 @ca.kernel(register=False, block=BLOCK, check_sizes=False)
 def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_out: ca.Image3D, I0: ca.Image3D,
-             r: ca.Image3D, J: ca.Image3D, with_image: bool):
+             r: ca.Image3D, J: ca.Image3D, with_image: bool, cubic: bool):
     """out = the H-field h (voxels of its grid, a coarser one of the same box) on out's grid (voxels of
     out's): at out's voxel x the coarse position p = r x + (r - 1) / 2 per axis, clamped into h's grid
     (Resample's centres and CLAMP), r = coarse size / fine size; out(x) = x + (h - id)(p) / r with the
-    displacement sampled by a Catmull-Rom cubic, taps clamped. with_image: also I_out = I0 o out (ApplyH's
+    displacement sampled by a Catmull-Rom cubic (or trilinearly), taps clamped. with_image: also I_out = I0 o out (ApplyH's
     default: trilinear, the position clamped into the grid) and r = I_out - J (images of out's grid)."""
     i, j, k = ca.index()
+    nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
+    off = 1 if cubic else 0
     mx, my, mz = h.shape
     px = min(max(rx * i + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
     py = min(max(ry * j + 0.5 * (ry - 1.0), 0.0), my - 1.0)
@@ -123,15 +142,15 @@ def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_
     e0 = 0.0
     e1 = 0.0
     e2 = 0.0
-    for dz in range(4 if mz > 1 else 1):
-        tz = min(max(z0 - 1 + dz, 0), mz - 1) if mz > 1 else 0
-        wz = _cr(fz, dz) if mz > 1 else 1.0
-        for dy in range(4):
-            ty = min(max(y0 - 1 + dy, 0), my - 1)
-            wy = _cr(fy, dy) * wz
-            for dx in range(4):
-                tx = min(max(x0 - 1 + dx, 0), mx - 1)
-                w = _cr(fx, dx) * wy
+    for dz in range(nt if mz > 1 else 1):
+        tz = min(max(z0 - off + dz, 0), mz - 1) if mz > 1 else 0
+        wz = _wt(fz, dz, cubic) if mz > 1 else 1.0
+        for dy in range(nt):
+            ty = min(max(y0 - off + dy, 0), my - 1)
+            wy = _wt(fy, dy, cubic) * wz
+            for dx in range(nt):
+                tx = min(max(x0 - off + dx, 0), mx - 1)
+                w = _wt(fx, dx, cubic) * wy
                 e0 += w * (h[tx, ty, tz, 0] - tx)
                 e1 += w * (h[tx, ty, tz, 1] - ty)
                 e2 += w * (h[tx, ty, tz, 2] - tz)
@@ -168,12 +187,14 @@ def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_
 
 @ca.kernel(register=False, block=BLOCK)
 def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: float,
-         sx: float, sy: float, sz: float, compose: bool):
-    """_geodesic_kernels.step with cubic samples, in one pass: q = x + sign dt d(x) / spacing with d = w(x +
+         sx: float, sy: float, sz: float, compose: bool, cubic: bool):
+    """_geodesic_kernels.step with cubic samples (or trilinear ones), in one pass: q = x + sign dt d(x) / spacing with d = w(x +
     sign dt/2 w(x) / spacing), w = a v + b vp (the midpoint clamped into the grid, w sampled there by a
     Catmull-Rom cubic with clamped taps), then out = q, or out = h(q) (compose: h extended beyond the grid
     by its border displacement, LDDMMComposeStep's rule; its displacement h - id sampled cubically, taps clamped)."""
     i, j, k = ca.index()
+    nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
+    off = 1 if cubic else 0
     nx, ny, nz = out.shape
     px = min(max(i + sign * 0.5 * dt * (a * v[i, j, k, 0] + b * vp[i, j, k, 0]) / sx, 0.0), nx - 1.0)
     py = min(max(j + sign * 0.5 * dt * (a * v[i, j, k, 1] + b * vp[i, j, k, 1]) / sy, 0.0), ny - 1.0)
@@ -187,15 +208,15 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     d0 = 0.0
     d1 = 0.0
     d2 = 0.0
-    for dz in range(4 if nz > 1 else 1):
-        tz = min(max(z0 - 1 + dz, 0), nz - 1) if nz > 1 else k
-        wz = _cr(fz, dz) if nz > 1 else 1.0
-        for dy in range(4):
-            ty = min(max(y0 - 1 + dy, 0), ny - 1)
-            wy = _cr(fy, dy) * wz
-            for dx in range(4):
-                tx = min(max(x0 - 1 + dx, 0), nx - 1)
-                w = _cr(fx, dx) * wy
+    for dz in range(nt if nz > 1 else 1):
+        tz = min(max(z0 - off + dz, 0), nz - 1) if nz > 1 else k
+        wz = _wt(fz, dz, cubic) if nz > 1 else 1.0
+        for dy in range(nt):
+            ty = min(max(y0 - off + dy, 0), ny - 1)
+            wy = _wt(fy, dy, cubic) * wz
+            for dx in range(nt):
+                tx = min(max(x0 - off + dx, 0), nx - 1)
+                w = _wt(fx, dx, cubic) * wy
                 d0 += w * (a * v[tx, ty, tz, 0] + b * vp[tx, ty, tz, 0])
                 d1 += w * (a * v[tx, ty, tz, 1] + b * vp[tx, ty, tz, 1])
                 d2 += w * (a * v[tx, ty, tz, 2] + b * vp[tx, ty, tz, 2])
@@ -216,15 +237,15 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     e0 = 0.0
     e1 = 0.0
     e2 = 0.0
-    for dz in range(4 if nz > 1 else 1):
-        tz = min(max(t0 - 1 + dz, 0), nz - 1) if nz > 1 else k
-        wz = _cr(gz, dz) if nz > 1 else 1.0
-        for dy in range(4):
-            ty = min(max(v0 - 1 + dy, 0), ny - 1)
-            wy = _cr(gy, dy) * wz
-            for dx in range(4):
-                tx = min(max(u0 - 1 + dx, 0), nx - 1)
-                w = _cr(gx, dx) * wy
+    for dz in range(nt if nz > 1 else 1):
+        tz = min(max(t0 - off + dz, 0), nz - 1) if nz > 1 else k
+        wz = _wt(gz, dz, cubic) if nz > 1 else 1.0
+        for dy in range(nt):
+            ty = min(max(v0 - off + dy, 0), ny - 1)
+            wy = _wt(gy, dy, cubic) * wz
+            for dx in range(nt):
+                tx = min(max(u0 - off + dx, 0), nx - 1)
+                w = _wt(gx, dx, cubic) * wy
                 e0 += w * (h[tx, ty, tz, 0] - tx)
                 e1 += w * (h[tx, ty, tz, 1] - ty)
                 e2 += w * (h[tx, ty, tz, 2] - tz)

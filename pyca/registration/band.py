@@ -100,28 +100,18 @@ def to_fine_momentum(out, v_c, K_fine):
     return out
 
 
-def upsample_map(out, h_c, scratch_c, scratch_f):
-    """out = h_c brought to out's grid (H-fields, voxels of each grid): the displacement in world
-    units interpolated trilinearly (Resample: the voxel centres aligned, clamped beyond the last
-    ones)."""
-    ca.HtoV(scratch_c, h_c)
-    ca.Resample(scratch_f, scratch_c, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
-    ca.VtoH(out, scratch_f)
-    return out
-
-
 class BandGeodesic(Geodesic):
     """Geodesic on the coarse grid of a band-limited model, with the adjoint sweep of a covector
-    (adjoint_covector) in place of the image adjoint."""
+    (adjoint_covector) in place of the image adjoint; every pass one of _band_kernels'."""
 
-    # the momentum m_j = CoAd(h_j, m0), the map steps and the sweep's transport sampled by Catmull-Rom
-    # cubics (_band_kernels; True, both backends) or Geodesic's trilinear operations (False)
-    cubic = True
+    # the momentum m_j = CoAd(h_j, m0), the map's steps, the sweep's transports and the map brought to the
+    # images' grid sampled by Catmull-Rom cubics (True) or trilinearly, as the full model's operations (False)
+    cubic = False
 
     def __init__(self, grid, mem, T, K, keep="auto"):
         super().__init__(grid, mem, T, K, keep=keep)
-        self._cov = [ca.Field3D(grid, mem) for _ in range(3)]
-        self.cubic = BandGeodesic.cubic
+        self._cov = [ca.Field3D(grid, mem) for _ in range(2)]
+        self.cubic = bool(BandGeodesic.cubic)
         self._sp = tuple(float(x) for x in grid.spacing())
         self._dot_pending = False
 
@@ -137,16 +127,14 @@ class BandGeodesic(Geodesic):
         self._v0_dot, self._dot_pending = value, False
 
     def _mv(self, j, out_m, out_v):
-        if j == 0 or not self.cubic:
+        if j == 0:
             return super()._mv(j, out_m, out_v)
         from . import _band_kernels as bk
 
-        bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, 1.0, *self._sp, False)
+        bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, 1.0, *self._sp, False, self.cubic)
         self.K.applyInverseOperator(out_v, out_m)
 
     def shoot(self, m0):
-        if not self.cubic:
-            return super().shoot(m0)
         from . import _band_kernels as bk
 
         self.m0 = m0
@@ -166,20 +154,19 @@ class BandGeodesic(Geodesic):
                 self._mv(j, *self._mvs[j])
             a, b, k = self._weights(j)
             v = self._at(j)[1]
-            bk.step(self.hs[j], self.hs[j - 1] if j else v, v, self._at(k)[1], a, b, self.dt, -1.0, *self._sp, j > 0)
+            bk.step(self.hs[j], self.hs[j - 1] if j else v, v, self._at(k)[1], a, b, self.dt, -1.0, *self._sp, j > 0,
+                    self.cubic)
         return self.hs[-1]
 
     def forward_map(self, out):
-        """Geodesic.forward_map, each step back out(s_j) one cubic pass (uses scratch[0])."""
-        if not self.cubic:
-            return super().forward_map(out)
+        """Geodesic.forward_map, each step back out(s_j) one pass (uses scratch[0])."""
         from . import _band_kernels as bk
 
         a_, b_ = out, self.scratch[0]
         ca.SetToIdentity(a_)
         for j in range(self.T - 1, -1, -1):
             a, b, k = self._weights(j)
-            bk.step(b_, a_, self._at(j)[1], self._at(k)[1], a, b, self.dt, 1.0, *self._sp, True)
+            bk.step(b_, a_, self._at(j)[1], self._at(k)[1], a, b, self.dt, 1.0, *self._sp, True, self.cubic)
             a_, b_ = b_, a_
         if a_ is not out:
             ca.Copy(out, a_)
@@ -193,9 +180,8 @@ class BandGeodesic(Geodesic):
         from . import _geodesic_kernels as gk
 
         mhat, mt, f, s = self.scratch
-        J, J2, tmp = self._cov
-        fused, sp = bool(self.fused), self._sp
-        bg0 = ca.BACKGROUND_STRATEGY_PARTIAL_ZERO
+        J, J2 = self._cov
+        sp, cubic = self._sp, self.cubic
         src = J1  # J_{j+st}: J1 at first (read, not copied)
         scale = 1.0  # m^ is scale times what mhat holds (the first step's -dt, applied when m^ is next read)
         for n, (j, st) in enumerate(self.sweep_steps()):
@@ -207,45 +193,20 @@ class BandGeodesic(Geodesic):
                 a, b, v = 1.0, 0.0, self._at(j + st // 2)[1]
                 vk = v
             # s = x + dt w(x + dt/2 w), the step back; J <- CoAd(s, J), m~ = m^ o s
-            if self.cubic:
-                bk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
-                bk.coad(J2, s, src, mt, mhat, scale, *sp, n > 0)
-                scale = 1.0
-            else:
-                if fused:
-                    gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
-                else:
-                    ca.MulC_Add_MulC(f, v, a, vk, b)
-                    ca.ApplyV(s, f, f, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * dt)
-                    ca.MulC_I(s, dt)
-                    ca.VtoH_I(s)
-                ca.CoAd(J2, s, src, bg0)
-                if n > 0:
-                    ca.ApplyH(mt, mhat, s, bg0)
+            bk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False, cubic)
+            bk.coad(J2, s, src, mt, mhat, scale, *sp, n > 0, cubic)
+            scale = 1.0
             J, J2 = J2, J
             src = J
             m, v = self._at(j)
             if n == 0:  # m^ = -dt K J
-                if self.cubic:
-                    self.K.applyInverseOperator(mhat, J)
-                    scale = -dt
-                else:
-                    self.K.applyInverseOperator(f, J)
-                    ca.MulC(mhat, f, -dt)
+                self.K.applyInverseOperator(mhat, J)
+                scale = -dt
                 continue
             # f = K(J - ad*_m~ m_j); m^ = m~ - dt (f + (D v_j) m~)
-            if self.cubic:
-                bk.cov_force(f, J, mt, m, *sp)
-            else:
-                ca.CoAdInf(tmp, mt, m)
-                ca.Sub(f, J, tmp)
+            bk.cov_force(f, J, mt, m, *sp)
             self.K.applyInverseOperator(f)
-            if fused or self.cubic:
-                gk.momentum_update(mhat, mt, f, v, dt, *sp)
-            else:
-                ca.JacobianXY(tmp, v, mt)
-                ca.Add_I(f, tmp)
-                ca.Add_MulC(mhat, mt, f, -dt)
+            gk.momentum_update(mhat, mt, f, v, dt, *sp)
         if scale != 1.0:  # (a sweep of one step)
             ca.MulC_I(mhat, scale)
         return mhat
@@ -280,26 +241,19 @@ class BandFit(GeodesicFit):
         return out
 
     def _upsample(self, out, h):
-        if self.geo.cubic:
-            from . import _band_kernels as bk
+        from . import _band_kernels as bk
 
-            bk.upsample(out, h, *self._ratio, self._IT, self._IT, self._IT, self._IT, False)
-        else:
-            upsample_map(out, h, self._dc, self._G)
+        bk.upsample(out, h, *self._ratio, self._IT, self._IT, self._IT, self._IT, False, self.geo.cubic)
         return out
 
     def forward(self):
+        from . import _band_kernels as bk
+
         h = self.geo.shoot(self.m0)
         self._det_min = self._admissible = None
         (j, J), r = self.meas[0], self.resid[0]
-        if self.geo.cubic:  # phi_{1,0} on the fixed grid, I0 o phi_{1,0} and the residual in one pass
-            from . import _band_kernels as bk
-
-            bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True)
-        else:
-            self._upsample(self.phi, h)
-            self.images(j, self._IT)
-            ca.Sub(r, self._IT, J)
+        # phi_{1,0} on the fixed grid, I0 o phi_{1,0} and the residual in one pass
+        bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True, self.geo.cubic)
         self._match = float(ca.Sum2(r)) / (2.0 * self.sigma2 * self.N)
         self._reg = 0.5 * self.geo.v0_dot * self._reg_scale / self.N
         return self._match, self.phi

@@ -116,9 +116,9 @@ def test_the_gradient_matches_finite_differences_of_the_models_energy(band_):
         ca.Copy(fit.m0, m_saved)
 
 
-def _linear(fn, *args, **kw):
+def _samples(cubic, fn, *args, **kw):
     keep = band.BandGeodesic.cubic
-    band.BandGeodesic.cubic = False
+    band.BandGeodesic.cubic = cubic
     try:
         return fn(*args, **kw)
     finally:
@@ -126,21 +126,21 @@ def _linear(fn, *args, **kw):
 
 
 def test_the_band_reaches_the_full_models_energy():
-    """The same fixed-step descent (benchmarks/bench_shoot.py's, smaller): with the full model's
-    trilinear samples, the band on the whole grid (oversampling 7 leaves the 32^3 grid as it is) ends
-    within 1% of the full model after 8 steps (the band itself costs little); on the coarse grid (16^3,
-    cubic samples) the energy falls as the full model's, ends within 4% of the same cubic band's on the
-    whole grid and within 10% of the full model's (below it: the full model's trilinear samples smooth
-    the momentum and the map; docs/shoot.md has the sizes of the benchmark)."""
+    """The same fixed-step descent (benchmarks/bench_shoot.py's, smaller): with trilinear samples (the
+    default, the full model's rule), the band on the whole grid (oversampling 7 leaves the 32^3 grid as
+    it is) ends within 1% of the full model after 8 steps (the band itself costs little); on the coarse
+    grid (16^3) the energy falls as the full model's and ends within 20% of it, and with cubic samples
+    within 4% of the same cubic band on the whole grid (docs/shoot.md has the benchmark's sizes)."""
     _, _, full = _descend(0)
-    geo1, _, whole = _linear(_descend, 4, oversample=7)
-    geo2, _, coarse = _descend(4)
-    _, _, whole_cubic = _descend(4, oversample=7)
+    geo1, _, whole = _samples(False, _descend, 4, oversample=7)
+    geo2, _, coarse = _samples(False, _descend, 4)
     assert tuple(geo1.grid.size()) == (32, 32, 32) and tuple(geo2.grid.size()) == (16, 16, 16)
     assert whole[-1] == pytest.approx(full[-1], rel=0.01)
     assert all(b < a for a, b in zip(coarse, coarse[1:]))
-    assert coarse[-1] == pytest.approx(whole_cubic[-1], rel=0.04)
-    assert coarse[-1] == pytest.approx(full[-1], rel=0.10)
+    assert coarse[-1] == pytest.approx(full[-1], rel=0.2)
+    _, _, whole_cubic = _samples(True, _descend, 4, oversample=7)
+    _, _, coarse_cubic = _samples(True, _descend, 4)
+    assert coarse_cubic[-1] == pytest.approx(whole_cubic[-1], rel=0.04)
 
 
 def test_register_with_a_band_writes_maps_on_the_fixed_grid():
@@ -201,17 +201,19 @@ def _catmull_rom(t):
                      (t - 1) * t * t / 2])
 
 
-def _sample_cubic(a, p, clamp):
-    """a (nx, ny, nz) sampled at the points p (..., 3) by separable Catmull-Rom cubics: taps clamped into
-    the grid (clamp) or counting 0 outside it (NumPy reference)."""
+def _sample_cubic(a, p, clamp, cubic=True):
+    """a (nx, ny, nz) sampled at the points p (..., 3) by separable Catmull-Rom cubics (or linear weights):
+    taps clamped into the grid (clamp) or counting 0 outside it (NumPy reference)."""
     n = a.shape
     p0 = np.floor(p).astype(int)
-    w = [_catmull_rom(p[..., d] - p0[..., d]) for d in range(3)]
+    nt, off = (4, 1) if cubic else (2, 0)
+    w = [_catmull_rom(p[..., d] - p0[..., d]) if cubic else np.stack([1 - (p[..., d] - p0[..., d]), p[..., d] - p0[..., d]])
+         for d in range(3)]
     out = np.zeros(p.shape[:-1])
-    for dx in range(4):
-        for dy in range(4):
-            for dz in range(4):
-                t = [p0[..., 0] - 1 + dx, p0[..., 1] - 1 + dy, p0[..., 2] - 1 + dz]
+    for dx in range(nt):
+        for dy in range(nt):
+            for dz in range(nt):
+                t = [p0[..., 0] - off + dx, p0[..., 1] - off + dy, p0[..., 2] - off + dz]
                 inside = np.ones(out.shape, bool)
                 for d in range(3):
                     inside &= (t[d] >= 0) & (t[d] < n[d])
@@ -221,8 +223,9 @@ def _sample_cubic(a, p, clamp):
     return out
 
 
+@pytest.mark.parametrize("cubic", [True, False])
 @pytest.mark.parametrize("mem", [ca.MEM_HOST] + ([ca.MEM_DEVICE] if ca.cuda_available() else []))
-def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
+def test_the_cubic_passes_equal_numpys_catmull_rom(mem, cubic):
     """_band_kernels.coad (CoAd's Jacobian factors with m sampled cubically, outside taps 0) and step (the
     midpoint rule's step with w sampled cubically, then h(q) with h - id sampled cubically, taps clamped)
     against NumPy; and coad at the identity is m."""
@@ -239,16 +242,16 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
     out = ca.Field3D(g, mem)
     out2 = ca.Field3D(g, mem)
     bk.coad(out, ca.Field3D.from_array(np.asfortranarray(idx.astype(np.float32)), grid=g).clone(mem), M, out2, M,
-            1.0, *sp, False)
+            1.0, *sp, False, cubic)
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), m, atol=1e-5)
     M2 = ca.Field3D.from_array(np.asfortranarray((2 * m[::-1]).astype(np.float32)), grid=g).clone(mem)
-    bk.coad(out, H, M, out2, M2, -0.5, *sp, True)
-    ref2 = np.stack([_sample_cubic(-m[::-1][..., c], h, clamp=False) for c in range(3)], -1)
+    bk.coad(out, H, M, out2, M2, -0.5, *sp, True, cubic)
+    ref2 = np.stack([_sample_cubic(-m[::-1][..., c], h, clamp=False, cubic=cubic) for c in range(3)], -1)
     np.testing.assert_allclose(out2.clone(ca.MEM_HOST).numpy(), ref2, atol=2e-4)
     D = np.stack([np.stack(np.gradient(h[..., c], axis=(0, 1, 2)), -1) for c in range(3)], -2)  # D[..., c, d]
     S = np.array(sp)
     Dw = D * S[:, None] / S[None, :]
-    ms = np.stack([_sample_cubic(m[..., c], h, clamp=False) for c in range(3)], -1)
+    ms = np.stack([_sample_cubic(m[..., c], h, clamp=False, cubic=cubic) for c in range(3)], -1)
     ref = np.linalg.det(D)[..., None] * np.einsum("...cd,...c->...d", Dw, ms)
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=2e-4)
     # a step: q = x + sign dt d / S, d = w(x + sign dt/2 w / S) (the midpoint clamped), then h(q)
@@ -257,11 +260,12 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
     w = 1.5 * v - 0.5 * vp
     S = np.array(sp)
     for sign, compose in ((-1.0, True), (1.0, False)):
-        bk.step(out, H, V, VP, 1.5, -0.5, 0.3, sign, *sp, compose)
+        bk.step(out, H, V, VP, 1.5, -0.5, 0.3, sign, *sp, compose, cubic)
         p = np.clip(idx + sign * 0.15 * w / S, 0, np.array(n) - 1.0)
-        d = np.stack([_sample_cubic(w[..., c], p, clamp=True) for c in range(3)], -1)
+        d = np.stack([_sample_cubic(w[..., c], p, clamp=True, cubic=cubic) for c in range(3)], -1)
         q = idx + sign * 0.3 * d / S
-        ref = q + np.stack([_sample_cubic((h - idx)[..., c], q, clamp=True) for c in range(3)], -1) if compose else q
+        ref = (q + np.stack([_sample_cubic((h - idx)[..., c], q, clamp=True, cubic=cubic) for c in range(3)], -1)
+               if compose else q)
         np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
     # cov_force: J - CoAdInf(X, m), against the operations (themselves tested against NumPy)
     X, J = (ca.Field3D.from_array(np.asfortranarray(rng.standard_normal(n + (3,)).astype(np.float32)), grid=g).clone(mem)
@@ -278,11 +282,11 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
     I0, J = (ca.Image3D.from_array(np.asfortranarray(rng.standard_normal(n).astype(np.float32)), grid=g).clone(mem)
              for _ in range(2))
     It, res = ca.Image3D(g, mem), ca.Image3D(g, mem)
-    bk.upsample(out, Hc, 0.5, 1.0 / 3, 1.0, It, I0, res, J, True)
+    bk.upsample(out, Hc, 0.5, 1.0 / 3, 1.0, It, I0, res, J, True, cubic)
     r = np.array([0.5, 1.0 / 3, 1.0])
     p = np.clip(idx * r + (r - 1) / 2, 0, np.array([4, 2, 7]))
-    ref = idx + np.stack([_sample_cubic((hc - np.stack(np.indices((5, 3, 8)), -1))[..., c], p, clamp=True)
-                          for c in range(3)], -1) / r
+    ref = idx + np.stack([_sample_cubic((hc - np.stack(np.indices((5, 3, 8)), -1))[..., c], p, clamp=True,
+                                        cubic=cubic) for c in range(3)], -1) / r
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=2e-4)
     # ... and I0 o out with ApplyH's default, and its difference with J
     ref_i, ref_r = ca.Image3D(g, mem), ca.Image3D(g, mem)
@@ -295,7 +299,7 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem):
 def test_the_cubic_samples_are_nearer_the_whole_grid_than_trilinear_ones():
     """On the coarse grid (32^3 for 64^3 is in the benchmark; here 16^3 for 32^3, band 4) the cubic samples
     bring the energy after 8 steps nearer the band on the whole grid than the trilinear ones."""
-    _, _, whole = _descend(4, oversample=7)
-    _, _, cubic = _descend(4)
-    _, _, linear = _linear(_descend, 4)
+    _, _, whole = _samples(True, _descend, 4, oversample=7)
+    _, _, cubic = _samples(True, _descend, 4)
+    _, _, linear = _samples(False, _descend, 4)
     assert abs(cubic[-1] - whole[-1]) < 0.5 * abs(linear[-1] - whole[-1]), (whole[-1], cubic[-1], linear[-1])
