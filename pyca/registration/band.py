@@ -243,7 +243,7 @@ class BandFit(GeodesicFit):
     def _upsample(self, out, h):
         from . import _band_kernels as bk
 
-        bk.upsample(out, h, *self._ratio, self._IT, self._IT, self._IT, self._IT, False, self.geo.cubic)
+        bk.upsample(out, h, *self._ratio, self._IT, self._IT, self._IT, self._IT, False, True)
         return out
 
     def forward(self):
@@ -252,8 +252,9 @@ class BandFit(GeodesicFit):
         h = self.geo.shoot(self.m0)
         self._det_min = self._admissible = None
         (j, J), r = self.meas[0], self.resid[0]
-        # phi_{1,0} on the fixed grid, I0 o phi_{1,0} and the residual in one pass
-        bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True, self.geo.cubic)
+        # phi_{1,0} on the fixed grid (cubic, as every transfer between the grids), I0 o phi_{1,0} and the
+        # residual in one pass
+        bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True, True)
         self._match = float(ca.Sum2(r)) / (2.0 * self.sigma2 * self.N)
         self._reg = 0.5 * self.geo.v0_dot * self._reg_scale / self.N
         return self._match, self.phi
