@@ -1,7 +1,7 @@
 """Brain MRI registration accuracy and time: pyca lddmm next to ANTs (antspyx, CPU) and FireANTs (GPU)
 on synthetic T1 pairs with known maps (pyca.apps.data.brain_pair: the MNI152 2009c template that
 nilearn ships, pulled through a random diffeomorphic warp, a rotation and a translation by a cubic
-B-spline, or trilinearly with --interp linear (the generator of the rows recorded before 2026-11-28:
+B-spline, or trilinearly with --interp linear (the generator of the rows recorded before main 4e2bc1c:
 docs/design/registration.md, 'The synthetic known-warp pairs'), its intensities changed), all in one
 process, same inputs, same metrics:
 
@@ -232,7 +232,7 @@ def main(argv=None):
                     "lddmm with synthetic pairs)")
     ap.add_argument("--interp", default="cubic", help="synthetic pairs: how the generator resamples the template, "
                     "comma-separated for one row set each: cubic (a prefiltered cubic B-spline, the default) or "
-                    "linear (trilinear: the generator of the rows recorded before 2026-11-28; data.brain_pair)")
+                    "linear (trilinear: the generator of the rows recorded before main 4e2bc1c; data.brain_pair)")
     ap.add_argument("--no-exact", action="store_true", help="synthetic pairs: skip the exact map's row (its fixed-point "
                     "inversion takes about a minute per pair at 1 mm on one core)")
     ap.add_argument("--raw", default="yes", choices=["yes", "no", "only"], help="with --pairs real: also (or only) "

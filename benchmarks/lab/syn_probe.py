@@ -60,7 +60,7 @@ def main(argv=None):
                     "patch of syn._optimise)")
     ap.add_argument("--interp", default="cubic", choices=["cubic", "linear"], help="how data.brain_pair makes the "
                     "moving image: cubic B-splines (today's generator) or trilinearly (the check's pairs before "
-                    "2026-11-28)")
+                    "main 4e2bc1c)")
     ap.add_argument("--real", action="store_true", help="syn (--syn's first dict, --finest) on the two real brains "
                     "instead: bench_brain.py --pairs real --resolution 2 --raw no, both directions")
     a = ap.parse_args(argv)

@@ -227,7 +227,7 @@ def brain_pair(seed=0, resolution=2, warp_mm=4.0, rotation_deg=8.0, translation_
     y of the moving grid, integer indices) and landmarks_fixed_world (psi(y): where each is in the
     fixed image, world coordinates). The template is resampled through psi by a prefiltered cubic
     B-spline (interp 'cubic', SciPy map_coordinates order 3), or trilinearly ('linear': the generator
-    of the rows recorded before 2026-11-28, whose blur varies from voxel to voxel: docs/design/
+    of the rows recorded before main 4e2bc1c, whose blur varies from voxel to voxel: docs/design/
     registration.md, 'The synthetic pairs'); the labels by nearest neighbour either way. Cached under
     $PYCA_CACHE (default ~/.cache/pyca) when cache."""
     import os

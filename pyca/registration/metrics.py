@@ -35,8 +35,9 @@ gradient(), and the facts programs choose by (never by the metric's name):
   histogram matching or bias gain before it, and no single-contrast quality check after;
 - quadratic (on the class): True when the energy is quadratic in the image (SSD): a Gauss-Newton
   step of 1 is exact;
-- fused_residual (on the class): True when a solver may transport the metric's residual (the
-  gradient image) through its own fused steps (the LDDMM solver's LDDMMResidualStep): MI, whose
+- fused_residual (on an instance, as plain_difference: the SSD's depends on its mask; MI's is a
+  class attribute): True when a solver may transport the metric's residual (the gradient image)
+  through its own fused steps (the LDDMM solver's LDDMMResidualStep): MI, whose
   residual is one global table lookup per voxel, and the SSD with a mask (w (I - J)); the SSD without
   a mask and lncc keep the paths their defaults were measured on.
 

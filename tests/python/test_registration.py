@@ -489,7 +489,7 @@ def test_brain_pair_known_map(tmp_path, monkeypatch):
     assert set(np.unique(d["moving_labels"])) <= {0.0, 1.0, 2.0}
     d2 = data.brain_pair(seed=1, resolution=4)  # from the cache
     np.testing.assert_array_equal(d2["moving"], d["moving"])
-    # interp 'linear' (the generator of the rows recorded before 2026-11-28): trilinear, cached apart, the same
+    # interp 'linear' (the generator of the rows recorded before main 4e2bc1c): trilinear, cached apart, the same
     # warp, labels and landmarks.
     lin = data.brain_pair(seed=1, resolution=4, interp="linear")
     t = ndimage.map_coordinates(d["fixed"], vox.T, order=1, mode="constant")
