@@ -197,7 +197,7 @@ SYN_DECLARED = (
               "(a descent step of the squared excess of |log det|); 0: off (default %(default)s)", lo=0, group=SYN),
     Parameter("det_stiffness", "real", 10.0, "with --max-log-det: voxels moved per unit of the excess's gradient "
               "per iteration (default %(default)s)", lo=0, group=SYN),
-    Parameter("inverse_iterations", "int", 20, "iterations of each scale's inverse maps (default %(default)s)",
+    Parameter("inverse_iterations", "int", 10, "iterations of each scale's inverse maps (default %(default)s)",
               lo=1, hi=100, group=SYN),
     Parameter("interp_blur", "choice", "matched", "'matched': at the finest scale the bias (blur) trilinear "
               "interpolation gives each warped image is removed, so that the two are compared as if sampled "
