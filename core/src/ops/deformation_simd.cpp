@@ -171,7 +171,7 @@ PYCA_SIMD16 void jacobianXYRow(const math::MutPlanes<3>& out, const math::Planes
         const F16 j0 = centralDiff(X.p[r] + id, st[0], is[0], inside);
         const F16 j1 = centralDiff(X.p[r] + id, st[1], is[1], inside);
         const F16 j2 = centralDiff(X.p[r] + id, st[2], is[2], inside);
-        store(out.p[r] + id, inside, j0 * y0 + j1 * y1 + j2 * y2);
+        store(out.p[r] + id, inside, math::rowTimes(j0, j1, j2, y0, y1, y2));
       }
     }
     eachLane(live & Mask(~inside), [&](int k) {

@@ -266,13 +266,20 @@ PYCA_HD void jacobianAt(const float* const f[3], std::size_t i, const Grid3& g, 
   for (int r = 0; r < 3; ++r) gradient(f[r] + i, g, x, y, z, d, bc, J[r][0], J[r][1], J[r][2]);
 }
 
+// One row of a 3 x 3 matrix times a vector, a x + b y + c z in that order: jacobianXY's product (T: float, or
+// a vector of floats on the CPU's SIMD rows).
+template <class T>
+PYCA_HD_LANES T rowTimes(T a, T b, T c, T x, T y, T z) {
+  return a * x + b * y + c * z;
+}
+
 // out = (DX) Y.
 PYCA_HD void jacobianXY(const float* const X[3], const float* const Y[3], std::size_t i, const Grid3& g,
                         int x, int y, int z, float out[3]) {
   float J[3][3];
   jacobianAt(X, i, g, x, y, z, DIFF_CENTRAL, BC_CLAMP, J);
   const float y0 = Y[0][i], y1 = Y[1][i], y2 = Y[2][i];
-  for (int r = 0; r < 3; ++r) out[r] = J[r][0] * y0 + J[r][1] * y1 + J[r][2] * y2;
+  for (int r = 0; r < 3; ++r) out[r] = rowTimes(J[r][0], J[r][1], J[r][2], y0, y1, y2);
 }
 
 // out = (DX)^T Y.
