@@ -170,11 +170,15 @@ def _multimodal(p):
 def _contrast(I1, Mn, I0, mask, p, grid, mem, tmp):
     """pyca.registration.quality.contrast_agreement of the fixed image and the moving one aligned whatever
     their contrasts: I0 after mi's own linear stage; for ssd and lncc, whose linear stage may have failed
-    on different contrasts, a rigid mi alignment at 1/4 resolution (into tmp)."""
-    if not _multimodal(p):
-        probe = affine.register(I1, Mn, "rigid", metric="mi", mask=mask, scales=(4,), iterations=(40,))
-        I0 = on_fixed(grid, Mn, probe.hfield(mem), out=tmp)
-    return _quality.contrast_agreement(I0, I1, mask)
+    on different contrasts, the better aligned (quality.better_aligned) of the inputs as given (through
+    world coordinates) and a rigid mi alignment at 1/4 resolution (into tmp)."""
+    if _multimodal(p):
+        return _quality.contrast_agreement(I0, I1, mask)
+    given = _quality.contrast_agreement(on_fixed(grid, Mn, affine.identity(grid, Mn.grid()).hfield(mem), out=tmp),
+                                        I1, mask)
+    probe = affine.register(I1, Mn, "rigid", metric="mi", mask=mask, scales=(4,), iterations=(40,))
+    aligned = _quality.contrast_agreement(on_fixed(grid, Mn, probe.hfield(mem), out=tmp), I1, mask)
+    return _quality.better_aligned(given=given, aligned=aligned)
 
 
 def _step_refused(p, f, eps, tries):

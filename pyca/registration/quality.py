@@ -9,8 +9,10 @@ looking (docs/lddmm.md, 'A run that knows when it failed'):
   already aligned pair may add is no failure: see WORSE_TOL);
 - ``contrast``: a single-modality match term (ssd, lncc) was asked for images whose joint histogram
   says that their contrasts differ (T1 onto T2 or FLAIR): intensities that do not rise together over
-  the foreground. The suggestion is ``--metric mi`` (from pyca lddmm: ``pyca register --metric mi``, the
-  symmetric method, MULTIMODAL_ADVICE).
+  the foreground (contrast_agreement: eta2 above 0.1 and a falling line, or a line that explains less
+  than half of what any function does). pyca lddmm judges the inputs as given and after a rigid mi
+  probe, where they agree best (better_aligned: the higher eta2). The suggestion is ``--metric mi``
+  (from pyca lddmm: ``pyca register --metric mi``, the symmetric method, MULTIMODAL_ADVICE).
 
 Each check is a small function of pyca arrays; :func:`assess` gathers them into the dict that
 summary.json holds under "quality". The CLI prints its one-line message on stderr and exits with
@@ -23,7 +25,7 @@ import numpy as np
 from .. import core as ca
 from .metrics import CLASSES
 
-__all__ = ["contrast_agreement", "jacobian_problems", "assess", "message", "verdict", "EXIT_FAILED_REGISTRATION",
+__all__ = ["contrast_agreement", "better_aligned", "jacobian_problems", "assess", "message", "verdict", "EXIT_FAILED_REGISTRATION",
            "MULTIMODAL_ADVICE", "COLLAPSE_DET", "COLLAPSE_FRACTION", "WORSE_TOL", "SINGLE_MODALITY"]
 
 # The CLI's exit status for a registration that ran to the end but failed a check (outputs written).
@@ -89,6 +91,21 @@ def contrast_agreement(I, J, mask=None):
     return {"eta2": eta2, "r2": r2, "slope": slope, "different": different}
 
 
+def better_aligned(**contrasts):
+    """The contrast_agreement() of the alignment, among `contrasts` (name -> its dict), where the images
+    agree best: the highest eta2 (the correlation ratio is itself a measure of alignment across
+    contrasts: a misaligned pair mixes tissues in each bin and explains less). Its name is added as
+    "judged_on". pyca lddmm judges ssd and lncc runs on the inputs as given and after a rigid mi
+    probe: a probe that fails (6 mm: 8 x 9 x 8 voxels at 1/4) must not hide a T2 pair whose inputs
+    already say so (eta2 0.23 with a falling line as given, 0.079 after the probe), nor a pair given
+    far apart be judged where its tissues are mixed (docs/lddmm.md, 'A run that knows when it failed')."""
+    name, c = max(contrasts.items(), key=lambda kv: kv[1]["eta2"])
+    out = dict(c, judged_on=name)
+    for other, d in contrasts.items():  # every alignment's numbers, for summary.json
+        out.update({f"{other}_{k}": v for k, v in d.items() if k != "different"})
+    return out
+
+
 def jacobian_problems(jac, foreground=None):
     """(fraction of voxels with det <= 0, fraction of the foreground with det < COLLAPSE_DET or
     > 1 / COLLAPSE_DET, det min, det max) of det D phiinv `jac` (foreground: an optional 0/1 image)."""
@@ -115,7 +132,7 @@ def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, 
     checked. metric: the match term's name; jac: det D phiinv (Image3D); foreground: 0/1 image of the
     fixed image's foreground (None: every voxel); linear_energy / final_energy: the match term's energy
     after the linear stage and at the end, on the same grid and images; contrast: contrast_agreement()
-    of the linearly aligned images; advice: what a single-contrast run on different contrasts is told to
+    of the aligned images (pyca lddmm: better_aligned() of the inputs as given and after a rigid mi probe); advice: what a single-contrast run on different contrasts is told to
     use (the calling program's best command for them: MULTIMODAL_ADVICE for pyca lddmm)."""
     folds, squeezed, lo, hi = jacobian_problems(jac, foreground)
     problems = []

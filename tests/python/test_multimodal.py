@@ -37,10 +37,10 @@ def _dice(a, b):
 
 @pytest.fixture(scope="module")
 def t2_pair():
-    # The trilinear generator (interp 'linear'), as these tests were measured: with the cubic one the 6 mm ssd
-    # linear stage leaves the T2/T1 joint histogram at eta2 0.079 (linear: 0.115), under quality's 0.1, and the
-    # ssd and lncc runs are not told about the contrast (mi: eta2 0.41, flagged on both).
-    pair = data.brain_pair(seed=0, resolution=RES, interp="linear")
+    # The cubic B-spline generator (brain_pair's default). Its 6 mm moving T2 image is judged different on the
+    # inputs as given (eta2 0.23, a falling line) but not after lddmm's rigid mi probe (eta2 0.079): quality
+    # judges the pair where it is better aligned (the higher eta2; docs/lddmm.md, 'A run that knows when it failed').
+    pair = data.brain_pair(seed=0, resolution=RES)
     pair["moving_t2"] = data.other_contrast(pair["moving"], "t2", spacing=(RES,) * 3)
     return pair
 
@@ -127,6 +127,12 @@ def test_contrast_agreement_tells_t2_and_flair_from_t1(t2_pair):
     same = quality.contrast_agreement(_image(0.6 * t1**1.1 + 0.15 + 0.02 * np.random.default_rng(1).standard_normal(
         t1.shape)), F)
     assert not same["different"], same
+    # better_aligned: the alignment of the higher correlation ratio, named, with every alignment's numbers
+    apart = quality.contrast_agreement(_image(np.roll(t1, 4, axis=0)), F)
+    assert apart["eta2"] < same["eta2"]
+    b = quality.better_aligned(given=apart, aligned=same)
+    assert b["judged_on"] == "aligned" and b["eta2"] == same["eta2"] and b["different"] is same["different"]
+    assert b["given_slope"] == apart["slope"] and b["aligned_r2"] == same["r2"]
 
 
 @needs_mni
@@ -148,9 +154,18 @@ def test_t2_onto_t1_registers_with_mi_and_fails_with_ssd_and_lncc(t2_pair):
         assert not q["ok"] and "contrast" in [x["code"] for x in q["problems"]], (metric, q["problems"])
         assert d < d_mi - 0.2, (metric, d, d_mi)
         assert "pyca register --metric mi" in quality.message(q)  # the better command (MULTIMODAL_ADVICE)
-    # The same pair in one contrast is not flagged.
-    r = lddmm.register(F, _image(p["moving"], p["moving_affine"]), metric="ssd", **FAST)
-    assert r.quality["ok"], r.quality["problems"]
+        # judged where the images agree best: this pair's inputs as given (lddmm's rigid mi probe at 1/4 of
+        # 6 mm leaves eta2 0.079, which alone was not flagged)
+        c = q["contrast"]
+        assert c["judged_on"] == "given" and c["eta2"] == max(c["given_eta2"], c["aligned_eta2"]), c
+    # The same pair in one contrast is not flagged, nor with its inputs 18 mm apart (eta2 0.03 as given:
+    # judged after the probe).
+    for shift in (0.0, 18.0):
+        aff = p["moving_affine"].copy()
+        aff[0, 3] += shift
+        r = lddmm.register(F, _image(p["moving"], aff), metric="ssd", **FAST)
+        assert r.quality["ok"], (shift, r.quality["problems"])
+        assert not r.quality["contrast"]["different"] and r.quality["contrast"]["slope"] > 0.4, r.quality["contrast"]
 
 
 # ------------------------------------------------------------------------------------------------
