@@ -167,7 +167,7 @@ SYN_METRICS = ("lncc", "mi")  # the values of syn's metric (docs/syn.md, 'Images
 # syn's defaults that differ with its metric, taken where the caller did not give the parameter
 # (docs/performance.md, 'The symmetric method with mi': smooth_update 1.5 with mi gained 0.002-0.011 on the
 # four 1 mm pairs measured).
-SYN_METRIC_DEFAULTS = {"lncc": {}, "mi": {"smooth_update": 1.5}}
+SYN_METRIC_DEFAULTS = {"lncc": {}, "mi": {"smooth_update": 1.5, "smooth_field": 0.42}}
 _SYN_SMOOTH_UPDATE = 1.0
 SYN_DECLARED = (
     Parameter("device", "device", "auto", choices=("auto", "cpu", "gpu")),
@@ -189,7 +189,8 @@ SYN_DECLARED = (
               f"--metric mi {SYN_METRIC_DEFAULTS['mi']['smooth_update']:g} (default {_SYN_SMOOTH_UPDATE})",
               unit="voxels", lo=0, lo_open=True, group=SYN),
     Parameter("smooth_field", "real", 0.5, "Gaussian sigma applied to the two maps' displacements after each "
-              "update, voxels; 0: off (default %(default)s)", unit="voxels", lo=0, group=SYN),
+              f"update, voxels; 0: off; with --metric mi {SYN_METRIC_DEFAULTS['mi']['smooth_field']:g} (default 0.5)",
+              unit="voxels", lo=0, group=SYN),
     Parameter("inverse", "choice", "newton", "how each scale's inverse maps are computed: newton (robust where a "
               "map stretches) or fixed-point (PyCA's FixedPointInverse) (default %(default)s)",
               choices=("newton", "fixed-point"), group=SYN),

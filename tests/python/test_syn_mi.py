@@ -207,7 +207,7 @@ def test_metric_is_refused_or_taken_in_any_case():
     r = syn.register(f, f, metric="MI", scales=(1,), iterations=(2,), device="cpu", affine="none")
     assert r.params["metric"] == "mi" and r.summary()["params"]["metric"] == "mi"
     # mi's own defaults (parameters.SYN_METRIC_DEFAULTS) where not given; a given value wins
-    assert r.params["smooth_update"] == 1.5
+    assert r.params["smooth_update"] == 1.5 and r.params["smooth_field"] == 0.42
     r = syn.register(f, f, metric="mi", smooth_update=1.0, scales=(1,), iterations=(1,), device="cpu", affine="none")
     assert r.params["smooth_update"] == 1.0
     r = syn.register(f, f, scales=(1,), iterations=(1,), device="cpu", affine="none")
