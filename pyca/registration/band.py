@@ -251,7 +251,7 @@ class BandFit(GeodesicFit):
 
         h = self.geo.shoot(self.m0)
         self._det_min = self._admissible = None
-        (j, J), r = self.meas[0], self.resid[0]
+        (_, J), r = self.meas[0], self.resid[0]
         # phi_{1,0} on the fixed grid (cubic, as every transfer between the grids), I0 o phi_{1,0} and the
         # residual in one pass
         bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True, True)

@@ -378,7 +378,9 @@ __global__ void composeBorderKernel(MutPlanes<3> out, Vec3Di outSize, Planes<3> 
 }
 
 __global__ void unblurredKernel(float* out, Vec3Di outSize, Planes<4> src, Vec3Di srcSize, Planes<3> h) {
-  PYCA_VOXEL_LOOP(outSize) { math::unblurredVoxel(out, src, srcSize, h, math::linearIndex(x, y, z, outSize)); }
+  PYCA_VOXEL_LOOP(outSize) {
+    math::unblurredVoxel(out, src, srcSize, h, math::linearIndex(x, y, z, outSize));
+  }
 }
 
 __global__ void fixedPointInverseKernel(MutPlanes<3> ginv, Planes<3> g, Vec3Di n, unsigned numIter) {
