@@ -6,6 +6,7 @@
 #   scripts/gpu-check.sh --no-bench # tests only
 #   scripts/gpu-check.sh --no-tests # build + benchmarks only
 #   scripts/gpu-check.sh --memcheck # build + the GPU parity tests under compute-sanitizer memcheck only
+#   scripts/gpu-check.sh --no-bench --shard 2/3   # the 2nd third of the test files (ctest in shard 1)
 #   PYCA_MEMCHECK=1 scripts/gpu-check.sh ...   # adds the memcheck stage to any of the above
 #
 # The memcheck stage runs tests/python/test_parity.py (every operation on odd 3-D and 2-D grids)
@@ -24,10 +25,24 @@ OUT=${OUT:-/tmp/pyca-gpu-check}
 mkdir -p "$OUT"
 bench=1
 tests=1
-[ "${1:-}" = "--no-bench" ] && bench=0
-[ "${1:-}" = "--no-tests" ] && tests=0
+shard=1/1
 memcheck=${PYCA_MEMCHECK:-0}
-if [ "${1:-}" = "--memcheck" ]; then memcheck=1; tests=0; bench=0; fi
+while [ $# -gt 0 ]; do
+  case $1 in
+    --no-bench) bench=0 ;;
+    --no-tests) tests=0 ;;
+    --memcheck) memcheck=1; tests=0; bench=0 ;;
+    --shard) shard=${2:-}; shift ;;
+    *) echo "gpu-check: unknown argument $1"; exit 2 ;;
+  esac
+  shift
+done
+shard_k=${shard%/*}
+shard_n=${shard#*/}
+case "$shard_k/$shard_n" in
+  [1-9]/[1-9]) [ "$shard_k" -le "$shard_n" ] || { echo "gpu-check: --shard K/N needs 1 <= K <= N, got $shard"; exit 2; } ;;
+  *) echo "gpu-check: --shard K/N needs 1 <= K <= N <= 9, got $shard"; exit 2 ;;
+esac
 export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 
 nvidia-smi -L || { echo "no NVIDIA GPU visible"; exit 2; }
@@ -48,13 +63,21 @@ export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH} PATH=$target/bin:$PATH  # t
 ctest_line="not run"
 pytest_line="not run"
 if [ $tests = 1 ]; then
-echo "== ctest"
-ctest --test-dir build/gpu --output-on-failure --no-tests=error -j 8 >"$OUT/ctest.log" 2>&1 || status=1
-ctest_line=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
-tail -5 "$OUT/ctest.log"
+if [ "$shard_k" = 1 ]; then
+  echo "== ctest"
+  ctest --test-dir build/gpu --output-on-failure --no-tests=error -j 8 >"$OUT/ctest.log" 2>&1 || status=1
+  ctest_line=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
+  tail -5 "$OUT/ctest.log"
+else
+  ctest_line="run by shard 1/$shard_n"
+fi
 
-echo "== pytest"
-(cd "$(mktemp -d)" && python3 -m pytest "$root/tests/python" "$root/tests/compat" -c "$root/pyproject.toml" \
+# The suite outgrows one bounded call: --shard K/N runs every N-th test file from the K-th
+# (sorted), so N calls together run each file once.
+mapfile -t files < <(find "$root/tests/python" "$root/tests/compat" -name "test_*.py" | sort | \
+  awk -v k="$shard_k" -v n="$shard_n" '(NR - 1) % n == k - 1')
+echo "== pytest (shard $shard: ${#files[@]} files)"
+(cd "$(mktemp -d)" && python3 -m pytest "${files[@]}" -c "$root/pyproject.toml" \
    --rootdir "$root" -q -p no:cacheprovider --junitxml="$OUT/junit.xml" >"$OUT/pytest.log" 2>&1) || status=1
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
 pytest_line=$(tail -1 "$OUT/pytest.log")
@@ -92,6 +115,6 @@ fi
 echo
 echo "SUMMARY on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1):"
 echo "  ctest:  $ctest_line"
-echo "  pytest: $pytest_line"
+echo "  pytest: $pytest_line$([ "$shard_n" = 1 ] || echo " (shard $shard)")"
 echo "  memcheck: $memcheck_line"
 exit $status
