@@ -18,12 +18,6 @@ namespace {
 
 using deformation_impl::GatherJob;
 
-// The lanes of m whose voxel x0 + k of row (y, z) has both neighbours along every axis (3-D grids).
-PYCA_SIMD16 Mask interiorLanes(const Vec3Di& n, int x0, int y, int z, Mask m) {
-  if (!(n.z > 1 && y >= 1 && y <= n.y - 2 && z >= 1 && z <= n.z - 2)) return 0;
-  return m & inRange(lanesFrom(x0), 1.f, float(n.x - 1));
-}
-
 // The positions of gatherVoxel (PosSpec::at) of the voxels x0 .. x0 + 15 of row (y, z).
 PYCA_SIMD16 void gatherPoints(F16 p[3], const math::PosSpec& pos, int x0, int y, int z, std::size_t id,
                               Mask live) {
@@ -41,13 +35,9 @@ PYCA_SIMD16 void gatherPoints(F16 p[3], const math::PosSpec& pos, int x0, int y,
 
 template <BackgroundStrategy BG, int NC>
 PYCA_SIMD16 void gatherRow(const GatherJob& j, int y, int z) {
-  const Vec3Di& n = j.outSize;
   const math::MutPlanes<NC> out = math::mutPlanes<NC>(j.out);
   const math::Planes<NC> src = math::planes<NC>(j.src);
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+  forBlocks(j.outSize, y, z, [&](int x0, std::size_t id, Mask live) PYCA_SIMD16 {
     F16 p[3], s[NC];
     gatherPoints(p, j.pos, x0, y, z, id, live);
     const Mask done = interiorSamples<NC>(s, src, j.srcSize, p[0], p[1], p[2], live);
@@ -59,28 +49,22 @@ PYCA_SIMD16 void gatherRow(const GatherJob& j, int y, int z) {
       math::gatherVoxel<INTERP_LINEAR, BG, NC>(out, src, j.srcSize, j.pos, j.post, j.bgVal, x0 + k, y, z,
                                                id + std::size_t(k));
     });
-  }
+  });
 }
 
 PYCA_SIMD16 void composeBorderRow(const math::MutPlanes<3>& out, const Vec3Di& n, const math::Planes<3>& f,
                                   const Vec3Di& fSize, const math::Planes<3>& g, int y, int z) {
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+  forBlocks(n, y, z, [&](int, std::size_t id, Mask live) PYCA_SIMD16 {
     const F16 p[3] = {load(g.p[0] + id, live), load(g.p[1] + id, live), load(g.p[2] + id, live)};
     F16 q[3];
     composeAt(q, f, fSize, p, live);  // (out may be g: read above)
     for (int c = 0; c < 3; ++c) store(out.p[c] + id, live, q[c]);
-  }
+  });
 }
 
 PYCA_SIMD16 void unblurredRow(float* out, const Vec3Di& n, const math::Planes<4>& src, const Vec3Di& ns,
                               const math::Planes<3>& h, int y, int z) {
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+  forBlocks(n, y, z, [&](int, std::size_t id, Mask live) PYCA_SIMD16 {
     const F16 p[3] = {load(h.p[0] + id, live), load(h.p[1] + id, live), load(h.p[2] + id, live)};
     F16 v[4];
     const Mask done = interiorSamples<4>(v, src, ns, p[0], p[1], p[2], live);
@@ -91,96 +75,72 @@ PYCA_SIMD16 void unblurredRow(float* out, const Vec3Di& n, const math::Planes<4>
       store(out + id, done, v[0] - acc);
     }
     eachLane(live & Mask(~done), [&](int k) { math::unblurredVoxel(out, src, ns, h, id + std::size_t(k)); });
-  }
+  });
 }
 
 PYCA_SIMD16 void composeStepRow(const math::MutPlanes<3>& hOut, const math::Planes<3>& h,
                                 const math::Planes<3>& v, const math::ComposeParams& P, int y, int z) {
-  const Vec3Di& n = P.n;
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
-    F16 p[3], q[3];
-    stepPoints(p, v, P.scale, x0, y, z, id, live);  // (hOut may be v: read here)
-    composeAt(q, h, n, p, live);
-    for (int c = 0; c < 3; ++c) store(hOut.p[c] + id, live, q[c]);
-  }
+  forBlocks(P.n, y, z, [&](int x0, std::size_t id, Mask live) PYCA_SIMD16 {
+    composeStepAt(hOut, h, P.n, v, P.scale, x0, y, z, id, live);
+  });
+}
+
+// A row of a central-difference stencil on grid g: interior(id, inside) computes the block's interior
+// lanes (interiorLanes: every neighbour inside the grid) sixteen at once, voxel(i, x) each other lane.
+template <class Interior, class Voxel>
+PYCA_SIMD16 void stencilRow(const math::Grid3& g, int y, int z, Interior&& interior, Voxel&& voxel) {
+  const Vec3Di n(g.nx, g.ny, g.nz);
+  forBlocks(n, y, z, [&](int x0, std::size_t id, Mask live) PYCA_SIMD16 {
+    const Mask inside = interiorLanes(n, x0, y, z, live);
+    if (inside != 0) interior(id, inside);
+    eachLane(live & Mask(~inside), [&](int k) { voxel(id + std::size_t(k), x0 + k); });
+  });
 }
 
 PYCA_SIMD16 void jacDetRow(float* out, const math::Planes<3>& h, const math::Grid3& g, DiffT d,
                            BoundaryCondT bc, int y, int z) {
-  const Vec3Di n(g.nx, g.ny, g.nz);
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  const std::ptrdiff_t dy = g.sy(), dz = g.sz();
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
-    const Mask inside = interiorLanes(n, x0, y, z, live);
-    if (inside != 0) {
-      const F16 j =
-          math::det3(centralDiff(h.p[0] + id, 1, g.isx, inside), centralDiff(h.p[0] + id, dy, g.isy, inside),
-                     centralDiff(h.p[0] + id, dz, g.isz, inside), centralDiff(h.p[1] + id, 1, g.isx, inside),
-                     centralDiff(h.p[1] + id, dy, g.isy, inside), centralDiff(h.p[1] + id, dz, g.isz, inside),
-                     centralDiff(h.p[2] + id, 1, g.isx, inside), centralDiff(h.p[2] + id, dy, g.isy, inside),
-                     centralDiff(h.p[2] + id, dz, g.isz, inside));
-      store(out + id, inside, j);
-    }
-    eachLane(live & Mask(~inside), [&](int k) {
-      const std::size_t i = id + std::size_t(k);
-      out[i] = math::jacDetH(h.p[0] + i, h.p[1] + i, h.p[2] + i, g, x0 + k, y, z, d, bc);
-    });
-  }
+  stencilRow(
+      g, y, z, [&](std::size_t id, Mask m) PYCA_SIMD16 { store(out + id, m, centralJacDet(h, id, g, m)); },
+      [&](std::size_t i, int x) {
+        out[i] = math::jacDetH(h.p[0] + i, h.p[1] + i, h.p[2] + i, g, x, y, z, d, bc);
+      });
 }
 
 PYCA_SIMD16 void gradientRow(const math::MutPlanes<3>& out, const float* im, const math::Grid3& g, DiffT d,
                              BoundaryCondT bc, int y, int z) {
-  const Vec3Di n(g.nx, g.ny, g.nz);
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  const std::ptrdiff_t dy = g.sy(), dz = g.sz();
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
-    const Mask inside = interiorLanes(n, x0, y, z, live);
-    if (inside != 0) {
-      store(out.p[0] + id, inside, centralDiff(im + id, 1, g.isx, inside));
-      store(out.p[1] + id, inside, centralDiff(im + id, dy, g.isy, inside));
-      store(out.p[2] + id, inside, centralDiff(im + id, dz, g.isz, inside));
-    }
-    eachLane(live & Mask(~inside), [&](int k) {
-      const std::size_t i = id + std::size_t(k);
-      math::gradient(im + i, g, x0 + k, y, z, d, bc, out.p[0][i], out.p[1][i], out.p[2][i]);
-    });
-  }
+  stencilRow(
+      g, y, z,
+      [&](std::size_t id, Mask m) PYCA_SIMD16 {
+        F16 gr[3];
+        centralGradient(gr, im, id, g, m);
+        for (int c = 0; c < 3; ++c) store(out.p[c] + id, m, gr[c]);
+      },
+      [&](std::size_t i, int x) {
+        math::gradient(im + i, g, x, y, z, d, bc, out.p[0][i], out.p[1][i], out.p[2][i]);
+      });
 }
 
 PYCA_SIMD16 void jacobianXYRow(const math::MutPlanes<3>& out, const math::Planes<3>& X,
                                const math::Planes<3>& Y, const math::Grid3& g, int y, int z) {
-  const Vec3Di n(g.nx, g.ny, g.nz);
-  const std::size_t row = math::linearIndex(0, y, z, n);
   const std::ptrdiff_t st[3] = {1, g.sy(), g.sz()};
   const float is[3] = {g.isx, g.isy, g.isz};
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
-    const Mask inside = interiorLanes(n, x0, y, z, live);
-    if (inside != 0) {  // jacobianXY: out_r = J_r0 y0 + J_r1 y1 + J_r2 y2, J_rc = d X_r / d x_c
-      const F16 y0 = load(Y.p[0] + id, inside), y1 = load(Y.p[1] + id, inside),
-                y2 = load(Y.p[2] + id, inside);
-      for (int r = 0; r < 3; ++r) {
-        const F16 j0 = centralDiff(X.p[r] + id, st[0], is[0], inside);
-        const F16 j1 = centralDiff(X.p[r] + id, st[1], is[1], inside);
-        const F16 j2 = centralDiff(X.p[r] + id, st[2], is[2], inside);
-        store(out.p[r] + id, inside, math::rowTimes(j0, j1, j2, y0, y1, y2));
-      }
-    }
-    eachLane(live & Mask(~inside), [&](int k) {
-      const std::size_t i = id + std::size_t(k);
-      float r[3];
-      math::jacobianXY(X.p, Y.p, i, g, x0 + k, y, z, r);
-      for (int c = 0; c < 3; ++c) out.p[c][i] = r[c];
-    });
-  }
+  stencilRow(
+      g, y, z,
+      [&](std::size_t id, Mask m)
+          PYCA_SIMD16 {  // jacobianXY: out_r = J_r0 y0 + J_r1 y1 + J_r2 y2, J_rc = d X_r / d x_c
+            const F16 y0 = load(Y.p[0] + id, m), y1 = load(Y.p[1] + id, m), y2 = load(Y.p[2] + id, m);
+            for (int r = 0; r < 3; ++r) {
+              const F16 j0 = centralDiff(X.p[r] + id, st[0], is[0], m);
+              const F16 j1 = centralDiff(X.p[r] + id, st[1], is[1], m);
+              const F16 j2 = centralDiff(X.p[r] + id, st[2], is[2], m);
+              store(out.p[r] + id, m, math::rowTimes(j0, j1, j2, y0, y1, y2));
+            }
+          },
+      [&](std::size_t i, int x) {
+        float r[3];
+        math::jacobianXY(X.p, Y.p, i, g, x, y, z, r);
+        for (int c = 0; c < 3; ++c) out.p[c][i] = r[c];
+      });
 }
 
 }  // namespace

@@ -56,10 +56,7 @@ PYCA_SIMD16 void transportRow(const math::MutPlanes<3>& hOut, float* J, const ma
                               const math::Planes<3>& v, const float* im, const math::TransportParams& P,
                               int y, int z) {
   const Vec3Di& n = P.n;
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+  forBlocks(n, y, z, [&](int x0, std::size_t id, Mask live) PYCA_SIMD16 {
     // hOut = h(x + scale v): composeHVAt (composeIdentityAt without h)
     F16 p[3], q[3];
     stepPoints(p, v, P.scale, x0, y, z, id, live);
@@ -84,7 +81,7 @@ PYCA_SIMD16 void transportRow(const math::MutPlanes<3>& hOut, float* J, const ma
     eachLane(live & Mask(~done),
              [&](int k) { j[0][k] = math::sampleClamp(im, P.nIm, Vec3Df(t[0][k], t[1][k], t[2][k])); });
     store(J + id, live, j[0]);
-  }
+  });
 }
 
 PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<3>& m,
@@ -92,13 +89,7 @@ PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<
                              const math::GradStepParams& P, const math::ComposeOut& C, int y, int z) {
   const math::Grid3& g = P.g;
   const Vec3Di n(g.nx, g.ny, g.nz);
-  const std::size_t row = math::linearIndex(0, y, z, n);
-  const std::ptrdiff_t dy = g.sy(), dz = g.sz();
-  // Where every central difference has both neighbours (3-D grids; BC_APPROX and BC_CLAMP alike there).
-  const bool rowInside = n.z > 1 && y >= 1 && y <= n.y - 2 && z >= 1 && z <= n.z - 2;
-  for (int x0 = 0; x0 < n.x; x0 += 16) {
-    const std::size_t id = row + std::size_t(x0);
-    const Mask live = firstLanes(n.x - x0 < 16 ? n.x - x0 : 16);
+  forBlocks(n, y, z, [&](int x0, std::size_t id, Mask live) PYCA_SIMD16 {
     const F16 hx = load(h.p[0] + id, live), hy = load(h.p[1] + id, live), hz = load(h.p[2] + id, live);
     // I1(h): sampleClamp
     F16 j1[1];
@@ -106,20 +97,12 @@ PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<
     const Mask sampled = interiorSamples<1>(j1, src, n, hx, hy, hz, live);
     eachLane(live & Mask(~sampled),
              [&](int k) { j1[0][k] = math::sampleClamp(I1, n, Vec3Df(hx[k], hy[k], hz[k])); });
-    // |D h| vol and grad J0: central differences (jacDetH, gradient)
-    const Mask inside = rowInside ? live & inRange(lanesFrom(x0), 1.f, float(n.x - 1)) : Mask(0);
+    // |D h| vol and grad J0: central differences (jacDetH, gradient; BC_APPROX and BC_CLAMP alike inside)
+    const Mask inside = interiorLanes(n, x0, y, z, live);
     F16 jac = splat(0.f), gr[3] = {splat(0.f), splat(0.f), splat(0.f)};
     if (inside != 0) {
-      jac =
-          math::det3(centralDiff(h.p[0] + id, 1, g.isx, inside), centralDiff(h.p[0] + id, dy, g.isy, inside),
-                     centralDiff(h.p[0] + id, dz, g.isz, inside), centralDiff(h.p[1] + id, 1, g.isx, inside),
-                     centralDiff(h.p[1] + id, dy, g.isy, inside), centralDiff(h.p[1] + id, dz, g.isz, inside),
-                     centralDiff(h.p[2] + id, 1, g.isx, inside), centralDiff(h.p[2] + id, dy, g.isy, inside),
-                     centralDiff(h.p[2] + id, dz, g.isz, inside)) *
-          P.vol;
-      gr[0] = centralDiff(J0 + id, 1, g.isx, inside);
-      gr[1] = centralDiff(J0 + id, dy, g.isy, inside);
-      gr[2] = centralDiff(J0 + id, dz, g.isz, inside);
+      jac = centralJacDet(h, id, g, inside) * P.vol;
+      centralGradient(gr, J0, id, g, inside);
     }
     eachLane(live & Mask(~inside), [&](int k) {
       const std::size_t i = id + std::size_t(k);
@@ -137,13 +120,8 @@ PYCA_SIMD16 void gradStepRow(const math::MutPlanes<3>& mOut, const math::Planes<
       const F16 b = math::ssdTerm(d, gr[c], jac);
       store(mOut.p[c] + id, live, P.a == 0.f ? b * P.s : math::momentumStep(load(m.p[c] + id, live), b, P));
     }
-    if (!C.on) continue;
-    // C.hOut = h(x + scale v): composeHVAt
-    F16 p[3], q[3];
-    stepPoints(p, C.v, C.scale, x0, y, z, id, live);
-    composeAt(q, h, n, p, live);
-    for (int c = 0; c < 3; ++c) store(C.hOut.p[c] + id, live, q[c]);
-  }
+    if (C.on) composeStepAt(C.hOut, h, n, C.v, C.scale, x0, y, z, id, live);  // C.hOut = h(x + scale v)
+  });
 }
 
 }  // namespace

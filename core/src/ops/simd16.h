@@ -171,10 +171,45 @@ inline void eachLane(Mask m, F&& f) {
   for (; m != 0; m &= Mask(m - 1)) f(__builtin_ctz(m));
 }
 
+// f(x0, id, live) for each block of sixteen voxels of row (y, z) of a grid of size n: x0 its first voxel's
+// x, id that voxel's linear index, live the block's lanes inside the row. (f carries PYCA_SIMD16.)
+template <class F>
+PYCA_SIMD16 inline void forBlocks(const Vec3Di& n, int y, int z, F&& f) {
+  const std::size_t row = math::linearIndex(0, y, z, n);
+  for (int x0 = 0; x0 < n.x; x0 += 16)
+    f(x0, row + std::size_t(x0), firstLanes(n.x - x0 < 16 ? n.x - x0 : 16));
+}
+
 // The central difference of p along the axis of stride s, per world unit (is: 1 / spacing), in the lanes
 // of m: gradient()'s interior term.
 PYCA_SIMD16 inline F16 centralDiff(const float* p, std::ptrdiff_t s, float is, Mask m) {
   return math::weightedDiff(0.5f, load(p + s, m), load(p - s, m)) * is;
+}
+
+// The lanes of m whose voxel x0 + k of row (y, z) has both neighbours along every axis (3-D grids): where
+// the central differences below are the stencils' (every boundary condition alike there).
+PYCA_SIMD16 inline Mask interiorLanes(const Vec3Di& n, int x0, int y, int z, Mask m) {
+  if (!(n.z > 1 && y >= 1 && y <= n.y - 2 && z >= 1 && z <= n.z - 2)) return 0;
+  return m & inRange(lanesFrom(x0), 1.f, float(n.x - 1));
+}
+
+// |D h| by central differences at the voxels id .. id + 15, in the interior lanes m: jacDetH's interior term.
+PYCA_SIMD16 inline F16 centralJacDet(const math::Planes<3>& h, std::size_t id, const math::Grid3& g, Mask m) {
+  const std::ptrdiff_t dy = g.sy(), dz = g.sz();
+  return math::det3(centralDiff(h.p[0] + id, 1, g.isx, m), centralDiff(h.p[0] + id, dy, g.isy, m),
+                    centralDiff(h.p[0] + id, dz, g.isz, m), centralDiff(h.p[1] + id, 1, g.isx, m),
+                    centralDiff(h.p[1] + id, dy, g.isy, m), centralDiff(h.p[1] + id, dz, g.isz, m),
+                    centralDiff(h.p[2] + id, 1, g.isx, m), centralDiff(h.p[2] + id, dy, g.isy, m),
+                    centralDiff(h.p[2] + id, dz, g.isz, m));
+}
+
+// The gradient of im by central differences at the voxels id .. id + 15, in the interior lanes m:
+// gradient()'s interior term.
+PYCA_SIMD16 inline void centralGradient(F16 out[3], const float* im, std::size_t id, const math::Grid3& g,
+                                        Mask m) {
+  out[0] = centralDiff(im + id, 1, g.isx, m);
+  out[1] = centralDiff(im + id, g.sy(), g.isy, m);
+  out[2] = centralDiff(im + id, g.sz(), g.isz, m);
 }
 
 // The points x + scale v(x) of the voxels x0 .. x0 + 15 of row (y, z) (first linear index id): stepPoint.
@@ -196,6 +231,17 @@ PYCA_SIMD16 inline void composeAt(F16 q[3], const math::Planes<3>& h, const Vec3
     q[1][k] = r.y;
     q[2][k] = r.z;
   });
+}
+
+// hOut = h(x + scale v(x)) in the lanes `live` of the voxels x0 .. x0 + 15 of row (y, z) (first linear index
+// id): composeHVAt. hOut may be v (read first).
+PYCA_SIMD16 inline void composeStepAt(const math::MutPlanes<3>& hOut, const math::Planes<3>& h,
+                                      const Vec3Di& n, const math::Planes<3>& v, const Vec3Df& scale, int x0,
+                                      int y, int z, std::size_t id, Mask live) {
+  F16 p[3], q[3];
+  stepPoints(p, v, scale, x0, y, z, id, live);
+  composeAt(q, h, n, p, live);
+  for (int c = 0; c < 3; ++c) store(hOut.p[c] + id, live, q[c]);
 }
 
 #endif  // PYCA_HAVE_SIMD16
