@@ -14,69 +14,14 @@
 
 #include "ops/lddmm_simd.h"
 #include "pyca/math/lddmm.h"
+#include "simd_rows_test.h"
 
 namespace pyca {
 namespace {
 
-struct Planes3 {
-  std::vector<float> c[3];
-  explicit Planes3(std::size_t n) {
-    for (auto& p : c) p.assign(n, 0.f);
-  }
-  math::Planes<3> in() const { return math::Planes<3>{{c[0].data(), c[1].data(), c[2].data()}}; }
-  math::MutPlanes<3> out() { return math::MutPlanes<3>{{c[0].data(), c[1].data(), c[2].data()}}; }
-};
+using namespace simd_test;
 
-// The same bits, but for NaNs, which match any NaN (which operand's NaN an operation passes on may
-// differ when the compiler orders a commutative operation's operands otherwise).
-::testing::AssertionResult sameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << ", " << b.size();
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " against " << b[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// A map x + u(x): smooth displacements of up to `amp` voxels (past the border near it), and a few
-// NaN and infinite positions.
-Planes3 randomMap(const Vec3Di& n, float amp, std::mt19937& rng) {
-  Planes3 h(math::nVoxOf(n));
-  std::uniform_real_distribution<float> ph(0.f, 6.f), noise(-0.05f, 0.05f);
-  const float a = ph(rng), b = ph(rng), c = ph(rng);
-  std::size_t i = 0;
-  for (int z = 0; z < n.z; ++z)
-    for (int y = 0; y < n.y; ++y)
-      for (int x = 0; x < n.x; ++x, ++i) {
-        h.c[0][i] = float(x) + amp * std::sin(0.21f * y + 0.13f * z + a) + noise(rng);
-        h.c[1][i] = float(y) + amp * std::cos(0.17f * x + 0.11f * z + b) + noise(rng);
-        h.c[2][i] = n.z == 1 ? 0.f : float(z) + amp * std::sin(0.19f * x + 0.23f * y + c) + noise(rng);
-      }
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  std::uniform_int_distribution<std::size_t> pick(0, i - 1);
-  for (int k = 0; k < 5; ++k) {
-    h.c[k % 3][pick(rng)] = nan;
-    h.c[(k + 1) % 3][pick(rng)] = k % 2 ? inf : -inf;
-  }
-  return h;
-}
-
-std::vector<float> randomImage(std::size_t n, std::mt19937& rng) {
-  std::vector<float> im(n);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (auto& x : im) x = d(rng);
-  return im;
-}
-
-class LddmmSimd : public ::testing::TestWithParam<Vec3Di> {
- protected:
-  void SetUp() override {
-    if (!simd16::available())
-      GTEST_SKIP() << "no AVX-512 on this CPU (or PYCA_CPU_SIMD=0): the scalar loops run";
-  }
-};
+class LddmmSimd : public SimdRows {};
 
 TEST_P(LddmmSimd, TransportStepIsTheVoxelFunction) {
   const Vec3Di n = GetParam();
@@ -86,7 +31,7 @@ TEST_P(LddmmSimd, TransportStepIsTheVoxelFunction) {
   const std::vector<float> im = randomImage(math::nVoxOf(nIm), rng);
   for (int form = 0; form < 4; ++form) {  // with h or from the identity; with or without the affine
     const bool fromId = form & 1, affine = form & 2;
-    const Planes3 h = randomMap(n, 3.f, rng), v = randomMap(n, 4.f, rng);
+    const Planes3 h = randomMap(n, n, 3.f, rng), v = randomMap(n, n, 4.f, rng);
     math::TransportParams P;
     P.n = n;
     P.scale = Vec3Df(0.1f, -0.13f, 0.07f);
@@ -119,7 +64,7 @@ TEST_P(LddmmSimd, GradStepIsTheVoxelFunction) {
   std::mt19937 rng(11);
   for (int form = 0; form < 4; ++form) {  // with or without the compose; a = 0 (m unread) or not
     const bool compose = form & 1, zeroA = form & 2;
-    const Planes3 h = randomMap(n, 2.5f, rng), v = randomMap(n, 4.f, rng);
+    const Planes3 h = randomMap(n, n, 2.5f, rng), v = randomMap(n, n, 4.f, rng);
     Planes3 m(nv);
     for (auto& p : m.c) p = randomImage(nv, rng);
     const std::vector<float> J0 = randomImage(nv, rng), I1 = randomImage(nv, rng);
@@ -151,13 +96,7 @@ TEST_P(LddmmSimd, GradStepIsTheVoxelFunction) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grids, LddmmSimd,
-                         ::testing::Values(Vec3Di(37, 23, 19), Vec3Di(16, 4, 3), Vec3Di(5, 6, 7),
-                                           Vec3Di(70, 9, 5), Vec3Di(33, 17, 1), Vec3Di(2, 2, 2)),
-                         [](const ::testing::TestParamInfo<Vec3Di>& i) {
-                           return std::to_string(i.param.x) + "x" + std::to_string(i.param.y) + "x" +
-                                  std::to_string(i.param.z);
-                         });
+INSTANTIATE_TEST_SUITE_P(Grids, LddmmSimd, simdGrids(), gridName);
 
 }  // namespace
 }  // namespace pyca
