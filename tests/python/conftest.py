@@ -1,8 +1,15 @@
-"""Fixtures shared by pyca's Python tests."""
+"""Fixtures shared by pyca's Python tests; this folder on sys.path, so that helper modules here (not test
+modules: pytest's importlib mode keeps those apart) import by name, e.g. deformation_helpers."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
 import pyca as ca
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 
 @pytest.fixture
 def rng():

@@ -7,40 +7,11 @@ the GPU against the CPU (skipped without a GPU). The fused LDDMM steps that use 
 test_ops_deformation.py."""
 import numpy as np
 import pytest
-import scipy.ndimage as ndi
 
 import pyca as ca
+from pyca.testing import needs_gpu
 
-needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
-MEMS = [pytest.param(ca.MEM_HOST, id="host"), pytest.param(ca.MEM_DEVICE, id="device", marks=needs_gpu)]
-
-
-def make(mem, a, grid):
-    """A Field3D on `grid` holding a ((sx, sy, sz, 3)) in `mem`."""
-    return ca.Field3D.from_array(np.asfortranarray(a, np.float32), grid).clone(mem)
-
-
-def field(mem, grid):
-    return ca.Field3D(grid, mem)
-
-
-def shape(grid):
-    return tuple(grid.size())
-
-
-def is2d(grid):
-    return shape(grid)[2] == 1
-
-
-def identity(grid):
-    return np.moveaxis(np.indices(shape(grid), np.float64), 0, -1)
-
-
-def map_coords(vol, pts, mode):
-    """SciPy's trilinear sample of vol at pts (voxels); on a grid of one plane z is not interpolated."""
-    axes = 2 if vol.shape[2] == 1 else 3
-    src = np.asarray(vol, np.float64)[..., 0] if axes == 2 else np.asarray(vol, np.float64)
-    return ndi.map_coordinates(src, [np.asarray(pts, np.float64)[..., k] for k in range(axes)], order=1, mode=mode)
+from deformation_helpers import MEMS, field, identity, is2d, make, map_coords, shape
 
 
 def _border_map_case(grid, rng, f_shape=None):

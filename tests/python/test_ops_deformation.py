@@ -8,16 +8,13 @@ in float64 (<ApplyH(I, h), J> = <I, Splat(J, h)>, ResampleWorld/SplatWorld, Ad/C
 """
 import numpy as np
 import pytest
-import scipy.ndimage as ndi
 
 import pyca as ca
 from pyca.testing import both_memory
 
-MEMS = [
-    pytest.param(ca.MEM_HOST, id="host"),
-    pytest.param(ca.MEM_DEVICE, id="device",
-                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
-]
+from deformation_helpers import (MEMS, field, identity, image, is2d, make, map_coords, noisy_identity, origin,
+                                 shape, spacing)
+
 RTOL, ATOL = 1e-5, 2e-5
 SCIPY_MODE = {
     ca.BACKGROUND_STRATEGY_CLAMP: "nearest",
@@ -29,64 +26,6 @@ LINEAR_BGS = list(SCIPY_MODE)
 
 
 # ------------------------------------------------------------------------------- helpers
-def make(mem, a, grid):
-    """A pyca array holding `a` ((sx, sy, sz) -> Image3D, (sx, sy, sz, 3) -> Field3D) in `mem`."""
-    a = np.asarray(a, dtype=np.float32)
-    cls = ca.Field3D if a.ndim == 4 else ca.Image3D
-    host = cls(grid, ca.MEM_HOST)
-    np.asarray(host)[...] = a
-    return host if mem == ca.MEM_HOST else host.clone(mem)
-
-
-def image(mem, grid):
-    return ca.Image3D(grid, mem)
-
-
-def field(mem, grid):
-    return ca.Field3D(grid, mem)
-
-
-def shape(grid):
-    s = grid.size()
-    return (s.x, s.y, s.z)
-
-
-def spacing(grid):
-    s = grid.spacing()
-    return np.array([s.x, s.y, s.z])
-
-
-def origin(grid):
-    o = grid.origin()
-    return np.array([o.x, o.y, o.z])
-
-
-def identity(grid):
-    return np.stack(np.meshgrid(*[np.arange(n, dtype=np.float64) for n in shape(grid)], indexing="ij"), axis=-1)
-
-
-def noisy_identity(grid, rng, amp):
-    """identity + uniform(-amp, amp) voxels; on a 2-D grid z gets garbage, which must be ignored."""
-    h = identity(grid) + rng.uniform(-amp, amp, shape(grid) + (3,))
-    if shape(grid)[2] == 1:
-        h[..., 2] = rng.uniform(-5, 5, shape(grid))
-    return h.astype(np.float32)
-
-
-def is2d(grid):
-    return shape(grid)[2] == 1
-
-
-def map_coords(vol, pts, mode, order=1):
-    """scipy reference; on a 2-D grid the z coordinate is ignored (the documented behaviour)."""
-    vol = np.asarray(vol, np.float64)
-    pts = np.asarray(pts, np.float64)
-    if vol.shape[2] == 1:
-        r = ndi.map_coordinates(vol[:, :, 0], [pts[..., 0], pts[..., 1]], order=order, mode=mode)
-        return r
-    return ndi.map_coordinates(vol, [pts[..., 0], pts[..., 1], pts[..., 2]], order=order, mode=mode)
-
-
 def np_interp(vol, pts, interp, bg, bgval=0.0):
     """Independent NumPy reference of the documented interpolation (docs: "Interpolation and
     background strategies"): separable taps per axis, axes of size 1 ignored. vol: (sx, sy, sz) or
