@@ -14,35 +14,21 @@ import os
 import sys
 
 import numpy as np
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from bench_multimodal import brains  # noqa: E402
+from multimodal_pairs import Pairs, add_arguments
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--resolution", type=int, default=2)
-    ap.add_argument("--direction", default="mni->colin")
-    ap.add_argument("--contrast", default="flair")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    add_arguments(ap, plural=False, direction="mni->colin", contrast="flair")
     ap.add_argument("--reruns", type=int, default=2)
     ap.add_argument("--cost", action="store_true", help="also time syn lncc (T1 onto T1) per iteration")
     a = ap.parse_args(argv)
-    import pyca as ca
-    from pyca.apps import data, syn
+    from pyca.apps import syn
 
-    imgs, aff = brains(a.resolution)
-    sp = np.linalg.norm(aff[:3, :3], axis=0)
-    g = ca.GridInfo(ca.Vec3Di(*imgs["mni"][0].shape), ca.Vec3Df(*sp), ca.Vec3Df(*aff[:3, 3]))
-
-    def im(x):
-        return ca.Image3D.from_array(np.asfortranarray(x, np.float32), g)
-
-    mv, fx = a.direction.split("->")
-    Mt1, _, Mc = imgs[mv]
-    F = imgs[fx][0]
-    M = data.other_contrast(Mt1, a.contrast, seed=1, centres=Mc, spacing=(a.resolution,) * 3)
+    pairs = Pairs(a.resolution)
+    im = pairs.image
+    p = pairs.pair(a.direction, a.contrast)
+    F, M, Mt1 = p.fixed, p.moving, p.moving_t1
 
     def finest(r):
         s = r.timings["scales"][-1]
