@@ -1,15 +1,16 @@
-"""Parameter sweeps of pyca's mutual information (pyca lddmm's, or with --method syn pyca register's) on the real multi-modal pairs of
-bench_multimodal.py (Colin27 and the MNI152 template, a T2-/FLAIR-like contrast of the moving brain onto
-the other's T1), in one process: one row per direction, contrast and setting, with each scale's stop.
-What docs/performance.md's "Multi-modal registration" sweeps ran.
+"""Parameter sweeps of pyca's mutual information (pyca lddmm's, or with --method syn pyca register's) on the real
+multi-modal pairs of bench_multimodal.py (Colin27 and the MNI152 template, a T2-/FLAIR-like contrast of the
+moving brain onto the other's T1), in one process: one row per direction, contrast and setting, with each
+scale's stop. What docs/performance.md's "Multi-modal registration" sweeps ran.
 
     python benchmarks/lab/mi_lab.py --resolution 2 --directions colin->mni --contrasts flair \\
         --params '[{}, {"sigma": 0.05}, {"iterations": [30, 30, 30]}]'
 
-A setting is a dict of lddmm.register's (syn.register's with --method syn) parameters (metric mi unless given; contrast t1 takes pyca's
-defaults plus the setting); "_fixed_mask": true passes the fixed image's support (> 0) as fixed_mask;
-"_nmi": true (--method syn) matches by Studholme's normalised MI instead of MI (syn._MI.normalized);
-"_moving_bias": true runs lddmm with mi_self.py's moving-side interpolation-bias correction (tried, not kept).
+A setting is a dict of lddmm.register's (syn.register's with --method syn) parameters (metric mi unless given;
+contrast t1 takes pyca's defaults plus the setting); "_fixed_mask": true passes the fixed image's support
+(> 0) as fixed_mask; "_nmi": true (--method syn) matches by Studholme's normalised MI instead of MI
+(syn._MI.normalized); "_moving_bias": true runs lddmm with mi_self.py's moving-side interpolation-bias
+correction (tried, not kept).
 """
 from __future__ import annotations
 

@@ -223,9 +223,9 @@ def register(fixed, moving, *, progress=False, **params):
     fraction of its peak: a band-limited K, fewer transforms; 0: every frequency), bias_sigma
     (world units of the smooth gain that corrects a bias field at each scale; 0: off), interp_blur
     ('matched': the warped moving image compared with the fixed image plus the bias trilinear
-    interpolation gives it, voxel by voxel; 'none'), fixed_blur (moving-image voxels of a Gaussian that also smooths the fixed image
-    before any comparison; 0: off), affine ('auto' |
-    'none' | 'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid),
+    interpolation gives it, voxel by voxel; 'none'), fixed_blur (moving-image voxels of a Gaussian
+    that also smooths the fixed image before any comparison; 0: off), affine ('auto' | 'none' |
+    'rigid' | 'affine'), fixed_mask, moving_mask (0/1 images on their image's grid),
     moving_labels (integer label image on the moving grid, warped by
     nearest neighbour), device ('auto' | 'cpu' | 'gpu').
     """
@@ -260,8 +260,8 @@ def register(fixed, moving, *, progress=False, **params):
     matched = p["interp_blur"] == "matched"
     blur = dict(p, fixed_blur=max(float(p["fixed_blur"]), INTERP_BLUR)) if matched and not interp else p
     I1, Mn = intensities.compared_images(fixed, moving, blur, mem, extra["fixed_mask"], extra["moving_mask"])
-    blur_note = [f"the fixed image was smoothed by fixed_blur {blur['fixed_blur']:.3g} moving-image voxels (interp_blur "
-                 f"'matched' with metric {p['metric']}: its contrast-free form)"] if blur is not p else []
+    blur_note = [f"the fixed image was smoothed by fixed_blur {blur['fixed_blur']:.3g} moving-image voxels "
+                 f"(interp_blur 'matched' with metric {p['metric']}: its contrast-free form)"] if blur is not p else []
     fmask = binary(extra["fixed_mask"], mem)
     mmask = binary(extra["moving_mask"], mem)
     kind = linear_kind(p["affine"], I1, Mn)
@@ -346,7 +346,8 @@ def register(fixed, moving, *, progress=False, **params):
                 lev.take_velocities(prev)
             prev = None
             gain = None
-            if p["bias_sigma"] > 0 and not _multimodal(p):  # the fixed image given the current warped moving image's bias
+            # the fixed image given the current warped moving image's bias
+            if p["bias_sigma"] > 0 and not _multimodal(p):
                 lev.forward()
                 corrected, gain = intensities.gain_corrected(J1, lev.J0[T], float(p["bias_sigma"]), mk)
                 lev.set_fixed(corrected)

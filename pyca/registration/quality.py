@@ -25,8 +25,9 @@ import numpy as np
 from .. import core as ca
 from .metrics import CLASSES
 
-__all__ = ["contrast_agreement", "better_aligned", "jacobian_problems", "assess", "message", "verdict", "EXIT_FAILED_REGISTRATION",
-           "MULTIMODAL_ADVICE", "COLLAPSE_DET", "COLLAPSE_FRACTION", "WORSE_TOL", "SINGLE_MODALITY"]
+__all__ = ["contrast_agreement", "better_aligned", "jacobian_problems", "assess", "message", "verdict",
+           "EXIT_FAILED_REGISTRATION", "MULTIMODAL_ADVICE", "COLLAPSE_DET", "COLLAPSE_FRACTION", "WORSE_TOL",
+           "SINGLE_MODALITY"]
 
 # The CLI's exit status for a registration that ran to the end but failed a check (outputs written).
 EXIT_FAILED_REGISTRATION = 3
@@ -132,8 +133,9 @@ def assess(metric, jac, foreground=None, linear_energy=None, final_energy=None, 
     checked. metric: the match term's name; jac: det D phiinv (Image3D); foreground: 0/1 image of the
     fixed image's foreground (None: every voxel); linear_energy / final_energy: the match term's energy
     after the linear stage and at the end, on the same grid and images; contrast: contrast_agreement()
-    of the aligned images (pyca lddmm: better_aligned() of the inputs as given and after a rigid mi probe); advice: what a single-contrast run on different contrasts is told to
-    use (the calling program's best command for them: MULTIMODAL_ADVICE for pyca lddmm)."""
+    of the aligned images (pyca lddmm: better_aligned() of the inputs as given and after a rigid mi
+    probe); advice: what a single-contrast run on different contrasts is told to use (the calling
+    program's best command for them: MULTIMODAL_ADVICE for pyca lddmm)."""
     folds, squeezed, lo, hi = jacobian_problems(jac, foreground)
     problems = []
     if folds > 0:
