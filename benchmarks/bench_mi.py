@@ -1,7 +1,11 @@
 """Mutual information (ca.JointHistogram / ca.MutualInformation, docs/design/mutual-information.md):
 speed beside LNCC and the copy rate, and determinism, on one device, in one run.
 
-- histogram: the time of JointHistogram (reads I and J, 8 bytes a voxel) against ca.Copy's rate;
+- histogram: the time of JointHistogram (reads I and J, 8 bytes a voxel) against ca.Copy's rate; on the
+  GPU also the pass itself, without the call's fixed costs (launch, the histogram's copy to the host,
+  the wait): the slope t(2 V) - t(V) of JointHistogram on the volume stacked twice along z against
+  Copy's slope, for each histogram kernel in --variants (PYCA_MI_HIST: "legacy" or
+  "copies,block,merge", cuda/src/ops/similarity.cu; every variant's histogram must equal the CPU's);
 - op: the time of MutualInformation (histogram + gradient), of MutualInformationGradients (one histogram, both
   images' gradients: syn's call) and of LNCC (radius 3) on a grid of
   --size voxels (default 192 x 224 x 192, a 1 mm brain), with the bytes MI moves (the histogram pass
@@ -16,6 +20,10 @@ speed beside LNCC and the copy rate, and determinism, on one device, in one run.
 
     python benchmarks/bench_mi.py --device cpu --size 96,112,96
     python benchmarks/bench_mi.py --device gpu --threads 16        # 1 mm on the GPU host
+    python benchmarks/bench_mi.py --device gpu --images mni --variants legacy 32,512,0 16,256,1
+
+--images mni: the MNI152 T1 at 1 mm and its FLAIR-like contrast (pyca.apps.data.other_contrast), a
+brain with its background, in place of the built-in phantom and its T2-like contrast.
 """
 from __future__ import annotations
 
@@ -68,6 +76,50 @@ def digest(im):
     return hashlib.sha256(im.numpy().tobytes()).hexdigest()[:16]
 
 
+def hist_slopes(ca, a, I, J, lo, hi, jlo, jhi, mem):
+    """The histogram pass per kernel variant, without the call's fixed costs: the slope t(2 V) - t(V) of
+    JointHistogram (the volume stacked twice along z) against Copy's slope; each variant's histogram
+    against the CPU's, bit for bit."""
+    s = I.grid().size()
+    size = (int(s.x), int(s.y), int(s.z))
+    nv = size[0] * size[1] * size[2]
+    g2 = ca.GridInfo((size[0], size[1], 2 * size[2]))
+    I2 = ca.Image3D.from_array(np.concatenate([I.numpy()] * 2, axis=2), g2).clone(mem)
+    J2 = ca.Image3D.from_array(np.concatenate([J.numpy()] * 2, axis=2), g2).clone(mem)
+    t1, t2 = ca.Image3D(I.grid(), mem), ca.Image3D(g2, mem)
+    reps = max(a.repeat, 10)
+    c_slope = best(lambda: ca.Copy(t2, I2), reps) - best(lambda: ca.Copy(t1, I), reps)
+    print(f"Copy slope: {1e6 * c_slope:.1f} us per {nv} voxels ({8 * nv / c_slope / 1e9:.0f} GB/s of 8 bytes/voxel)",
+          flush=True)
+    hist = ca.Image3D(ca.GridInfo(ca.Vec3Di(a.bins, a.bins, 1)), mem)
+    ref = ca.Image3D(hist.grid())
+    ca.JointHistogram(ref, I.clone(ca.MEM_HOST), J.clone(ca.MEM_HOST), lo, hi, jlo, jhi)
+    saved = os.environ.get("PYCA_MI_HIST")
+    try:
+        for v in [None] + list(a.variants):
+            if v is None:
+                os.environ.pop("PYCA_MI_HIST", None)
+            else:
+                os.environ["PYCA_MI_HIST"] = v
+            t_1 = best(lambda: ca.JointHistogram(hist, I, J, lo, hi, jlo, jhi), reps)
+            t_2 = best(lambda: ca.JointHistogram(hist, I2, J2, lo, hi, jlo, jhi), reps)
+            slope = t_2 - t_1
+            ca.JointHistogram(hist, I, J, lo, hi, jlo, jhi)
+            same = np.array_equal(hist.numpy(), ref.numpy())
+            runs = set()
+            for _ in range(3):
+                ca.JointHistogram(hist, I2, J2, lo, hi, jlo, jhi)
+                runs.add(digest(hist))
+            print(f"histogram kernel {v or 'default'}: call {1e3 * t_1:.3f} ms, pass (slope) {1e6 * slope:.1f} us "
+                  f"({8 * nv / slope / 1e9:.0f} GB/s of 8 bytes/voxel: {c_slope / slope:.2f} of the copy slope); "
+                  f"== CPU {same}; reruns {len(runs)} distinct", flush=True)
+    finally:
+        if saved is None:
+            os.environ.pop("PYCA_MI_HIST", None)
+        else:
+            os.environ["PYCA_MI_HIST"] = saved
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
@@ -78,6 +130,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--skip-lddmm", action="store_true")
+    ap.add_argument("--images", default="builtin", choices=["builtin", "mni"])
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="GPU histogram kernels to time (PYCA_MI_HIST values; the default kernel always)")
     a = ap.parse_args(argv)
     import pyca as ca
     from pyca.apps import data, lddmm
@@ -87,10 +142,19 @@ def main(argv=None):
     size = tuple(int(x) for x in a.size.split(","))
     g = ca.GridInfo(size)
     nv = g.nVox()
-    fixed, moving = data.builtin_pair(size=size)
+    if a.images == "mni":
+        t1, _, _ = data.mni_template(1)
+        size = t1.shape
+        g = ca.GridInfo(size)
+        nv = g.nVox()
+        fixed = ca.Image3D.from_array(t1, g)
+        J = ca.Image3D.from_array(data.other_contrast(t1, "flair"), g).clone(mem)
+        moving = fixed
+    else:
+        fixed, moving = data.builtin_pair(size=size)
+        J = ca.Image3D.from_array(data.other_contrast(fixed.numpy(), "t2", spacing=tuple(fixed.grid().spacing())),
+                                  fixed.grid()).clone(mem)
     I = fixed.clone(mem)
-    J = ca.Image3D.from_array(data.other_contrast(fixed.numpy(), "t2", spacing=tuple(fixed.grid().spacing())),
-                              fixed.grid()).clone(mem)
     grad, tmp = ca.Image3D(g, mem), ca.Image3D(g, mem)
     lo, hi = (float(x) for x in ca.MinMax(I))
     jlo, jhi = (float(x) for x in ca.MinMax(J))
@@ -118,6 +182,8 @@ def main(argv=None):
     print(f"MutualInformationGradients (one histogram, both images' gradients: 32 bytes/voxel) {1e3 * t_both:.2f} ms "
           f"({32 * nv / t_both / 1e9:.1f} GB/s: {32 * nv / copy_rate / t_both:.2f} of the copy rate); two "
           f"MutualInformation calls {2e3 * t_mi:.2f} ms", flush=True)
+    if mem == ca.MEM_DEVICE or os.environ.get("PYCA_BENCH_MI_SLOPES_ON_CPU"):  # the latter: a smoke test
+        hist_slopes(ca, a, I, J, lo, hi, jlo, jhi, mem)
     # determinism of the op
     h = ca.Image3D(ca.GridInfo(ca.Vec3Di(a.bins, a.bins, 1)), mem)
     runs = set()

@@ -2,15 +2,20 @@
 // (one thread per voxel, 2 r + 1 taps), the LNCC coefficient and gradient maps (the per-voxel math
 // of pyca/math/similarity.h, shared with the CPU loops), and the sum of the local correlations by
 // the reductions backend. Scratch from the stream-ordered pool; LNCC waits for its sum. Mutual
-// information: a per-block integer joint histogram in shared memory (a few copies, lanes spread over
-// them, to spread the atomics of a crowded bin; 64-bit counts as two 32-bit words), merged into one
-// global histogram by integer atomics (the same bits in any order: docs/design/mutual-information.md), then
-// the gradient from the table the host computes (pyca/math/similarity.h, miFromHistogram, shared with the
-// CPU).
+// information: a per-block integer joint histogram in shared memory (up to one table of 32-bit low words
+// per lane of a warp, so that lanes in the same bin add to different addresses, and one table of high
+// words for the carries), merged into one global histogram by integer atomics (the same bits in any order:
+// docs/design/mutual-information.md), then the gradient from the table the host computes
+// (pyca/math/similarity.h, miFromHistogram, shared with the CPU).
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "ops/cuda_common.cuh"
 #include "ops/reductions_cuda.h"
@@ -190,6 +195,157 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+// Parzen joint histogram, integer counts in math::kMiScale units, in per-block tables of shared memory:
+// `copies` tables of 32-bit low words (`pitch` = nb + 1 words apart, so that one bin of different copies
+// lies in different banks; lane l of a warp adds to copy l % copies: with 32 copies the lanes of a warp
+// never add to one address together), and one table of high words that takes each add's high half and
+// the carry out of its low word (read from atomicAdd's old value; each carry is exact, so the tables
+// hold the same integer in any order). A voxel's weights are below 2^31 (math::kMiScale 4/9), so one
+// voxel adds 16 32-bit words and a carry now and then. Each thread takes kHistChunk consecutive voxels
+// per pass; runs of equal (I, J, mask) (math::MiRuns: the background) are weighed once; with Merge the
+// weights of successive voxels with the same 4 x 4 bins are summed in registers (uint64) until the bins
+// change. The block then adds its tables into H by 64-bit integer atomics: the same H for any grouping,
+// order or launch.
+template <int Block, bool Merge>
+__global__ void __launch_bounds__(Block)
+    miHistTablesKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
+                       const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
+                       math::MiBins bins, int copies, int pitch) {
+  extern __shared__ unsigned sh[];
+  const int nb = bins.nI * bins.nJ;
+  const int words = copies * pitch + nb;
+  for (int k = threadIdx.x; k < words; k += Block) sh[k] = 0u;
+  __syncthreads();
+  unsigned* const hi = sh + std::size_t(copies) * std::size_t(pitch);
+  unsigned* const lo = sh + std::size_t(threadIdx.x % 32 % copies) * std::size_t(pitch);
+  // bin k += v (v < 2^64; its high half and the low word's carry to the high table)
+  const auto put = [&](int k, unsigned long long v) {
+    const unsigned vl = unsigned(v);
+    unsigned up = unsigned(v >> 32);
+    if (vl) {
+      const unsigned old = atomicAdd(lo + k, vl);
+      up += old + vl < old ? 1u : 0u;
+    }
+    if (up) atomicAdd(hi + k, up);
+  };
+  [[maybe_unused]] int key = -1;  // Merge: the first bin (bI nJ + bJ) of the weights in acc; -1: none
+  [[maybe_unused]] unsigned long long acc[Merge ? 16 : 1];
+  const auto flush = [&]() {
+    if constexpr (Merge) {
+      if (key < 0) return;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) put(key + r * bins.nJ + c, acc[4 * r + c]);
+    }
+  };
+  // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns.
+  const auto add = [&](float u, float v, float m, unsigned long long n) {
+    int bI, bJ;
+    std::uint64_t q[16];
+    math::miVoxelWeights(u, v, m, bins, &bI, &bJ, q);
+    const int k = bI * bins.nJ + bJ;
+    if constexpr (Merge) {
+      if (k != key) {
+        flush();
+        key = k;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) acc[j] = (unsigned long long)q[j] * n;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) acc[j] += (unsigned long long)q[j] * n;
+      }
+    } else if (n == 1) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) put(k + r * bins.nJ + c, (unsigned long long)q[4 * r + c]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) put(k + r * bins.nJ + c, (unsigned long long)q[4 * r + c] * n);
+    }
+  };
+  math::MiRuns<unsigned long long> runs;
+  const std::size_t stride = std::size_t(gridDim.x) * Block * kHistChunk;
+  for (std::size_t i0 = (blockIdx.x * std::size_t(Block) + threadIdx.x) * kHistChunk; i0 < nv; i0 += stride) {
+    if (nv - i0 >= std::size_t(kHistChunk)) {  // the chunk's loads first, all in flight at once
+      float u[kHistChunk], v[kHistChunk], m[kHistChunk];
+#pragma unroll
+      for (int j = 0; j < kHistChunk; ++j) {
+        u[j] = a[i0 + j];
+        v[j] = b[i0 + j];
+        m[j] = w ? w[i0 + j] : 1.f;
+      }
+#pragma unroll 1
+      for (int j = 0; j < kHistChunk; ++j) runs.push(u[j], v[j], m[j], add);
+    } else {
+      for (std::size_t i = i0; i < nv; ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+    }
+  }
+  runs.finish(add);
+  flush();
+  __syncthreads();
+  for (int k = threadIdx.x; k < nb; k += Block) {
+    unsigned long long s = static_cast<unsigned long long>(hi[k]) << 32;
+    for (int c = 0; c < copies; ++c) s += sh[std::size_t(c) * std::size_t(pitch) + std::size_t(k)];
+    if (s) atomicAdd(H + k, s);
+  }
+}
+
+// The histogram kernel and its launch shape: the per-block tables (miHistTablesKernel) with `copies`
+// low-word tables, `block` threads a block and Merge, or the earlier kernel (miHistKernel: 8 copies of
+// 64-bit counts as word pairs, 256 threads, Merge). PYCA_MI_HIST selects one for measurement
+// (benchmarks/bench_mi.py): "legacy", or "copies,block,merge" (copies 1..32, block 256 | 512 | 1024,
+// merge 0 | 1); every choice gives the same histogram.
+struct HistChoice {
+  bool legacy;
+  int copies, block;
+  bool merge;
+};
+
+HistChoice histChoice(const char* op) {
+  HistChoice c{false, 32, 1024, false};
+  const char* e = std::getenv("PYCA_MI_HIST");
+  if (!e || !*e) return c;
+  if (std::strcmp(e, "legacy") == 0) {
+    c.legacy = true;
+    return c;
+  }
+  int copies = 0, block = 0, merge = -1;
+  char tail = 0;
+  if (std::sscanf(e, "%d,%d,%d%c", &copies, &block, &merge, &tail) != 3 || copies < 1 || copies > 32 ||
+      (block != 256 && block != 512 && block != 1024) || (merge != 0 && merge != 1))
+    throw ValueError(std::string(op) +
+                     ": PYCA_MI_HIST must be 'legacy' or 'copies,block,merge' (copies 1-32, "
+                     "block 256, 512 or 1024, merge 0 or 1), not '" +
+                     e + "'");
+  c.copies = copies;
+  c.block = block;
+  c.merge = merge == 1;
+  return c;
+}
+
+// Launches miHistTablesKernel<Block, Merge> on every multiprocessor, as many blocks as fit (the
+// occupancy calculator with `bytes` of shared memory), no more than the chunks need.
+template <int Block, bool Merge>
+void launchTables(unsigned long long* H, const float* I, const float* J, const float* mask, std::size_t nv,
+                  const math::MiBins& b, int copies, int pitch, std::size_t bytes, const char* op) {
+  const auto kernel = miHistTablesKernel<Block, Merge>;
+  if (bytes > kSharedBytes)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), op,
+          "cudaFuncSetAttribute");
+  int dev = 0, sms = 0, perSm = 0;
+  check(cudaGetDevice(&dev), op, "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), op, "cudaDeviceGetAttribute");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, Block, bytes), op,
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
+  const unsigned blocks = blocksFor(chunks, Block, std::size_t(std::max(1, sms * std::max(1, perSm))));
+  kernel<<<blocks, Block, bytes, stream()>>>(H, I, J, mask, nv, b, copies, pitch);
+}
+
 // grad = dMI/dI per voxel; the table L in shared memory when it fits (Shared), else read from L.
 template <bool Shared>
 __global__ void miGradKernel(float* __restrict__ g, const float* __restrict__ a, const float* __restrict__ b,
@@ -301,7 +457,44 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
   const std::size_t nb = std::size_t(b.nI) * std::size_t(b.nJ);
   Scratch H(nb * sizeof(unsigned long long), op);
   check(cudaMemsetAsync(H.p, 0, nb * sizeof(unsigned long long), stream()), op, "cudaMemsetAsync");
-  if (nv > 0) {
+  const HistChoice choice = histChoice(op);
+  if (nv > 0 && !choice.legacy) {
+    // copies tables of nb low words, each padded by one word (a bin's copies in different banks), then
+    // the high words: as many copies as the multiprocessor's shared memory holds, at most choice.copies.
+    const int pitch = int(nb + 1);
+    const std::size_t one = std::size_t(pitch) * sizeof(unsigned), high = nb * sizeof(unsigned);
+    int dev = 0, optin = 0;
+    check(cudaGetDevice(&dev), op, "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), op,
+          "cudaDeviceGetAttribute");
+    const std::size_t room = std::size_t(optin);
+    const int copies =
+        room > high ? int(std::min<std::size_t>(std::size_t(choice.copies), (room - high) / one)) : 0;
+    unsigned long long* h = H.as<unsigned long long>();
+    if (copies >= 1) {
+      const std::size_t bytes = one * std::size_t(copies) + high;
+      const auto go = [&](auto block, auto merge) {
+        launchTables<decltype(block)::value, decltype(merge)::value>(h, I, J, mask, nv, b, copies, pitch,
+                                                                     bytes, op);
+      };
+      using T = std::true_type;
+      using F = std::false_type;
+      using B256 = std::integral_constant<int, 256>;
+      using B512 = std::integral_constant<int, 512>;
+      using B1024 = std::integral_constant<int, 1024>;
+      if (choice.block == 256) {
+        choice.merge ? go(B256{}, T{}) : go(B256{}, F{});
+      } else if (choice.block == 512) {
+        choice.merge ? go(B512{}, T{}) : go(B512{}, F{});
+      } else {
+        choice.merge ? go(B1024{}, T{}) : go(B1024{}, F{});
+      }
+    } else {
+      const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
+      miHistKernel<false><<<residentBlocks(chunks, 8, op), kBlock, 0, stream()>>>(h, I, J, mask, nv, b, 1, 0);
+    }
+    check(cudaGetLastError(), op, "histogram kernel launch");
+  } else if (nv > 0) {
     // One copy: the low and high words of nb counts, padded by one word so that the copies of a bin
     // fall in different banks.
     const int pitch = int(2 * nb + 1);

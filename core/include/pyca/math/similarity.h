@@ -277,11 +277,12 @@ PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* 
   return float(miGradient(double(i), double(j), double(m), b, L, gscale));
 }
 
-// MI of the integer joint histogram H (row-major, H[a nJ + b]: a the bin of I, b of J) in nats, summed
-// in a fixed order (host code, the same on both backends); L (nI nJ floats) <- log(p(a, b) / p_I(a))
-// where H(a, b) > 0, else 0; *gscale <- kMiScale / N (N = sum of H; 0 when H is empty).
-inline double miFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, float* gscale) {
-  std::vector<std::uint64_t> hI(std::size_t(nI), 0), hJ(std::size_t(nJ), 0);
+// The marginals of the integer joint histogram H (row-major, H[a nJ + b]): hI[a] = sum_b H(a, b), hJ[b] =
+// sum_a H(a, b); returns N, the sum of H (integer sums: exact).
+inline std::uint64_t miMarginals(const std::uint64_t* H, int nI, int nJ, std::vector<std::uint64_t>& hI,
+                                 std::vector<std::uint64_t>& hJ) {
+  hI.assign(std::size_t(nI), 0);
+  hJ.assign(std::size_t(nJ), 0);
   std::uint64_t N = 0;
   for (int a = 0; a < nI; ++a)
     for (int b = 0; b < nJ; ++b) {
@@ -290,6 +291,15 @@ inline double miFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, 
       hJ[std::size_t(b)] += h;
       N += h;
     }
+  return N;
+}
+
+// MI of the integer joint histogram H (row-major, H[a nJ + b]: a the bin of I, b of J) in nats, summed
+// in a fixed order (host code, the same on both backends); L (nI nJ floats) <- log(p(a, b) / p_I(a))
+// where H(a, b) > 0, else 0; *gscale <- kMiScale / N (N = sum of H; 0 when H is empty).
+inline double miFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, float* gscale) {
+  std::vector<std::uint64_t> hI, hJ;
+  const std::uint64_t N = miMarginals(H, nI, nJ, hI, hJ);
   *gscale = N ? float(kMiScale / double(N)) : 0.f;
   double mi = 0.0;
   const double dN = double(N);
@@ -313,15 +323,8 @@ inline double miFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, 
 // does not depend on I, and constants drop, as sum_ab dp = 0); *gscale as miFromHistogram. Returns 1
 // with L = 0 when H_IJ is 0 (one bin: no information to normalise).
 inline double nmiFromHistogram(const std::uint64_t* H, int nI, int nJ, float* L, float* gscale) {
-  std::vector<std::uint64_t> hI(std::size_t(nI), 0), hJ(std::size_t(nJ), 0);
-  std::uint64_t N = 0;
-  for (int a = 0; a < nI; ++a)
-    for (int b = 0; b < nJ; ++b) {
-      const std::uint64_t h = H[std::size_t(a) * nJ + b];
-      hI[std::size_t(a)] += h;
-      hJ[std::size_t(b)] += h;
-      N += h;
-    }
+  std::vector<std::uint64_t> hI, hJ;
+  const std::uint64_t N = miMarginals(H, nI, nJ, hI, hJ);
   *gscale = N ? float(kMiScale / double(N)) : 0.f;
   const double dN = double(N);
   const auto plogp = [&](std::uint64_t h) { return h ? double(h) / dN * std::log(double(h) / dN) : 0.0; };
