@@ -191,6 +191,7 @@ def _params(a):
 
 
 def main(a):
+    import pyca as ca
     from bench_brain import ANTS_KINDS, identity_map, run_ants, run_fireants
 
     why = _brains.available()
@@ -235,8 +236,12 @@ def main(a):
                 if hasattr(res, "inverse_consistency"):
                     r["ic_mean"], r["ic_p99"] = res.inverse_consistency
                 r["stops"] = [f"{s['stop'].split(' (')[0]} @{s['iterations']}" for s in res.timings["scales"]]
+                r["grid_det_min"], r["grid_det_max"] = (float(x) for x in ca.MinMax(res.jacobian))
+                r["verdict"] = ",".join(q["code"] for q in res.quality["problems"]) or "ok"
                 rows.append({"pair": d, "params": prm, **r})
                 _print(d, rows[-1])
+                print(f"{'':<28s} det D phiinv over the whole grid [{r['grid_det_min']:.3f}, {r['grid_det_max']:.2f}]"
+                      f", verdict {r['verdict']}; scales {r['stops']}", flush=True)
                 if "ic_mean" in r:
                     print(f"{'':<28s} inverse consistency |phi o phiinv - id| mean {r['ic_mean']:.4f} p99 "
                           f"{r['ic_p99']:.4f} voxels; scales {r['stops']}", flush=True)
