@@ -201,32 +201,38 @@ __global__ void __launch_bounds__(kBlock)
 // never add to one address together), and one table of high words that takes each add's high half and
 // the carry out of its low word (read from atomicAdd's old value; each carry is exact, so the tables
 // hold the same integer in any order). A voxel's weights are below 2^31 (math::kMiScale 4/9), so one
-// voxel adds 16 32-bit words and a carry now and then. Each thread takes kHistChunk consecutive voxels
-// per pass; runs of equal (I, J, mask) (math::MiRuns: the background) are weighed once; with Merge the
-// weights of successive voxels with the same 4 x 4 bins are summed in registers (uint64) until the bins
-// change. The block then adds its tables into H by 64-bit integer atomics: the same H for any grouping,
-// order or launch.
-template <int Block, bool Merge>
+// voxel adds 16 32-bit words and a carry now and then. Each thread takes one voxel per pass (the lanes
+// of a warp on consecutive voxels); runs of equal (I, J, mask) in a thread's sequence (math::MiRuns:
+// the background) are weighed once. With Merge each thread takes kHistChunk consecutive voxels per pass
+// instead, and the weights of successive voxels with the same 4 x 4 bins are summed in registers
+// (uint64) until the bins change. The block then adds its tables into H by 64-bit integer atomics: the same H
+// for any grouping, order or launch.
+template <int Block, bool Merge, int NJ>
 __global__ void __launch_bounds__(Block)
     miHistTablesKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
                        const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
                        math::MiBins bins, int copies, int pitch) {
   extern __shared__ unsigned sh[];
-  const int nb = bins.nI * bins.nJ;
+  // NJ: the bins of J when known at compile time (the bins' offsets in a voxel's 4 x 4 block are then
+  // constants of the instructions), else 0 (bins.nJ)
+  const int nJ = NJ ? NJ : bins.nJ;
+  const int nb = bins.nI * nJ;
   const int words = copies * pitch + nb;
   for (int k = threadIdx.x; k < words; k += Block) sh[k] = 0u;
   __syncthreads();
-  unsigned* const hi = sh + std::size_t(copies) * std::size_t(pitch);
-  unsigned* const lo = sh + std::size_t(threadIdx.x % 32 % copies) * std::size_t(pitch);
+  const int copy = int(threadIdx.x % 32) % copies;
+  unsigned* const lo = sh + std::size_t(copy) * std::size_t(pitch);
+  // the high table's word of a bin, from its low word in this thread's copy
+  const int toHigh = (copies - copy) * pitch;
   // bin k += v (v < 2^64; its high half and the low word's carry to the high table)
   const auto put = [&](int k, unsigned long long v) {
     const unsigned vl = unsigned(v);
     unsigned up = unsigned(v >> 32);
     if (vl) {
       const unsigned old = atomicAdd(lo + k, vl);
-      up += old + vl < old ? 1u : 0u;
+      up += old > ~vl ? 1u : 0u;
     }
-    if (up) atomicAdd(hi + k, up);
+    if (up) atomicAdd(lo + toHigh + k, up);
   };
   [[maybe_unused]] int key = -1;  // Merge: the first bin (bI nJ + bJ) of the weights in acc; -1: none
   [[maybe_unused]] unsigned long long acc[Merge ? 16 : 1];
@@ -236,57 +242,90 @@ __global__ void __launch_bounds__(Block)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) put(key + r * bins.nJ + c, acc[4 * r + c]);
+        for (int c = 0; c < 4; ++c) put(key + r * nJ + c, acc[4 * r + c]);
     }
   };
-  // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns.
+  // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns: the fixed-point products
+  // of math::miVoxelProducts (below 2^31, see kMiScale), truncated as math::miVoxelWeights truncates.
   const auto add = [&](float u, float v, float m, unsigned long long n) {
     int bI, bJ;
-    std::uint64_t q[16];
-    math::miVoxelWeights(u, v, m, bins, &bI, &bJ, q);
-    const int k = bI * bins.nJ + bJ;
+    double d[16];
+    math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
+    const int k = bI * nJ + bJ;
     if constexpr (Merge) {
       if (k != key) {
         flush();
         key = k;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) acc[j] = (unsigned long long)q[j] * n;
+        for (int j = 0; j < 16; ++j) acc[j] = (unsigned long long)__double2uint_rz(d[j]) * n;
       } else {
 #pragma unroll
-        for (int j = 0; j < 16; ++j) acc[j] += (unsigned long long)q[j] * n;
+        for (int j = 0; j < 16; ++j) acc[j] += (unsigned long long)__double2uint_rz(d[j]) * n;
       }
-    } else if (n == 1) {
+    } else if (n == 1) {  // one voxel: 16 words, each add's carry (if any) to the high table
+      unsigned* const row = lo + k;
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) put(k + r * bins.nJ + c, (unsigned long long)q[4 * r + c]);
+        for (int c = 0; c < 4; ++c) {
+          const unsigned x = __double2uint_rz(d[4 * r + c]);
+          if (atomicAdd(row + r * nJ + c, x) > ~x) atomicAdd(row + toHigh + r * nJ + c, 1u);
+        }
     } else {
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) put(k + r * bins.nJ + c, (unsigned long long)q[4 * r + c] * n);
+        for (int c = 0; c < 4; ++c)
+          put(k + r * nJ + c, (unsigned long long)__double2uint_rz(d[4 * r + c]) * n);
     }
   };
   math::MiRuns<unsigned long long> runs;
-  const std::size_t stride = std::size_t(gridDim.x) * Block * kHistChunk;
-  for (std::size_t i0 = (blockIdx.x * std::size_t(Block) + threadIdx.x) * kHistChunk; i0 < nv; i0 += stride) {
-    if (nv - i0 >= std::size_t(kHistChunk)) {  // the chunk's loads first, all in flight at once
-      float u[kHistChunk], v[kHistChunk], m[kHistChunk];
+  if constexpr (Merge) {  // kHistChunk consecutive voxels per thread and pass (neighbours share bins)
+    const std::size_t stride = std::size_t(gridDim.x) * Block * kHistChunk;
+    for (std::size_t i0 = (blockIdx.x * std::size_t(Block) + threadIdx.x) * kHistChunk; i0 < nv;
+         i0 += stride) {
+      if (nv - i0 >= std::size_t(kHistChunk)) {  // the chunk's loads first, all in flight at once
+        float u[kHistChunk], v[kHistChunk], m[kHistChunk];
 #pragma unroll
-      for (int j = 0; j < kHistChunk; ++j) {
-        u[j] = a[i0 + j];
-        v[j] = b[i0 + j];
-        m[j] = w ? w[i0 + j] : 1.f;
-      }
+        for (int j = 0; j < kHistChunk; ++j) {
+          u[j] = a[i0 + j];
+          v[j] = b[i0 + j];
+          m[j] = w ? w[i0 + j] : 1.f;
+        }
 #pragma unroll 1
-      for (int j = 0; j < kHistChunk; ++j) runs.push(u[j], v[j], m[j], add);
-    } else {
-      for (std::size_t i = i0; i < nv; ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+        for (int j = 0; j < kHistChunk; ++j) runs.push(u[j], v[j], m[j], add);
+      } else {
+        for (std::size_t i = i0; i < nv; ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+      }
+    }
+  } else {  // one voxel per thread and pass, the lanes of a warp on consecutive voxels; the next
+            // pass's voxel is loaded before this one is weighed
+    const std::size_t stride = std::size_t(gridDim.x) * Block;
+    std::size_t i = blockIdx.x * std::size_t(Block) + threadIdx.x;
+    if (i < nv) {
+      float u = a[i], v = b[i], m = w ? w[i] : 1.f;
+      for (;;) {
+        const std::size_t next = i + stride;
+        const bool more = next < nv;
+        float un = 0.f, vn = 0.f, mn = 1.f;
+        if (more) {
+          un = a[next];
+          vn = b[next];
+          mn = w ? w[next] : 1.f;
+        }
+        runs.push(u, v, m, add);
+        if (!more) break;
+        i = next;
+        u = un;
+        v = vn;
+        m = mn;
+      }
     }
   }
   runs.finish(add);
   flush();
   __syncthreads();
+  const unsigned* const hi = sh + std::size_t(copies) * std::size_t(pitch);
   for (int k = threadIdx.x; k < nb; k += Block) {
     unsigned long long s = static_cast<unsigned long long>(hi[k]) << 32;
     for (int c = 0; c < copies; ++c) s += sh[std::size_t(c) * std::size_t(pitch) + std::size_t(k)];
@@ -298,7 +337,8 @@ __global__ void __launch_bounds__(Block)
 // low-word tables, `block` threads a block and Merge, or the earlier kernel (miHistKernel: 8 copies of
 // 64-bit counts as word pairs, 256 threads, Merge). PYCA_MI_HIST selects one for measurement
 // (benchmarks/bench_mi.py): "legacy", or "copies,block,merge" (copies 1..32, block 256 | 512 | 1024,
-// merge 0 | 1); every choice gives the same histogram.
+// merge 0 | 1, merge only below 1024 threads: its 16 sums would not fit the registers); every choice
+// gives the same histogram.
 struct HistChoice {
   bool legacy;
   int copies, block;
@@ -316,10 +356,11 @@ HistChoice histChoice(const char* op) {
   int copies = 0, block = 0, merge = -1;
   char tail = 0;
   if (std::sscanf(e, "%d,%d,%d%c", &copies, &block, &merge, &tail) != 3 || copies < 1 || copies > 32 ||
-      (block != 256 && block != 512 && block != 1024) || (merge != 0 && merge != 1))
+      (block != 256 && block != 512 && block != 1024) || (merge != 0 && merge != 1) ||
+      (merge == 1 && block == 1024))
     throw ValueError(std::string(op) +
                      ": PYCA_MI_HIST must be 'legacy' or 'copies,block,merge' (copies 1-32, "
-                     "block 256, 512 or 1024, merge 0 or 1), not '" +
+                     "block 256, 512 or 1024, merge 0 or 1, not 1 with 1024), not '" +
                      e + "'");
   c.copies = copies;
   c.block = block;
@@ -329,10 +370,10 @@ HistChoice histChoice(const char* op) {
 
 // Launches miHistTablesKernel<Block, Merge> on every multiprocessor, as many blocks as fit (the
 // occupancy calculator with `bytes` of shared memory), no more than the chunks need.
-template <int Block, bool Merge>
+template <int Block, bool Merge, int NJ>
 void launchTables(unsigned long long* H, const float* I, const float* J, const float* mask, std::size_t nv,
                   const math::MiBins& b, int copies, int pitch, std::size_t bytes, const char* op) {
-  const auto kernel = miHistTablesKernel<Block, Merge>;
+  const auto kernel = miHistTablesKernel<Block, Merge, NJ>;
   if (bytes > kSharedBytes)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), op,
           "cudaFuncSetAttribute");
@@ -341,8 +382,8 @@ void launchTables(unsigned long long* H, const float* I, const float* J, const f
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), op, "cudaDeviceGetAttribute");
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, Block, bytes), op,
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
-  const unsigned blocks = blocksFor(chunks, Block, std::size_t(std::max(1, sms * std::max(1, perSm))));
+  const std::size_t items = Merge ? (nv + kHistChunk - 1) / kHistChunk : nv;  // one per thread and pass
+  const unsigned blocks = blocksFor(items, Block, std::size_t(std::max(1, sms * std::max(1, perSm))));
   kernel<<<blocks, Block, bytes, stream()>>>(H, I, J, mask, nv, b, copies, pitch);
 }
 
@@ -474,8 +515,13 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
     if (copies >= 1) {
       const std::size_t bytes = one * std::size_t(copies) + high;
       const auto go = [&](auto block, auto merge) {
-        launchTables<decltype(block)::value, decltype(merge)::value>(h, I, J, mask, nv, b, copies, pitch,
-                                                                     bytes, op);
+        constexpr int kB = decltype(block)::value;
+        constexpr bool kM = decltype(merge)::value;
+        if (b.nJ == 32) {
+          launchTables<kB, kM, 32>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
+        } else {
+          launchTables<kB, kM, 0>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
+        }
       };
       using T = std::true_type;
       using F = std::false_type;
@@ -487,7 +533,7 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
       } else if (choice.block == 512) {
         choice.merge ? go(B512{}, T{}) : go(B512{}, F{});
       } else {
-        choice.merge ? go(B1024{}, T{}) : go(B1024{}, F{});
+        go(B1024{}, F{});  // histChoice refuses merge with 1024 threads (registers)
       }
     } else {
       const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
