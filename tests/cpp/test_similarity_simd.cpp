@@ -89,5 +89,30 @@ TEST(SimilaritySimd, GradientIsTheVoxelFunction) {
   }
 }
 
+// The GPU's one-pass pair (math::miGradientPair) against the two single gradients the CPU computes, bit
+// for bit (the same expressions: a change to one that the other does not follow fails here).
+TEST(SimilaritySimd, GradientPairIsTheTwoGradients) {
+  std::mt19937 rng(11);
+  for (const int bins : {4, 24, 33}) {
+    const math::MiBins B{bins, bins + 3, 0.f, 1.f, -0.1f, 0.9f};
+    const math::MiBins BT{B.nJ, B.nI, B.jLo, B.jHi, B.iLo, B.iHi};
+    std::vector<float> LI(std::size_t(B.nI) * B.nJ), LJ(LI.size());
+    std::uniform_real_distribution<float> t(-3.f, 0.f);
+    for (auto& x : LI) x = t(rng);
+    for (auto& x : LJ) x = t(rng);
+    const Pair p = randomPair(1001, rng);
+    for (std::size_t i = 0; i < p.a.size(); ++i) {
+      float gI, gJ;
+      math::miGradPairAt(p.a[i], p.b[i], p.w[i], B, LI.data(), LJ.data(), 0.37f, &gI, &gJ);
+      const float wI = math::miGradAt(p.a[i], p.b[i], p.w[i], B, LI.data(), 0.37f);
+      const float wJ = math::miGradAt(p.b[i], p.a[i], p.w[i], BT, LJ.data(), 0.37f);
+      EXPECT_EQ(std::memcmp(&gI, &wI, sizeof(float)), 0)
+          << bins << " bins, voxel " << i << ": " << gI << " " << wI;
+      EXPECT_EQ(std::memcmp(&gJ, &wJ, sizeof(float)), 0)
+          << bins << " bins, voxel " << i << ": " << gJ << " " << wJ;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pyca

@@ -300,10 +300,12 @@ def test_cpu_simd_mutual_information_has_the_scalar_bits():
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("bins", [32, 64, 200])
 def test_gpu_histogram_has_the_cpu_bits(bins):
-    """The GPU's integer histogram (shared-memory copies of 32-bit word pairs, registers summing
-    neighbours of the same bins, runs of background) equals the CPU's bit for bit: the same MI (a double
-    computed from the integers in a fixed order) and the same histogram, with a background, a mask of
-    fractional weights, and bins past the shared-memory path (200: atomics into global memory)."""
+    """The GPU's integer histogram (per-lane shared-memory tables of 32-bit words, runs of background)
+    equals the CPU's bit for bit: the same MI (a double computed from the integers in a fixed order) and
+    the same histogram, with a background, a mask of fractional weights, and bins past the shared-memory
+    path (200: atomics into global memory); and the same gradients, of MutualInformation and of
+    MutualInformationGradients (one pass for both images on the GPU), every product rounded on its own.
+    With PYCA_MI_HIST set, the kernel it selects."""
     shape = (67, 53, 41)  # not a multiple of the GPU's chunk of voxels
     I, J = pair(shape, seed=5)
     I[:, :9], J[:, :9] = 0.0, 0.0
@@ -318,6 +320,9 @@ def test_gpu_histogram_has_the_cpu_bits(bins):
             ca.JointHistogram(h, *args, *rI, *rJ)
             g = image(np.zeros(shape), mem)
             mi = ca.MutualInformation(g, *args, bins, *rI, *rJ)
-            out.append((float(mi).hex(), h.numpy().tobytes()))
-        assert out[0][0] == out[1][0], masked
-        assert out[0][1] == out[1][1], masked
+            gI, gJ = image(np.zeros(shape), mem), image(np.zeros(shape), mem)
+            ca.MutualInformationGradients(gI, gJ, *args, bins, *rI, *rJ)
+            out.append((float(mi).hex(), h.numpy().tobytes(), g.numpy().tobytes(), gI.numpy().tobytes(),
+                        gJ.numpy().tobytes()))
+        for k, what in enumerate(("MI", "histogram", "gradient", "gradI", "gradJ")):
+            assert out[0][k] == out[1][k], (what, masked)

@@ -306,6 +306,11 @@ double mutualInformationGradients(Image3D& gradI, Image3D& gradJ, const Image3D&
   const double value = table(H.data(), bins.nI, bins.nJ, LI.data(), &gscale);
   table(HT.data(), bins.nJ, bins.nI, LJ.data(), &gscale);
   const float* w = mask ? mask->data() : nullptr;
+  if (dev) {  // one pass for both (math::miGradPairAt: the same expressions as the two passes below)
+    PYCA_CUDA_CALL(op, cuda_impl::MIGradients(gradI.data(), gradJ.data(), I.data(), J.data(), w, I.nVox(),
+                                              bins, LI.data(), LJ.data(), gscale));
+    return value;
+  }
   miGradientPass(gradI, dev, op, I, J, w, bins, LI, gscale);
   miGradientPass(gradJ, dev, op, J, I, w, binsT, LJ, gscale);
   return value;

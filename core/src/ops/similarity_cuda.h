@@ -28,6 +28,12 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
 void MIGradient(float* grad, const float* I, const float* J, const float* mask, std::size_t nv,
                 const math::MiBins& b, const float* hostL, float gscale);
 
+// gradI = dMI/dI and gradJ = dMI/dJ from one pass: the tables hostLI (of H) and hostLJ (of H transposed),
+// b.nI b.nJ floats each, and gscale (math::miGradPairAt).
+void MIGradients(float* gradI, float* gradJ, const float* I, const float* J, const float* mask,
+                 std::size_t nv, const math::MiBins& b, const float* hostLI, const float* hostLJ,
+                 float gscale);
+
 // n floats from host memory to a device array (waits).
 void CopyToDevice(float* dst, const float* hostSrc, std::size_t n);
 

@@ -405,6 +405,35 @@ __global__ void miGradKernel(float* __restrict__ g, const float* __restrict__ a,
     g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, tab, gscale);
 }
 
+// gI = dMI/dI and gJ = dMI/dJ per voxel from one pair of Parzen windows (math::miGradPairAt); the
+// tables LI and LJ (nb floats each) in shared memory when they fit (Shared), else read from global.
+template <bool Shared>
+__global__ void miGradPairKernel(float* __restrict__ gI, float* __restrict__ gJ, const float* __restrict__ a,
+                                 const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
+                                 math::MiBins bins, const float* __restrict__ LI,
+                                 const float* __restrict__ LJ, float gscale) {
+  extern __shared__ float shL[];
+  const float* tI = LI;
+  const float* tJ = LJ;
+  if (Shared) {
+    const int nb = bins.nI * bins.nJ;
+    for (int k = threadIdx.x; k < nb; k += blockDim.x) {
+      shL[k] = LI[k];
+      shL[nb + k] = LJ[k];
+    }
+    __syncthreads();
+    tI = shL;
+    tJ = shL + nb;
+  }
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    float u, v;
+    math::miGradPairAt(a[i], b[i], w ? w[i] : 1.f, bins, tI, tJ, gscale, &u, &v);
+    gI[i] = u;
+    gJ[i] = v;
+  }
+}
+
 // Blocks of a grid-stride loop that keeps every multiprocessor busy: `perSm` blocks per SM, no more
 // than the data needs.
 unsigned residentBlocks(std::size_t nv, int perSm, const char* op) {
@@ -583,6 +612,29 @@ void MIGradient(float* grad, const float* I, const float* J, const float* mask, 
         <<<blocksFor(nv, kBlock), kBlock, 0, stream()>>>(grad, I, J, mask, nv, b, L.as<float>(), gscale);
   }
   // No wait: a copy from pageable host memory returns once hostL has been staged.
+  check(cudaGetLastError(), op, "gradient kernel launch");
+}
+
+void MIGradients(float* gradI, float* gradJ, const float* I, const float* J, const float* mask,
+                 std::size_t nv, const math::MiBins& b, const float* hostLI, const float* hostLJ,
+                 float gscale) {
+  const char* op = "MutualInformationGradients";
+  if (nv == 0) return;
+  const std::size_t nb = std::size_t(b.nI) * std::size_t(b.nJ);
+  Scratch L(2 * nb * sizeof(float), op);
+  check(cudaMemcpyAsync(L.as<float>(), hostLI, nb * sizeof(float), cudaMemcpyHostToDevice, stream()), op,
+        "cudaMemcpyAsync");
+  check(cudaMemcpyAsync(L.as<float>() + nb, hostLJ, nb * sizeof(float), cudaMemcpyHostToDevice, stream()), op,
+        "cudaMemcpyAsync");
+  const unsigned blocks = residentBlocks(nv, 4, op);  // a few blocks per SM: each reads the tables once
+  if (2 * nb * sizeof(float) <= kSharedBytes) {
+    miGradPairKernel<true><<<blocks, kBlock, 2 * nb * sizeof(float), stream()>>>(
+        gradI, gradJ, I, J, mask, nv, b, L.as<float>(), L.as<float>() + nb, gscale);
+  } else {
+    miGradPairKernel<false><<<blocks, kBlock, 0, stream()>>>(gradI, gradJ, I, J, mask, nv, b, L.as<float>(),
+                                                             L.as<float>() + nb, gscale);
+  }
+  // No wait: a copy from pageable host memory returns once the host's table has been staged.
   check(cudaGetLastError(), op, "gradient kernel launch");
 }
 

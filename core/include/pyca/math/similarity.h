@@ -186,11 +186,11 @@ PYCA_HD_LANES typename MiLanes<T>::Int miParzen(T v, float lo, float hi, int n, 
   w[1] = addRn((2.0 / 3.0) - f2, mulRn(L::splat(0.5), f3));  // beta3(f)
   w[2] = addRn((2.0 / 3.0) - g2, mulRn(L::splat(0.5), g3));  // beta3(f - 1)
   w[3] = mulRn(f3, L::splat(1.0 / 6.0));                     // beta3(f - 2)
-  if (dw) {
-    dw[0] = -0.5 * g2 * slope;
-    dw[1] = (-2.0 * f + 1.5 * f2) * slope;
-    dw[2] = (2.0 * g - 1.5 * g2) * slope;
-    dw[3] = 0.5 * f2 * slope;
+  if (dw) {  // -g^2 / 2, -2 f + 3 f^2 / 2, 2 g - 3 g^2 / 2, f^2 / 2, times the slope (no contraction)
+    dw[0] = mulRn(mulRn(L::splat(-0.5), g2), slope);
+    dw[1] = mulRn(addRn(mulRn(L::splat(-2.0), f), mulRn(L::splat(1.5), f2)), slope);
+    dw[2] = mulRn(addRn(mulRn(L::splat(2.0), g), mulRn(L::splat(-1.5), g2)), slope);
+    dw[3] = mulRn(mulRn(L::splat(0.5), f2), slope);
   }
   return base;
 }
@@ -253,6 +253,26 @@ struct MiRuns {
   }
 };
 
+// sum_a dA[a] sum_c wB[c] LT((bA + a) nB + bB + c): the table LT (rows the bins of A, nB columns) read
+// through one voxel's Parzen derivatives along A and weights along B, every product and sum rounded on
+// its own (mulRn, addRn: the GPU gives the CPU's bits); T as miParzen's.
+template <class T>
+PYCA_HD_LANES T miTableSum(const T* dA, const T* wB, typename MiLanes<T>::Int bA, typename MiLanes<T>::Int bB,
+                           int nB, const float* LT) {
+  using Int = typename MiLanes<T>::Int;
+  using L = MiLanes<T>;
+  T g = L::splat(0.0);
+  for (int a = 0; a < 4; ++a) {
+    const Int k = (bA + a) * nB + bB;
+    T r = mulRn(wB[0], L::table(LT, k));
+    r = addRn(r, mulRn(wB[1], L::table(LT, k + 1)));
+    r = addRn(r, mulRn(wB[2], L::table(LT, k + 2)));
+    r = addRn(r, mulRn(wB[3], L::table(LT, k + 3)));
+    g = addRn(g, mulRn(dA[a], r));
+  }
+  return g;
+}
+
 // dMI/dI at one voxel: gscale (dt/dI) m sum_a beta3'(t_I - a) sum_b beta3(t_J - b) L(a, b), with L the
 // table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N; T as miParzen's (the
 // caller converts the result to float).
@@ -263,18 +283,35 @@ PYCA_HD_LANES T miGradient(T i, T j, T m, const MiBins& b, const float* L, float
   const Int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
   const Int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, static_cast<T*>(nullptr));
   const T mm = miMaskWeight(m);
-  T g = MiLanes<T>::splat(0.0);
-  for (int a = 0; a < 4; ++a) {
-    const Int k = (bI + a) * b.nJ + bJ;
-    const T r = wJ[0] * MiLanes<T>::table(L, k) + wJ[1] * MiLanes<T>::table(L, k + 1) +
-                wJ[2] * MiLanes<T>::table(L, k + 2) + wJ[3] * MiLanes<T>::table(L, k + 3);
-    g += dI[a] * r;
-  }
-  return g * mm * double(gscale);
+  return mulRn(mulRn(miTableSum(dI, wJ, bI, bJ, b.nJ, L), mm), MiLanes<T>::splat(double(gscale)));
+}
+
+// Both images' derivatives at one voxel from one pair of Parzen windows: *gI = miGradient(i, j, m, b,
+// LI, gscale) and *gJ = miGradient(j, i, m, b transposed, LJ, gscale) (LJ: the table of the transposed
+// histogram, rows the bins of J), the same expressions, so the same values.
+template <class T>
+PYCA_HD_LANES void miGradientPair(T i, T j, T m, const MiBins& b, const float* LI, const float* LJ,
+                                  float gscale, T* gI, T* gJ) {
+  using Int = typename MiLanes<T>::Int;
+  T wI[4], dI[4], wJ[4], dJ[4];
+  const Int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
+  const Int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, dJ);
+  const T mm = miMaskWeight(m);
+  const T gs = MiLanes<T>::splat(double(gscale));
+  *gI = mulRn(mulRn(miTableSum(dI, wJ, bI, bJ, b.nJ, LI), mm), gs);
+  *gJ = mulRn(mulRn(miTableSum(dJ, wI, bJ, bI, b.nI, LJ), mm), gs);
 }
 
 PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* L, float gscale) {
   return float(miGradient(double(i), double(j), double(m), b, L, gscale));
+}
+
+PYCA_HD void miGradPairAt(float i, float j, float m, const MiBins& b, const float* LI, const float* LJ,
+                          float gscale, float* gI, float* gJ) {
+  double u, v;
+  miGradientPair(double(i), double(j), double(m), b, LI, LJ, gscale, &u, &v);
+  *gI = float(u);
+  *gJ = float(v);
 }
 
 // The marginals of the integer joint histogram H (row-major, H[a nJ + b]): hI[a] = sum_b H(a, b), hJ[b] =
