@@ -387,48 +387,49 @@ void launchTables(unsigned long long* H, const float* I, const float* J, const f
   kernel<<<blocks, Block, bytes, stream()>>>(H, I, J, mask, nv, b, copies, pitch);
 }
 
-// grad = dMI/dI per voxel; the table L in shared memory when it fits (Shared), else read from L.
+// grad = dMI/dI per voxel; the table L in shared memory as doubles when it fits (Shared: the same values,
+// converted once per block), else read from L.
 template <bool Shared>
 __global__ void miGradKernel(float* __restrict__ g, const float* __restrict__ a, const float* __restrict__ b,
                              const float* __restrict__ w, std::size_t nv, math::MiBins bins,
                              const float* __restrict__ L, float gscale) {
-  extern __shared__ float shL[];
-  const float* tab = L;
+  extern __shared__ double shL[];
   if (Shared) {
     const int nb = bins.nI * bins.nJ;
     for (int k = threadIdx.x; k < nb; k += blockDim.x) shL[k] = L[k];
     __syncthreads();
-    tab = shL;
   }
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x)
-    g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, tab, gscale);
+    g[i] = Shared ? math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, static_cast<const double*>(shL), gscale)
+                  : math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L, gscale);
 }
 
 // gI = dMI/dI and gJ = dMI/dJ per voxel from one pair of Parzen windows (math::miGradPairAt); the
-// tables LI and LJ (nb floats each) in shared memory when they fit (Shared), else read from global.
+// tables LI and LJ (nb floats each) in shared memory as doubles when they fit (Shared: converted once
+// per block, not 32 times per voxel; the same values), else read from global memory.
 template <bool Shared>
 __global__ void miGradPairKernel(float* __restrict__ gI, float* __restrict__ gJ, const float* __restrict__ a,
                                  const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
                                  math::MiBins bins, const float* __restrict__ LI,
                                  const float* __restrict__ LJ, float gscale) {
-  extern __shared__ float shL[];
-  const float* tI = LI;
-  const float* tJ = LJ;
+  extern __shared__ double shD[];
   if (Shared) {
     const int nb = bins.nI * bins.nJ;
     for (int k = threadIdx.x; k < nb; k += blockDim.x) {
-      shL[k] = LI[k];
-      shL[nb + k] = LJ[k];
+      shD[k] = LI[k];
+      shD[nb + k] = LJ[k];
     }
     __syncthreads();
-    tI = shL;
-    tJ = shL + nb;
   }
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x) {
     float u, v;
-    math::miGradPairAt(a[i], b[i], w ? w[i] : 1.f, bins, tI, tJ, gscale, &u, &v);
+    if (Shared) {
+      math::miGradPairAt(a[i], b[i], w ? w[i] : 1.f, bins, shD, shD + bins.nI * bins.nJ, gscale, &u, &v);
+    } else {
+      math::miGradPairAt(a[i], b[i], w ? w[i] : 1.f, bins, LI, LJ, gscale, &u, &v);
+    }
     gI[i] = u;
     gJ[i] = v;
   }
@@ -604,8 +605,8 @@ void MIGradient(float* grad, const float* I, const float* J, const float* mask, 
   Scratch L(nb * sizeof(float), op);
   check(cudaMemcpyAsync(L.p, hostL, nb * sizeof(float), cudaMemcpyHostToDevice, stream()), op,
         "cudaMemcpyAsync");
-  if (nb * sizeof(float) <= kSharedBytes) {
-    miGradKernel<true><<<blocksFor(nv, kBlock), kBlock, nb * sizeof(float), stream()>>>(
+  if (nb * sizeof(double) <= kSharedBytes) {
+    miGradKernel<true><<<residentBlocks(nv, 4, op), kBlock, nb * sizeof(double), stream()>>>(
         grad, I, J, mask, nv, b, L.as<float>(), gscale);
   } else {
     miGradKernel<false>
@@ -627,8 +628,8 @@ void MIGradients(float* gradI, float* gradJ, const float* I, const float* J, con
   check(cudaMemcpyAsync(L.as<float>() + nb, hostLJ, nb * sizeof(float), cudaMemcpyHostToDevice, stream()), op,
         "cudaMemcpyAsync");
   const unsigned blocks = residentBlocks(nv, 4, op);  // a few blocks per SM: each reads the tables once
-  if (2 * nb * sizeof(float) <= kSharedBytes) {
-    miGradPairKernel<true><<<blocks, kBlock, 2 * nb * sizeof(float), stream()>>>(
+  if (2 * nb * sizeof(double) <= kSharedBytes) {
+    miGradPairKernel<true><<<blocks, kBlock, 2 * nb * sizeof(double), stream()>>>(
         gradI, gradJ, I, J, mask, nv, b, L.as<float>(), L.as<float>() + nb, gscale);
   } else {
     miGradPairKernel<false><<<blocks, kBlock, 0, stream()>>>(gradI, gradJ, I, J, mask, nv, b, L.as<float>(),

@@ -156,8 +156,10 @@ struct MiLanes {
   PYCA_HD_LANES static T toReal(Int k) { return T(k); }
   // k > hi ? hi : (k < 0 ? 0 : k), for hi >= 0
   PYCA_HD_LANES static Int clampInt(Int k, int hi) { return k > hi ? hi : (k < 0 ? 0 : k); }
-  // double(L[k]): the table of miFromHistogram at index k
+  // double(L[k]): the table of miFromHistogram at index k (the GPU keeps its floats as doubles in shared
+  // memory: the same values, converted once)
   PYCA_HD_LANES static T table(const float* L, Int k) { return T(L[k]); }
+  PYCA_HD_LANES static T table(const double* L, Int k) { return T(L[k]); }
 };
 
 // Parzen window of intensity v on an axis of n >= 4 bins over [lo, hi]: v clamped to [lo, hi] (a NaN
@@ -256,9 +258,9 @@ struct MiRuns {
 // sum_a dA[a] sum_c wB[c] LT((bA + a) nB + bB + c): the table LT (rows the bins of A, nB columns) read
 // through one voxel's Parzen derivatives along A and weights along B, every product and sum rounded on
 // its own (mulRn, addRn: the GPU gives the CPU's bits); T as miParzen's.
-template <class T>
+template <class T, class Tab>
 PYCA_HD_LANES T miTableSum(const T* dA, const T* wB, typename MiLanes<T>::Int bA, typename MiLanes<T>::Int bB,
-                           int nB, const float* LT) {
+                           int nB, const Tab* LT) {
   using Int = typename MiLanes<T>::Int;
   using L = MiLanes<T>;
   T g = L::splat(0.0);
@@ -276,8 +278,8 @@ PYCA_HD_LANES T miTableSum(const T* dA, const T* wB, typename MiLanes<T>::Int bA
 // dMI/dI at one voxel: gscale (dt/dI) m sum_a beta3'(t_I - a) sum_b beta3(t_J - b) L(a, b), with L the
 // table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N; T as miParzen's (the
 // caller converts the result to float).
-template <class T>
-PYCA_HD_LANES T miGradient(T i, T j, T m, const MiBins& b, const float* L, float gscale) {
+template <class T, class Tab>
+PYCA_HD_LANES T miGradient(T i, T j, T m, const MiBins& b, const Tab* L, float gscale) {
   using Int = typename MiLanes<T>::Int;
   T wI[4], dI[4], wJ[4];
   const Int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
@@ -288,10 +290,11 @@ PYCA_HD_LANES T miGradient(T i, T j, T m, const MiBins& b, const float* L, float
 
 // Both images' derivatives at one voxel from one pair of Parzen windows: *gI = miGradient(i, j, m, b,
 // LI, gscale) and *gJ = miGradient(j, i, m, b transposed, LJ, gscale) (LJ: the table of the transposed
-// histogram, rows the bins of J), the same expressions, so the same values.
-template <class T>
-PYCA_HD_LANES void miGradientPair(T i, T j, T m, const MiBins& b, const float* LI, const float* LJ,
-                                  float gscale, T* gI, T* gJ) {
+// histogram, rows the bins of J), the same expressions, so the same values. Tab: float, or double holding
+// the tables' floats.
+template <class T, class Tab>
+PYCA_HD_LANES void miGradientPair(T i, T j, T m, const MiBins& b, const Tab* LI, const Tab* LJ, float gscale,
+                                  T* gI, T* gJ) {
   using Int = typename MiLanes<T>::Int;
   T wI[4], dI[4], wJ[4], dJ[4];
   const Int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
@@ -302,11 +305,13 @@ PYCA_HD_LANES void miGradientPair(T i, T j, T m, const MiBins& b, const float* L
   *gJ = mulRn(mulRn(miTableSum(dJ, wI, bJ, bI, b.nI, LJ), mm), gs);
 }
 
-PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const float* L, float gscale) {
+template <class Tab>
+PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const Tab* L, float gscale) {
   return float(miGradient(double(i), double(j), double(m), b, L, gscale));
 }
 
-PYCA_HD void miGradPairAt(float i, float j, float m, const MiBins& b, const float* LI, const float* LJ,
+template <class Tab>
+PYCA_HD void miGradPairAt(float i, float j, float m, const MiBins& b, const Tab* LI, const Tab* LJ,
                           float gscale, float* gI, float* gJ) {
   double u, v;
   miGradientPair(double(i), double(j), double(m), b, LI, LJ, gscale, &u, &v);
