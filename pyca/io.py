@@ -36,7 +36,7 @@ from ._files import GzipWriter, atomic_path
 
 __all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "load_labels", "save_labels",
            "read_array",
-           "write_array", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
+           "write_array", "check_writable", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
 
 # Extensions and the library that handles them.
 _NIFTI_EXT = (".nii", ".nii.gz", ".hdr", ".img", ".img.gz")
@@ -483,14 +483,10 @@ def _host_array(obj, what):
     return obj.numpy() if obj.is_on_device else np.asarray(obj)
 
 
-def write_array(arr, spacing, origin, path, vector=False, what="save_image", description="", direction=None,
-                intent="vector", dtype=np.float32):
-    """Write `arr` (x, y, z[, 3]) on the grid (spacing, origin, 3x3 direction; None: the identity) to
-    `path` (format from the extension; anything but MetaImage/NRRD is written as NIfTI, with sform and
-    qform both holding the affine, code 1 (scanner)) as `dtype` (float32 unless given: an integer type
-    for label maps). intent: a vector field's NIfTI intent, 'vector' (NIFTI_INTENT_VECTOR, what ITK
-    writes and reads as a displacement field in LPS) or 'pointset' (NIFTI_INTENT_POINTSET: the vectors
-    are positions, as a pyca H-field's voxel coordinates are)."""
+def check_writable(path, what="save_image"):
+    """The checks write_array makes of `path` before it writes, for a program to make before any work: its
+    folder exists, it is no folder, its type is known from its name, and SimpleITK is there if the type
+    needs it. FileNotFoundError, IsADirectoryError or ImageFileError naming `what` and the file."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
@@ -500,6 +496,20 @@ def write_array(arr, spacing, origin, path, vector=False, what="save_image", des
     if _kind(path) == "unknown":
         raise ImageFileError(f"{what} {path!r}: unknown file type; name it .nii, .nii.gz, .hdr (NIfTI), .mha, .mhd "
                              "(MetaImage) or .nrrd (NRRD, with SimpleITK)")
+    if _kind(path) == "itk" and not _metaimage.is_metaimage(path):
+        _sitk(path, what)
+
+
+def write_array(arr, spacing, origin, path, vector=False, what="save_image", description="", direction=None,
+                intent="vector", dtype=np.float32):
+    """Write `arr` (x, y, z[, 3]) on the grid (spacing, origin, 3x3 direction; None: the identity) to
+    `path` (format from the extension; anything but MetaImage/NRRD is written as NIfTI, with sform and
+    qform both holding the affine, code 1 (scanner)) as `dtype` (float32 unless given: an integer type
+    for label maps). intent: a vector field's NIfTI intent, 'vector' (NIFTI_INTENT_VECTOR, what ITK
+    writes and reads as a displacement field in LPS) or 'pointset' (NIFTI_INTENT_POINTSET: the vectors
+    are positions, as a pyca H-field's voxel coordinates are)."""
+    path = os.fspath(path)
+    check_writable(path, what)
     sp = np.array([float(s) for s in spacing], dtype=np.float64)
     org = np.array([float(o) for o in origin], dtype=np.float64)
     d = np.eye(3) if direction is None else np.asarray(direction, dtype=np.float64)

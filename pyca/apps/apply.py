@@ -63,12 +63,27 @@ def _fail(msg, code=2):
     return code
 
 
-def _check_output(out, what="--output"):
+def _check_output(out, image, what="--output"):
+    """Before any work: the output's folder exists, it is no folder, and (an image) its type is one pyca writes."""
+    from .. import io as pio
+
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise _InputError(f"{what} {out!r}: folder {folder!r} does not exist")
     if os.path.isdir(out):
         raise _InputError(f"{what} {out!r} is a folder; give a file name")
+    if image:
+        pio.check_writable(out, what)
+
+
+def _check_not_an_input(out, inputs, what="--output"):
+    """The output replaces no input file: inputs, [(flag, path)] (paths may be None or missing)."""
+    if not os.path.exists(out):
+        return
+    for flag, path in inputs:
+        if path is not None and os.path.exists(path) and os.path.samefile(out, path):
+            raise _InputError(f"{what} {out!r} is the {flag} file {os.fspath(path)!r}; write the result to another "
+                              "file (an input is never replaced)")
 
 
 def _file_dtype(path):
@@ -163,12 +178,16 @@ def cmd_apply(a):
     errors = (ValueError, TypeError, OSError, pio.ImageFileError, ca.CudaError, _InputError)
     t0 = time.perf_counter()
     try:
-        _check_output(a.output)
+        _check_output(a.output, image=not a.points)
+        items = pa.resolve_transforms(a.transforms, a.inverse, what="--transforms")
+        folders = [os.path.join(t, n) for t in a.transforms if os.path.isdir(t)
+                   for n in ("summary.json", "transforms.json")]
+        _check_not_an_input(a.output, [("--input", a.input), ("--reference", a.reference), ("--points", a.points)]
+                            + [("--transforms", p) for p, _ in items] + [("--transforms", p) for p in folders])
         if a.points:
             if a.reference or a.input or a.interpolation != "linear":
                 raise _InputError("--points maps points: --reference, --input and --interpolation do not apply")
             header, data, cols, pts = read_points(a.points)
-            items = pa.resolve_transforms(a.transforms, a.inverse, what="--transforms")
             chain = pa.load_transforms(items, pa.resolve_device(a.device, "pyca apply"), "--transforms")
         else:
             if not a.reference or not a.input:
@@ -181,7 +200,6 @@ def cmd_apply(a):
             labels = pa.check_labels(img, repr(a.input), "--input") if a.interpolation == "label" else None
             dtype = _output_dtype(a.input, a.interpolation, labels if labels is not None else [])
             mem = pa.resolve_device(a.device, "pyca apply")
-            items = pa.resolve_transforms(a.transforms, a.inverse, what="--transforms")
             chain = pa.load_transforms(items, mem, "--transforms")
             pa.check_dimensions(chain, (ref, img.grid()), "--transforms")
     except errors as e:

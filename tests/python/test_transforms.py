@@ -306,6 +306,33 @@ def test_bad_inputs_are_refused(pair, tmp_path):
     _refused(_cli(*base[:4], d / "nothere.nii.gz", *base[5:], "--transforms", o), out, "nothere.nii.gz")
 
 
+def test_an_input_is_never_replaced_and_a_bad_output_name_is_refused_first(pair, tmp_path):
+    """--output naming an input (--input, --reference, --points, a transform file or its folder's summary) is
+    refused in one line and the file is left as it was; an output type pyca does not write is refused before
+    the inputs are read (a missing --input is not what is reported)."""
+    import shutil
+
+    d, o = pair["dir"], pair["out"]
+    moving = tmp_path / "moving.nii.gz"
+    shutil.copy(d / "moving.nii.gz", moving)
+    pts = tmp_path / "p.csv"
+    pts.write_text("x,y,z\n1,2,3\n")
+    image = ["apply", "--reference", d / "fixed.nii.gz", "--input", moving, "--transforms", o, "--output"]
+    for args, target, flag in [(image, moving, "--input"), (image, d / "fixed.nii.gz", "--reference"),
+                               (image, o / "warp.nii.gz", "--transforms"),
+                               (["apply", "--points", pts, "--transforms", o, "--output"], pts, "--points"),
+                               (["apply", "--points", pts, "--transforms", o, "--output"], o / "summary.json",
+                                "--transforms")]:
+        before = target.read_bytes()
+        r = _cli(*args, os.path.join(tmp_path, "..", tmp_path.name, os.path.relpath(target, tmp_path)))  # respelt
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert f"is the {flag} file" in r.stderr and r.stderr.startswith("pyca apply: error: --output"), r.stderr
+        assert target.read_bytes() == before
+    out = str(tmp_path / "x.txt")
+    _refused(_cli("apply", "--reference", d / "fixed.nii.gz", "--input", tmp_path / "nothere.nii.gz",
+                  "--transforms", o, "--output", out), out, "unknown file type")
+
+
 def test_cli_points_keep_other_columns(pair, tmp_path):
     pts = tmp_path / "p.csv"
     g = pair["fixed"].grid()
