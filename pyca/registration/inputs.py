@@ -228,6 +228,13 @@ def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, m
             lo, hi = check_finite(placed[role], role, names)
             if not hi > 0:
                 raise ValueError(f"lddmm: {describe(role, names)} is empty on its image's grid (no voxel > 0)")
+    lab = placed["moving_labels"]
+    if lab is not None and not np.any(lab.numpy()):  # the output labels would be 0 everywhere
+        given = LabelImage.of(moving_labels, describe("moving_labels", names))
+        why = ("hold no label (every voxel 0)" if not np.any(given.numpy()) else
+               "lie outside the moving image: placed by their affine, no labelled voxel falls on the moving grid "
+               f"(labels grid {given.grid()}, moving grid {gm})")
+        raise ValueError(f"lddmm: {describe('moving_labels', names)} {why}")
     if same_grid(gf, gm):
         return "same grid (voxel to voxel)"
     return f"moving resampled onto the fixed grid in world coordinates (moving grid {gm})"

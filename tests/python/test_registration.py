@@ -420,12 +420,16 @@ def test_cli_bad_inputs_name_the_file(tmp_path, capsys, pair):
     ca.io.save_image(ca.Image3D.from_array(moving.numpy() * 2.5, moving.grid()), tmp_path / "frac.nii.gz")
     far = ca.Image3D.from_array(moving.numpy(), ca.GridInfo((32, 32, 24), (2.0, 2.0, 8 / 3), (900.0, 0.0, 0.0)))
     ca.io.save_image(far, tmp_path / "far.nii.gz")
+    lab = ca.Image3D.from_array(np.rint(3 * moving.numpy()), far.grid())  # labels 900 mm from the moving image
+    ca.io.save_image(lab, tmp_path / "far_labels.nii.gz", dtype=np.int16)
     out = tmp_path / "out"
     base = ["lddmm", "--out", str(out), "--no-progress", "--device", "cpu", "--fixed", str(f)]
     cases = [
         (["--moving", str(tmp_path / "nan.nii.gz")], "nan.nii.gz"),
         (["--moving", str(m), "--fixed-mask", str(tmp_path / "empty.nii.gz")], "empty.nii.gz"),
         (["--moving", str(m), "--moving-labels", str(tmp_path / "frac.nii.gz")], "non-integer"),
+        (["--moving", str(m), "--moving-labels", str(tmp_path / "far_labels.nii.gz")], "lie outside the moving image"),
+        (["--moving", str(m), "--moving-labels", str(tmp_path / "empty.nii.gz")], "hold no label (every voxel 0)"),
         (["--moving", str(tmp_path / "far.nii.gz"), "--affine", "none"], "do not overlap"),
         (["--moving", str(m), "--metric", "nmi"], None),
     ]
