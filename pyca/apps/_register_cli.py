@@ -95,14 +95,15 @@ def _fail(e, code=2):
 
 
 def run(a):
+    import contextlib
+
     import pyca as ca
 
     from .. import cli
-    from .._files import check_out_dir, clear_previous
+    from .._files import check_out_dir, claim_out_dir
     from ..registration import parameters
     from . import lddmm, syn
     from ._lddmm_outputs import output_names
-    from ._lddmm_report import ReportError
 
     quiet = getattr(a, "quiet", False)
     say = (lambda *x: None) if quiet else (lambda *x: print(*x, flush=True))
@@ -132,6 +133,7 @@ def run(a):
     extra = {k: getattr(a, k) for k in ("fixed_mask", "moving_mask", "moving_labels") if getattr(a, k)}
     if not cli.importable("nibabel"):
         return _fail("nibabel, which writes the outputs, cannot be imported: pip install nibabel")
+    claim = contextlib.ExitStack()  # --out, locked for this run (as pyca lddmm's)
     try:
         check_out_dir(a.out, a.overwrite)
         checked = {**mod.DEFAULTS, **params}
@@ -144,18 +146,33 @@ def run(a):
         fixed = ca.io.load_image(a.fixed)
         moving = ca.io.load_image(a.moving)
         names = {"fixed": a.fixed, "moving": a.moving, **extra}
-        extra = {k: ca.io.load_image(v) for k, v in extra.items()}
+        from ..registration.inputs import LabelImage  # labels read as integers, whatever their magnitude
+
+        extra = {k: LabelImage.load(v) if k == "moving_labels" else ca.io.load_image(v) for k, v in extra.items()}
         note = lddmm.check_inputs(fixed, moving, names=names, **extra)
+        # no input among the files an --overwrite replaces; the folder locked while the run writes it
+        claim.enter_context(claim_out_dir(a.out, a.overwrite, outputs=output_names(), inputs=list(names.values()),
+                                          need_bytes=16 * 4 * int(fixed.grid().nVox())))
     except cli.input_errors() as e:
+        claim.close()
         return _fail(e)
+    with claim:
+        return _run(a, mod, fixed, moving, names, extra, params, device, note, say)
+
+
+def _run(a, mod, fixed, moving, names, extra, params, device, note, say):
+    from .._files import clear_previous
+    from ..registration import quality
+    from . import lddmm
+    from ._lddmm_outputs import output_names
+    from ._lddmm_report import ReportError
+
     say(f"pyca register ({a.method}): fixed {a.fixed}, moving {a.moving}")
     say(f"  device: {device}; {note}")
     try:
         res = mod.register(fixed, moving, names=names, **extra, **params)
     except ValueError as e:
         return _fail(e)
-    from ..registration import quality
-
     if getattr(res, "quality", None) is None:  # a method that does not assess itself: its Jacobian
         res.quality = quality.assess(res.params.get("metric", "?"), res.jacobian)
     clear_previous(a.out, output_names())

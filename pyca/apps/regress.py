@@ -234,15 +234,16 @@ def _load(a, params):
 
 
 def run(a):
-    from .._files import claim_out_dir
-
     started = shoot.start(a, "regress", lambda params: _load(a, params), estimate_base=not a.fixed_base)
     if started is None:
         return 2
     say, params, obs = started
     n = len(obs)
     outputs = [f"{x}{e}" for x in ["m0", "base"] + [f"fitted_{k}" for k in range(n)] for e in (".nii", ".nii.gz")]
-    with claim_out_dir(a.out, a.overwrite, outputs=outputs, inputs=[path for _, path in a.observations]):
+    claimed = shoot.claim(a, "regress", outputs, [path for _, path in a.observations])
+    if claimed is None:
+        return 2
+    with claimed:
         res = fit(obs, progress=not getattr(a, "quiet", False), **params)
         ext = ".nii" if a.no_compress else ".nii.gz"
         os.makedirs(a.out, exist_ok=True)

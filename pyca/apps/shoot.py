@@ -435,6 +435,25 @@ def start(a, name, load, **extra):
         return None
 
 
+def claim(a, name, outputs, inputs):
+    """--out claimed for `pyca shoot` and `pyca regress` (pyca._files.claim_out_dir: an input that an output
+    would replace is refused, the folder locked), its refusals said in one line: an ExitStack holding the
+    claim, or None after such an error (the command then exits 2)."""
+    import contextlib
+
+    from .._files import claim_out_dir
+    from ..cli import input_errors
+
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(claim_out_dir(a.out, a.overwrite, outputs=outputs, inputs=inputs))
+    except input_errors() as e:
+        stack.close()
+        print(f"pyca {name}: error: {e}", file=sys.stderr)
+        return None
+    return stack
+
+
 def _load(a, params):
     device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
     fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
@@ -446,8 +465,6 @@ def _load(a, params):
 
 
 def run(a):
-    from .._files import claim_out_dir
-
     started = start(a, "shoot", lambda params: _load(a, params))
     if started is None:
         return 2
@@ -455,7 +472,10 @@ def run(a):
     names = {"fixed": a.fixed, "moving": a.moving}
     outputs = [n + e for n in OUTPUTS + (transform_files.FORWARD_WARP, transform_files.INVERSE_WARP)
                for e in (".nii", ".nii.gz")] + [transform_files.AFFINE, transform_files.AFFINE_TEXT]
-    with claim_out_dir(a.out, a.overwrite, outputs=outputs, inputs=[a.fixed, a.moving]):
+    claimed = claim(a, "shoot", outputs, [a.fixed, a.moving])
+    if claimed is None:
+        return 2
+    with claimed:
         res = register(fixed, moving, progress=not getattr(a, "quiet", False), **params)
         paths = write_outputs(res, a.out, compress=not a.no_compress, names=names)
     s = res.summary()
