@@ -114,5 +114,26 @@ TEST(SimilaritySimd, GradientPairIsTheTwoGradients) {
   }
 }
 
+// miTruncU32 (the GPU histogram's conversion by double additions) is uint32_t(y) on [0, 2^31): random
+// values, integers, halves and their neighbours one ulp away.
+TEST(SimilaritySimd, TruncByAdditionsIsTheConversion) {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0.0, 2147483647.0), e(-30.0, 31.0);
+  std::vector<double> ys = {0.0, 0.5, 1.0, 2147483647.0, 2147483646.5, 1e-300};
+  for (int k = 0; k < 200000; ++k) ys.push_back(k % 2 ? u(rng) : std::exp2(e(rng)));
+  for (int k = 0; k < 20000; ++k) {
+    const double base = std::floor(k % 2 ? u(rng) : std::exp2(e(rng)));
+    for (const double c : {base, base + 0.5}) {
+      ys.push_back(c);
+      ys.push_back(std::nextafter(c, 0.0));
+      ys.push_back(std::nextafter(c, 3e9));
+    }
+  }
+  for (const double y : ys) {
+    if (!(y >= 0.0 && y < 2147483648.0)) continue;
+    ASSERT_EQ(math::miTruncU32(y), std::uint32_t(y)) << std::hexfloat << y;
+  }
+}
+
 }  // namespace
 }  // namespace pyca

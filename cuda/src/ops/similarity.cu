@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kBlock)
 // instead, and the weights of successive voxels with the same 4 x 4 bins are summed in registers
 // (uint64) until the bins change. The block then adds its tables into H by 64-bit integer atomics: the same H
 // for any grouping, order or launch.
-template <int Block, bool Merge, int NJ>
+template <int Block, bool Merge, int NJ, bool Magic>
 __global__ void __launch_bounds__(Block)
     miHistTablesKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
                        const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
@@ -245,6 +245,9 @@ __global__ void __launch_bounds__(Block)
         for (int c = 0; c < 4; ++c) put(key + r * nJ + c, acc[4 * r + c]);
     }
   };
+  // A weight's integer: trunc of miVoxelProducts' double (below 2^31), by a conversion or, with Magic,
+  // by double additions (math::miTruncU32: the same integer)
+  const auto conv = [](double x) -> unsigned { return Magic ? math::miTruncU32(x) : __double2uint_rz(x); };
   // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns: the fixed-point products
   // of math::miVoxelProducts (below 2^31, see kMiScale), truncated as math::miVoxelWeights truncates.
   const auto add = [&](float u, float v, float m, unsigned long long n) {
@@ -257,10 +260,10 @@ __global__ void __launch_bounds__(Block)
         flush();
         key = k;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) acc[j] = (unsigned long long)__double2uint_rz(d[j]) * n;
+        for (int j = 0; j < 16; ++j) acc[j] = (unsigned long long)conv(d[j]) * n;
       } else {
 #pragma unroll
-        for (int j = 0; j < 16; ++j) acc[j] += (unsigned long long)__double2uint_rz(d[j]) * n;
+        for (int j = 0; j < 16; ++j) acc[j] += (unsigned long long)conv(d[j]) * n;
       }
     } else if (n == 1) {  // one voxel: 16 words, each add's carry (if any) to the high table
       unsigned* const row = lo + k;
@@ -268,15 +271,14 @@ __global__ void __launch_bounds__(Block)
       for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const unsigned x = __double2uint_rz(d[4 * r + c]);
+          const unsigned x = conv(d[4 * r + c]);
           if (atomicAdd(row + r * nJ + c, x) > ~x) atomicAdd(row + toHigh + r * nJ + c, 1u);
         }
     } else {
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 4; ++c)
-          put(k + r * nJ + c, (unsigned long long)__double2uint_rz(d[4 * r + c]) * n);
+        for (int c = 0; c < 4; ++c) put(k + r * nJ + c, (unsigned long long)conv(d[4 * r + c]) * n);
     }
   };
   math::MiRuns<unsigned long long> runs;
@@ -336,44 +338,46 @@ __global__ void __launch_bounds__(Block)
 // The histogram kernel and its launch shape: the per-block tables (miHistTablesKernel) with `copies`
 // low-word tables, `block` threads a block and Merge, or the earlier kernel (miHistKernel: 8 copies of
 // 64-bit counts as word pairs, 256 threads, Merge). PYCA_MI_HIST selects one for measurement
-// (benchmarks/bench_mi.py): "legacy", or "copies,block,merge" (copies 1..32, block 256 | 512 | 1024,
-// merge 0 | 1, merge only below 1024 threads: its 16 sums would not fit the registers); every choice
-// gives the same histogram.
+// (benchmarks/bench_mi.py): "legacy", or "copies,block,merge[,magic]" (copies 1..32, block 256 | 512 |
+// 1024, merge 0 | 1, merge only below 1024 threads: its 16 sums would not fit the registers; magic 1:
+// the weights' integers by math::miTruncU32); every choice gives the same histogram.
 struct HistChoice {
   bool legacy;
   int copies, block;
-  bool merge;
+  bool merge, magic;
 };
 
 HistChoice histChoice(const char* op) {
-  HistChoice c{false, 32, 1024, false};
+  HistChoice c{false, 32, 1024, false, false};
   const char* e = std::getenv("PYCA_MI_HIST");
   if (!e || !*e) return c;
   if (std::strcmp(e, "legacy") == 0) {
     c.legacy = true;
     return c;
   }
-  int copies = 0, block = 0, merge = -1;
+  int copies = 0, block = 0, merge = -1, magic = 0;
   char tail = 0;
-  if (std::sscanf(e, "%d,%d,%d%c", &copies, &block, &merge, &tail) != 3 || copies < 1 || copies > 32 ||
-      (block != 256 && block != 512 && block != 1024) || (merge != 0 && merge != 1) ||
-      (merge == 1 && block == 1024))
+  const bool four = std::sscanf(e, "%d,%d,%d,%d%c", &copies, &block, &merge, &magic, &tail) == 4;
+  const bool three = !four && std::sscanf(e, "%d,%d,%d%c", &copies, &block, &merge, &tail) == 3;
+  if (!(four || three) || copies < 1 || copies > 32 || (block != 256 && block != 512 && block != 1024) ||
+      (merge != 0 && merge != 1) || (merge == 1 && block == 1024) || (magic != 0 && magic != 1))
     throw ValueError(std::string(op) +
-                     ": PYCA_MI_HIST must be 'legacy' or 'copies,block,merge' (copies 1-32, "
-                     "block 256, 512 or 1024, merge 0 or 1, not 1 with 1024), not '" +
+                     ": PYCA_MI_HIST must be 'legacy' or 'copies,block,merge[,magic]' (copies 1-32, "
+                     "block 256, 512 or 1024, merge 0 or 1, not 1 with 1024, magic 0 or 1), not '" +
                      e + "'");
   c.copies = copies;
   c.block = block;
   c.merge = merge == 1;
+  c.magic = magic == 1;
   return c;
 }
 
 // Launches miHistTablesKernel<Block, Merge> on every multiprocessor, as many blocks as fit (the
 // occupancy calculator with `bytes` of shared memory), no more than the chunks need.
-template <int Block, bool Merge, int NJ>
+template <int Block, bool Merge, int NJ, bool Magic>
 void launchTables(unsigned long long* H, const float* I, const float* J, const float* mask, std::size_t nv,
                   const math::MiBins& b, int copies, int pitch, std::size_t bytes, const char* op) {
-  const auto kernel = miHistTablesKernel<Block, Merge, NJ>;
+  const auto kernel = miHistTablesKernel<Block, Merge, NJ, Magic>;
   if (bytes > kSharedBytes)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), op,
           "cudaFuncSetAttribute");
@@ -544,27 +548,30 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
     unsigned long long* h = H.as<unsigned long long>();
     if (copies >= 1) {
       const std::size_t bytes = one * std::size_t(copies) + high;
-      const auto go = [&](auto block, auto merge) {
+      const auto go = [&](auto block, auto merge, auto magic) {
         constexpr int kB = decltype(block)::value;
-        constexpr bool kM = decltype(merge)::value;
+        constexpr bool kM = decltype(merge)::value, kG = decltype(magic)::value;
         if (b.nJ == 32) {
-          launchTables<kB, kM, 32>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
+          launchTables<kB, kM, 32, kG>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
         } else {
-          launchTables<kB, kM, 0>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
+          launchTables<kB, kM, 0, kG>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
         }
       };
-      using T = std::true_type;
-      using F = std::false_type;
-      using B256 = std::integral_constant<int, 256>;
-      using B512 = std::integral_constant<int, 512>;
-      using B1024 = std::integral_constant<int, 1024>;
-      if (choice.block == 256) {
-        choice.merge ? go(B256{}, T{}) : go(B256{}, F{});
-      } else if (choice.block == 512) {
-        choice.merge ? go(B512{}, T{}) : go(B512{}, F{});
-      } else {
-        go(B1024{}, F{});  // histChoice refuses merge with 1024 threads (registers)
-      }
+      const auto shape = [&](auto magic) {
+        using T = std::true_type;
+        using F = std::false_type;
+        using B256 = std::integral_constant<int, 256>;
+        using B512 = std::integral_constant<int, 512>;
+        using B1024 = std::integral_constant<int, 1024>;
+        if (choice.block == 256) {
+          choice.merge ? go(B256{}, T{}, magic) : go(B256{}, F{}, magic);
+        } else if (choice.block == 512) {
+          choice.merge ? go(B512{}, T{}, magic) : go(B512{}, F{}, magic);
+        } else {
+          go(B1024{}, F{}, magic);  // histChoice refuses merge with 1024 threads (registers)
+        }
+      };
+      choice.magic ? shape(std::true_type{}) : shape(std::false_type{});
     } else {
       const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
       miHistKernel<false><<<residentBlocks(chunks, 8, op), kBlock, 0, stream()>>>(h, I, J, mask, nv, b, 1, 0);

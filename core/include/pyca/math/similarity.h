@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "pyca/config.h"
@@ -227,6 +228,23 @@ PYCA_HD void miVoxelWeights(float i, float j, float m, const MiBins& b, int* bI,
   double d[16];
   miVoxelProducts(double(i), double(j), double(m), b, bI, bJ, d);
   for (int k = 0; k < 16; ++k) q[k] = std::uint64_t(std::int64_t(d[k]));
+}
+
+// trunc(y) for 0 <= y < 2^31 by double additions instead of a conversion (the GPU converts from double
+// at a quarter of its double-precision rate): z = y + 1.5 2^52 holds round-to-nearest(y) in its low
+// mantissa bits (ulp(z) = 1), and z - 1.5 2^52 is that integer exactly; one less where it rounded up.
+// The integer uint32_t(y) is (tests/cpp/test_similarity_simd.cpp).
+PYCA_HD std::uint32_t miTruncU32(double y) {
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+  const double z = addRn(y, kMagic);
+#ifdef __CUDA_ARCH__
+  const std::uint32_t r = std::uint32_t(__double2loint(z));
+#else
+  std::uint64_t bits;
+  std::memcpy(&bits, &z, sizeof bits);
+  const std::uint32_t r = std::uint32_t(bits);
+#endif
+  return r - (addRn(z, -kMagic) > y ? 1u : 0u);
 }
 
 // Runs of equal (I, J, mask) triples in a sequence of voxels -- the background, mostly: push() hands
