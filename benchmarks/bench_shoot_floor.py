@@ -161,7 +161,7 @@ def main():
          lambda **kw: gk.transport(im2, f2, im1, f1, s, True, **kw), 3 * fb + 2 * ib),
         ("ApplyH", "ApplyH(I0, h_j): I_j", lambda: ca.ApplyH(im2, I0, h3), fb + 2 * ib),
         ("fused force", "fused force (I^ grad I_j - ad*_m~ m_j)",
-         lambda **kw: gk.force(f2, im1, m, im3, f3, m, *sp, False, True, **kw), 3 * fb + 2 * ib),
+         lambda **kw: gk.force(f2, im1, m, im3, f3, m, m, *sp, False, True, False, **kw), 3 * fb + 2 * ib),
         ("fused momentum_update", "fused momentum update",
          lambda **kw: gk.momentum_update(f2, f3, f1, v, dt, *sp, **kw), 4 * fb),
         ("MulC_Add_MulC", "MulC_Add_MulC (fields)", lambda: ca.MulC_Add_MulC(f2, f1, 1.5, f3, -0.5), 3 * fb),

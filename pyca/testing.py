@@ -28,7 +28,7 @@ import inspect
 import numpy as np
 
 __all__ = ["both_memory", "ArrayFactory", "to_numpy", "assert_results_close", "needs_gpu", "gpu_available",
-           "parity_params"]
+           "nvrtc_available", "parity_params"]
 
 
 def _pyca():
@@ -41,6 +41,14 @@ def gpu_available() -> bool:
     try:
         return bool(_pyca().cuda_available())
     except Exception:
+        return False
+
+
+def nvrtc_available() -> bool:
+    """Whether pyca was built with NVRTC (it compiles the CUDA half of generated kernels without a GPU)."""
+    try:
+        return bool(_pyca().core._cuda_nvrtc_version())
+    except Exception:  # noqa: BLE001 - a build without CUDA
         return False
 
 

@@ -52,6 +52,12 @@ inline void merge(Err* call, const Err& row) {
 #define PYCA_K_UNROLL
 #endif
 
+// A helper's return of 2 to 8 numbers (return a, b, c; unpacked by the caller: x, y, z = f(...)).
+template <class T, int N>
+struct Tup {
+  T v[N];
+};
+
 // Branch-free (max then min), so that loops of reads vectorise.
 PYCA_HD int clampi(int v, int n) {
   const int a = v > 0 ? v : 0;

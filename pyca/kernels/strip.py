@@ -115,6 +115,8 @@ class StripTranslator(FuncTranslator):
                     elif isinstance(t, ast.Tuple):
                         names = [e.id for e in t.elts if isinstance(e, ast.Name)]
                         v = s.value
+                        if isinstance(v, ast.Call) and self.static(v.func) is not INDEX:
+                            raise NotUniform("x, y, z = a helper's tuple")  # (the per-voxel body)
                         if isinstance(v, ast.Call) and self.static(v.func) is INDEX:
                             for n, k in zip(names, (A, U, U)):
                                 self._set(n, k)

@@ -28,6 +28,20 @@ _RANK = {BOOL: 0, INT: 1, FLOAT: 2, DOUBLE: 3}
 _SCALAR_ANN = {"float": FLOAT, "int": INT, "bool": BOOL, "double": DOUBLE}
 ARRAY_TYPES = ("Image3D", "Field3D")
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_ARRAY_PARAM = {"Image3D": "const pyca::ImageView&", "Field3D": "const pyca::FieldView&"}
+
+
+def tuple_type(t: str, n: int) -> str:
+    """The C++ type of a helper's return of n numbers of type t (`return a, b, c`)."""
+    return f"pyca_k::Tup<{t}, {n}>"
+
+
+def tuple_parts(t: str):
+    """(element type, n) of a tuple_type, or None."""
+    if not t.startswith("pyca_k::Tup<"):
+        return None
+    e, n = t[len("pyca_k::Tup<"):-1].split(", ")
+    return e, int(n)
 
 
 def INDEX():  # noqa: N802 - the object behind ca.index (see pyca.kernels.index)
@@ -136,8 +150,11 @@ class Context:
         self.counter += 1
         return f"pyca_{base}{self.counter}"
 
-    def helper(self, func: Func, arg_types: tuple, where) -> tuple[str, str, list]:
-        key = (func, arg_types)
+    def helper(self, func: Func, arg_types: tuple, where, ro: tuple = ()) -> tuple[str, str, list]:
+        """(C name, return type, parameter types) of func translated for these argument types; ro: the
+        names of its array parameters whose reads may go through the read-only cache (the caller never
+        stores into what it passes for them)."""
+        key = (func, arg_types, ro)
         if key in self.names:
             return self.names[key]
         if func in self.stack:
@@ -147,7 +164,7 @@ class Context:
             node, lines, filename = function_node(func.fn)
             cname = f"pyca_f_{func.__name__}_{len(self.names)}"
             tr = FuncTranslator(func.fn, node, lines, filename, self, kind="func", param_types=arg_types,
-                                cname=cname, what="pyca helper")
+                                cname=cname, what="pyca helper", ro_arrays=ro)
             code = tr.translate()
             self.names[key] = (cname, tr.ret_type, [tr.params[n] for n in tr.args])
             self.helpers.append(code)
@@ -170,8 +187,10 @@ class FuncTranslator:
     scalar types (or None: from annotations) for helpers."""
 
     def __init__(self, fn, node, lines, filename, ctx: Context, *, kind: str, param_types, cname: str,
-                 ret_type: str | None = None, what: str = "pyca kernel", domain: str | None = None):
+                 ret_type: str | None = None, what: str = "pyca kernel", domain: str | None = None,
+                 ro_arrays: tuple = ()):
         self.fn, self.node, self.lines, self.filename = fn, node, lines, filename
+        self.ro_arrays = set(ro_arrays)  # a helper's array parameters read through the read-only cache
         self.domain = domain  # the array whose grid a kernel visits: its own voxel is always inside
         self.ctx, self.kind, self.cname, self.what = ctx, kind, cname, what
         self.ret_type = ret_type
@@ -198,6 +217,8 @@ class FuncTranslator:
                 self.params[n] = ann or t
                 if self.params[n] is None:
                     self.fail_node(node, f"parameter {n!r} has no type (annotate it: float, int or bool)")
+                if ann in ARRAY_TYPES and t != ann:
+                    self.fail_node(node, f"the {ann} parameter {n!r} given {'a ' + t if t else 'no array'}")
             if self.ret_type is None and isinstance(node, ast.FunctionDef) and node.returns is not None:
                 self.ret_type = self._ann_type(node.returns)
         self.locals: dict[str, str] = {}
@@ -241,7 +262,9 @@ class FuncTranslator:
         s = ast.unparse(ann).strip("'\"").split(".")[-1]
         if s in _SCALAR_ANN:
             return _SCALAR_ANN[s]
-        self.fail_node(ann, f"parameter type {s!r} (helpers take float, int or bool)")
+        if s in ARRAY_TYPES and self.kind == "func":
+            return s
+        self.fail_node(ann, f"parameter type {s!r} (helpers take float, int, bool, Image3D or Field3D)")
 
     def _assigned_names(self) -> set[str]:
         out = set()
@@ -296,6 +319,12 @@ class FuncTranslator:
             if n not in self.locals:
                 self.locals[n] = INT  # only ever assigned something unusable: reported below
         if self.kind == "func":
+            tups = [tuple_parts(r) for r in self.returns]
+            if any(tups):  # return a, b, ...: every return the same number of numbers
+                if not all(tups) or len({n for _, n in tups}) != 1 or self.ret_type is not None:
+                    self.fail_node(self.node, "a helper returning tuples of different lengths, or a tuple and a "
+                                   "number, or a tuple with a return annotation")
+                self.ret_type = tuple_type(promote(*(e for e, _ in tups)), tups[0][1])
             rt = self.ret_type or (promote(*self.returns) if self.returns else None)
             if rt is None:
                 self.fail_node(self.node, "a helper that returns no value")
@@ -310,14 +339,15 @@ class FuncTranslator:
             ps = ["int pyca_i", "int pyca_j", "int pyca_k"]
             for n in self.args:
                 t = self.params[n]
-                ps.append({"Image3D": f"const pyca::ImageView& p_{n}", "Field3D": f"const pyca::FieldView& p_{n}"}
-                          .get(t, f"{t} p_{n}"))
+                ps.append(_ARRAY_PARAM.get(t, t) + f" p_{n}")
             if self.line is not None:
                 ps.append("pyca_k::Line pyca_line")
             ps.append("pyca_k::Err* pyca_err")
             return f"template <class Idx>\nPYCA_HD void {self.cname}({', '.join(ps)}) {{\n{decl}{code}}}\n"
-        ps = [f"{self.params[n]} p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
-        return (f"PYCA_HD {self.ret_type} {self.cname}({', '.join(ps)}) {{\n  (void)pyca_err;\n{decl}{code}}}\n")
+        ps = [_ARRAY_PARAM.get(self.params[n], self.params[n]) + f" p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
+        # a helper reading arrays: a template on the voxel index type, as the kernel body that calls it
+        tmpl = "template <class Idx>\n" if any(self.params[n] in ARRAY_TYPES for n in self.args) else ""
+        return (f"{tmpl}PYCA_HD {self.ret_type} {self.cname}({', '.join(ps)}) {{\n  (void)pyca_err;\n{decl}{code}}}\n")
 
     # -- statements
     def block(self, stmts, depth: int) -> str:
@@ -408,6 +438,15 @@ class FuncTranslator:
                 return f"{ind}return;\n"
             if s.value is None:
                 self.fail("a bare return in a helper")
+            if isinstance(s.value, ast.Tuple):  # return a, b, ...: unpacked by the caller, x, y, ... = f(...)
+                es = [self.expr(v) for v in s.value.elts]
+                if not 2 <= len(es) <= 8 or any(e.type not in _RANK for e in es):
+                    self.fail("returning a tuple of other than 2 to 8 numbers")
+                self.returns.append(tuple_type(promote(*(e.type for e in es)), len(es)))
+                if self.infer:
+                    return ""
+                et = tuple_parts(self.ret_type)[0]
+                return f"{ind}return {self.ret_type}{{{{{', '.join(cast(e, et) for e in es)}}}}};\n"
             e = self.expr(s.value)
             self.returns.append(e.type)
             if self.infer:
@@ -430,6 +469,8 @@ class FuncTranslator:
             return self._assign_name(tgt.id, self.expr(value), s, ind)
         if isinstance(tgt, ast.Subscript):
             arr, idx = self.subscript_parts(tgt)
+            if self.kind == "func":
+                self.fail(f"storing into the array {arr!r} in a helper (helpers read arrays; the kernel writes)")
             e = self.expr(value)
             if e.type not in _RANK:
                 self.fail(f"storing a {e.type} into an image")
@@ -473,7 +514,17 @@ class FuncTranslator:
                 for n, v, tmp in zip(names, vals, tmps):
                     out += self._assign_name(n, Expr(tmp, v.type), s, ind)
                 return "" if self.infer else out
-            self.fail("this tuple unpacking (only i, j, k = ca.index(), nx, ny, nz = im.shape and a, b = x, y)")
+            if isinstance(value, ast.Call) and isinstance(self.static(value.func), Func):
+                e = self.expr(value)  # x, y, z = a helper's return a, b, c
+                parts = tuple_parts(e.type)
+                if parts is None or parts[1] != len(names):
+                    self.fail(f"unpacking into {len(names)} names a helper that returns "
+                              f"{parts[1] if parts else 1} value(s)")
+                tmp = self.ctx.fresh("t")
+                out = "".join(self._assign_name(n, Expr(f"{tmp}.v[{c}]", parts[0]), s, ind) for c, n in enumerate(names))
+                return "" if self.infer else f"{ind}const {e.type} {tmp} = {e.code};\n" + out
+            self.fail("this tuple unpacking (only i, j, k = ca.index(), nx, ny, nz = im.shape, x, y, z = a helper's "
+                      "return a, b, c and a, b = x, y)")
         self.fail(f"assigning to {type(tgt).__name__}")
 
     def for_range(self, s, depth, ind) -> str:
@@ -556,6 +607,13 @@ class FuncTranslator:
             idx.append(e.code)
         return arr, idx
 
+    def _read_only(self, arr: str) -> bool:
+        """Whether reads of the array arr may go through the read-only cache: not stored into by this
+        kernel (a helper: as its caller said), or not yet in this voxel's thread."""
+        if self.kind == "func":
+            return arr in self.ro_arrays
+        return arr not in self.stored and not self.after_store
+
     def expr(self, node, condition: bool = False) -> Expr:
         self.cur_expr = node
         if isinstance(node, ast.Constant):
@@ -625,7 +683,7 @@ class FuncTranslator:
                     self.fail("shape indexed by other than a constant 0, 1 or 2")
                 return Expr(f"p_{arr}.size.{'xyz'[k.value]}", INT)
             arr, idx = self.subscript_parts(node)
-            ro = ", true" if arr not in self.stored and not self.after_store else ""
+            ro = ", true" if self._read_only(arr) else ""
             if getattr(node, "pyca_line_d", None) is not None:  # t[d] of t = ca.line(im, axis, radius)
                 d = self.expr(node.pyca_line_d)
                 if id(node) in self.fast_reads:  # within the tile (an interior copy of a loop, GPU)
@@ -717,16 +775,24 @@ class FuncTranslator:
             self.fail("keyword arguments in a call")
         if f is INDEX:
             self.fail("ca.index() other than as i, j, k = ca.index()")
-        args = [self.expr(a) for a in node.args]
+        if isinstance(f, Func):  # a helper: numbers, and the arrays of this function (read only)
+            args = [Expr(f"p_{a.id}", self.params[a.id]) if isinstance(a, ast.Name) and
+                    self.params.get(a.id) in ARRAY_TYPES else self.expr(a) for a in node.args]
+        else:
+            args = [self.expr(a) for a in node.args]
         for a in args:
-            if a.type not in _RANK:
+            if a.type not in _RANK and not (isinstance(f, Func) and a.type in ARRAY_TYPES):
                 self.fail(f"passing a {a.type} to a function")
         if isinstance(f, Func):
             if len(args) != f.fn.__code__.co_argcount:
                 self.fail(f"calling {f.__name__} with {len(args)} arguments (it takes {f.fn.__code__.co_argcount})")
+            names = f.fn.__code__.co_varnames
+            ro = tuple(names[n] for n, (a, x) in enumerate(zip(args, node.args))
+                       if a.type in ARRAY_TYPES and self._read_only(x.id))
             cname, rt, params = self.ctx.helper(f, tuple(promote(a.type) if a.type == BOOL else a.type for a in args),
-                                                self)
-            return Expr(f"{cname}({', '.join([cast(a, t) for a, t in zip(args, params)] + ['pyca_err'])})", rt)
+                                                self, ro)
+            tmpl = "<Idx>" if any(a.type in ARRAY_TYPES for a in args) else ""
+            return Expr(f"{cname}{tmpl}({', '.join([a.code if a.type in ARRAY_TYPES else cast(a, t) for a, t in zip(args, params)] + ['pyca_err'])})", rt)
         if f in (min, max):
             if len(args) < 2:
                 self.fail(f"{f.__name__}() of fewer than two numbers (it takes numbers, not sequences)")

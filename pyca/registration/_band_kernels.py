@@ -1,15 +1,18 @@
 """The band-limited geodesic's passes on its coarse grid (pyca.registration.band), each sampling by
 Catmull-Rom cubics (cubic=True, BandGeodesic.cubic) or trilinearly (the full model's operations' rule:
 CoAd, LDDMMComposeStep, Resample): a trilinear sample smooths, and a grid twice as coarse doubles that
-at each step. One source for the CPU and the GPU (pyca's kernels); tests/python/test_shoot_band.py
-checks them against NumPy references and pyca's operations."""
+at each step. Every pass samples through one helper, _sample; the sweep's force J - ad*_m~ m is
+_geodesic_kernels.force's (as a covector). One source for the CPU and the GPU (pyca's kernels);
+tests/python/test_shoot_band.py checks them against NumPy references and pyca's operations."""
 from __future__ import annotations
 
 import math
 
 import pyca as ca
 
-__all__ = ["coad", "step", "upsample", "cov_force"]
+from ._geodesic_kernels import lerp3
+
+__all__ = ["coad", "step", "upsample"]
 
 BLOCK = (32, 4, 1)
 
@@ -43,17 +46,72 @@ def _wt(t: float, i: int, cubic: bool) -> float:
     return w
 
 
+@ca.func
+def _sample(f: ca.Field3D, g: ca.Field3D, both: bool, px: float, py: float, pz: float, cubic: bool, zero: bool,
+            disp: bool):
+    """The three components of f (disp: of f - id, f an H-field in voxels), and with both those of g, at
+    the position p (voxels), sampled by a Catmull-Rom cubic (taps floor(p) - 1 .. floor(p) + 2 per axis) or
+    trilinearly (floor(p), floor(p) + 1); a tap outside the grid counts 0 (zero: CoAd's PARTIAL_ZERO) or
+    reads the nearest voxel (its displacement, with disp: LDDMMComposeStep's and Resample's CLAMP). On a
+    grid of one voxel in z, z is 0. Returns (f0, f1, f2, g0, g1, g2), g's 0 without both. The one sampler
+    of every pass below: two loops over the taps, not three (three nested loops made NVRTC take minutes)."""
+    nx, ny, nz = f.shape
+    nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
+    sh = 2 if cubic else 1  # log2(nt)
+    off = 1 if cubic else 0
+    x0 = int(math.floor(px))
+    y0 = int(math.floor(py))
+    z0 = int(math.floor(pz)) if nz > 1 else 0
+    fx = px - x0
+    fy = py - y0
+    fz = pz - z0
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    r0 = 0.0
+    r1 = 0.0
+    r2 = 0.0
+    for t in range(nt * (nt if nz > 1 else 1)):  # the rows of taps (y, z), then x along each
+        dy = t & (nt - 1)
+        dz = t >> sh
+        ty = y0 - off + dy
+        tz = z0 - off + dz if nz > 1 else 0
+        if not zero:
+            ty = min(max(ty, 0), ny - 1)
+            tz = min(max(tz, 0), nz - 1)
+        if ty >= 0 and ty < ny and tz >= 0 and tz < nz:
+            wy = _wt(fy, dy, cubic) * (_wt(fz, dz, cubic) if nz > 1 else 1.0)
+            for dx in range(nt):
+                tx = x0 - off + dx
+                if not zero:
+                    tx = min(max(tx, 0), nx - 1)
+                if tx >= 0 and tx < nx:
+                    w = _wt(fx, dx, cubic) * wy
+                    if disp:
+                        s0 += w * (f[tx, ty, tz, 0] - tx)
+                        s1 += w * (f[tx, ty, tz, 1] - ty)
+                        s2 += w * (f[tx, ty, tz, 2] - tz)
+                    else:
+                        s0 += w * f[tx, ty, tz, 0]
+                        s1 += w * f[tx, ty, tz, 1]
+                        s2 += w * f[tx, ty, tz, 2]
+                    if both:
+                        r0 += w * g[tx, ty, tz, 0]
+                        r1 += w * g[tx, ty, tz, 1]
+                        r2 += w * g[tx, ty, tz, 2]
+    return s0, s1, s2, r0, r1, r2
+
+
 @ca.kernel(register=False, block=BLOCK)
 def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca.Field3D, c2: float, sx: float,
          sy: float, sz: float, with2: bool, cubic: bool):
-    """out(x) = |Dg(x)| Dg_w(x)^T m(g(x)) (CoAd's meaning: Dg in voxels by central differences inside,
-    one-sided at the border, the identity's row and column along an axis of one voxel; Dg_w = S Dg S^-1)
-    with m sampled by a Catmull-Rom cubic (or trilinearly), taps outside the grid counting 0 (CoAd's
-    PARTIAL_ZERO); with2:
-    also out2 = c2 m2 o g, sampled the same way (the adjoint sweep's momentum carried back)."""
+    """out(x) = |Dg(x)| Dg_w(x)^T m(g(x)) (CoAd's meaning: Dg in voxels by central differences, the
+    identity's row and column along an axis of one voxel; Dg_w = S Dg S^-1) with m sampled by a
+    Catmull-Rom cubic or trilinearly, taps outside the grid counting 0 (CoAd's PARTIAL_ZERO). Trilinear, it
+    is ca.CoAd off the border; at the border Dg takes the one-sided difference (the identity maps m to m),
+    where ca.CoAd halves it as PyCA did (test_shoot_band pins both). with2: also out2 = c2 m2 o g, sampled
+    the same way (the adjoint sweep's momentum carried back)."""
     i, j, k = ca.index()
-    nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
-    off = 1 if cubic else 0
     nx, ny, nz = out.shape
     cx = 0.5 if i > 0 and i < nx - 1 else 1.0
     cy = 0.5 if j > 0 and j < ny - 1 else 1.0
@@ -76,38 +134,8 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca
     det = a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
     px = g[i, j, k, 0]
     py = g[i, j, k, 1]
-    pz = g[i, j, k, 2] if nz > 1 else 0.0
-    x0 = int(math.floor(px))
-    y0 = int(math.floor(py))
-    z0 = int(math.floor(pz))
-    fx = px - x0
-    fy = py - y0
-    fz = pz - z0
-    m0 = 0.0
-    m1 = 0.0
-    n2 = 0.0
-    b0 = 0.0
-    b1 = 0.0
-    b2 = 0.0
-    for dz in range(nt if nz > 1 else 1):
-        tz = z0 - off + dz if nz > 1 else 0
-        wz = _wt(fz, dz, cubic) if nz > 1 else 1.0
-        if tz >= 0 and tz < nz:
-            for dy in range(nt):
-                ty = y0 - off + dy
-                wy = _wt(fy, dy, cubic) * wz
-                if ty >= 0 and ty < ny:
-                    for dx in range(nt):
-                        tx = x0 - off + dx
-                        if tx >= 0 and tx < nx:
-                            w = _wt(fx, dx, cubic) * wy
-                            m0 += w * m[tx, ty, tz, 0]
-                            m1 += w * m[tx, ty, tz, 1]
-                            n2 += w * m[tx, ty, tz, 2]
-                            if with2:
-                                b0 += w * m2[tx, ty, tz, 0]
-                                b1 += w * m2[tx, ty, tz, 1]
-                                b2 += w * m2[tx, ty, tz, 2]
+    pz = g[i, j, k, 2]
+    m0, m1, n2, b0, b1, b2 = _sample(m, m2, with2, px, py, pz, cubic, True, False)
     # (Dg_w^T m)_d = sum_c (s_c / s_d) a_cd m_c
     out[i, j, k, 0] = det * (a00 * m0 + (sy / sx) * a10 * m1 + (sz / sx) * a20 * n2)
     out[i, j, k, 1] = det * ((sx / sy) * a01 * m0 + a11 * m1 + (sz / sy) * a21 * n2)
@@ -127,33 +155,11 @@ def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_
     displacement sampled by a Catmull-Rom cubic (or trilinearly), taps clamped. with_image: also I_out = I0 o out (ApplyH's
     default: trilinear, the position clamped into the grid) and r = I_out - J (images of out's grid)."""
     i, j, k = ca.index()
-    nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
-    off = 1 if cubic else 0
     mx, my, mz = h.shape
     px = min(max(rx * i + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
     py = min(max(ry * j + 0.5 * (ry - 1.0), 0.0), my - 1.0)
     pz = min(max(rz * k + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
-    x0 = int(math.floor(px))
-    y0 = int(math.floor(py))
-    z0 = int(math.floor(pz))
-    fx = px - x0
-    fy = py - y0
-    fz = pz - z0
-    e0 = 0.0
-    e1 = 0.0
-    e2 = 0.0
-    for dz in range(nt if mz > 1 else 1):
-        tz = min(max(z0 - off + dz, 0), mz - 1) if mz > 1 else 0
-        wz = _wt(fz, dz, cubic) if mz > 1 else 1.0
-        for dy in range(nt):
-            ty = min(max(y0 - off + dy, 0), my - 1)
-            wy = _wt(fy, dy, cubic) * wz
-            for dx in range(nt):
-                tx = min(max(x0 - off + dx, 0), mx - 1)
-                w = _wt(fx, dx, cubic) * wy
-                e0 += w * (h[tx, ty, tz, 0] - tx)
-                e1 += w * (h[tx, ty, tz, 1] - ty)
-                e2 += w * (h[tx, ty, tz, 2] - tz)
+    e0, e1, e2, _0, _1, _2 = _sample(h, h, False, px, py, pz, cubic, False, True)
     qx = i + e0 / rx
     qy = j + e1 / ry
     qz = k + e2 / rz
@@ -171,16 +177,8 @@ def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_
         a1 = min(a0 + 1, nx - 1)
         b1 = min(b0 + 1, ny - 1)
         c1 = min(c0 + 1, nz - 1)
-        ux = cx - a0
-        uy = cy - b0
-        uz = cz - c0
-        q00 = I0[a0, b0, c0] + ux * (I0[a1, b0, c0] - I0[a0, b0, c0])
-        q10 = I0[a0, b1, c0] + ux * (I0[a1, b1, c0] - I0[a0, b1, c0])
-        q01 = I0[a0, b0, c1] + ux * (I0[a1, b0, c1] - I0[a0, b0, c1])
-        q11 = I0[a0, b1, c1] + ux * (I0[a1, b1, c1] - I0[a0, b1, c1])
-        q0 = q00 + uy * (q10 - q00)
-        q1 = q01 + uy * (q11 - q01)
-        val = q0 + uz * (q1 - q0)
+        val = lerp3(I0[a0, b0, c0], I0[a1, b0, c0], I0[a0, b1, c0], I0[a1, b1, c0], I0[a0, b0, c1], I0[a1, b0, c1],
+                     I0[a0, b1, c1], I0[a1, b1, c1], cx - a0, cy - b0, cz - c0)
         I_out[i, j, k] = val
         r[i, j, k] = val - J[i, j, k]
 
@@ -193,103 +191,20 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     Catmull-Rom cubic with clamped taps), then out = q, or out = h(q) (compose: h extended beyond the grid
     by its border displacement, LDDMMComposeStep's rule; its displacement h - id sampled cubically, taps clamped)."""
     i, j, k = ca.index()
-    nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
-    off = 1 if cubic else 0
     nx, ny, nz = out.shape
     px = min(max(i + sign * 0.5 * dt * (a * v[i, j, k, 0] + b * vp[i, j, k, 0]) / sx, 0.0), nx - 1.0)
     py = min(max(j + sign * 0.5 * dt * (a * v[i, j, k, 1] + b * vp[i, j, k, 1]) / sy, 0.0), ny - 1.0)
     pz = min(max(k + sign * 0.5 * dt * (a * v[i, j, k, 2] + b * vp[i, j, k, 2]) / sz, 0.0), nz - 1.0)
-    x0 = int(math.floor(px))
-    y0 = int(math.floor(py))
-    z0 = int(math.floor(pz))
-    fx = px - x0
-    fy = py - y0
-    fz = pz - z0
-    d0 = 0.0
-    d1 = 0.0
-    d2 = 0.0
-    for dz in range(nt if nz > 1 else 1):
-        tz = min(max(z0 - off + dz, 0), nz - 1) if nz > 1 else k
-        wz = _wt(fz, dz, cubic) if nz > 1 else 1.0
-        for dy in range(nt):
-            ty = min(max(y0 - off + dy, 0), ny - 1)
-            wy = _wt(fy, dy, cubic) * wz
-            for dx in range(nt):
-                tx = min(max(x0 - off + dx, 0), nx - 1)
-                w = _wt(fx, dx, cubic) * wy
-                d0 += w * (a * v[tx, ty, tz, 0] + b * vp[tx, ty, tz, 0])
-                d1 += w * (a * v[tx, ty, tz, 1] + b * vp[tx, ty, tz, 1])
-                d2 += w * (a * v[tx, ty, tz, 2] + b * vp[tx, ty, tz, 2])
-    qx = i + sign * dt * d0 / sx
-    qy = j + sign * dt * d1 / sy
-    qz = k + sign * dt * d2 / sz if nz > 1 else 1.0 * k
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, px, py, pz, cubic, False, False)  # w = a v + b vp there
+    qx = i + sign * dt * (a * d0 + b * e0) / sx
+    qy = j + sign * dt * (a * d1 + b * e1) / sy
+    qz = k + sign * dt * (a * d2 + b * e2) / sz if nz > 1 else 1.0 * k
     if not compose:
         out[i, j, k, 0] = qx
         out[i, j, k, 1] = qy
         out[i, j, k, 2] = qz
         return
-    u0 = int(math.floor(qx))
-    v0 = int(math.floor(qy))
-    t0 = int(math.floor(qz))
-    gx = qx - u0
-    gy = qy - v0
-    gz = qz - t0
-    e0 = 0.0
-    e1 = 0.0
-    e2 = 0.0
-    for dz in range(nt if nz > 1 else 1):
-        tz = min(max(t0 - off + dz, 0), nz - 1) if nz > 1 else k
-        wz = _wt(gz, dz, cubic) if nz > 1 else 1.0
-        for dy in range(nt):
-            ty = min(max(v0 - off + dy, 0), ny - 1)
-            wy = _wt(gy, dy, cubic) * wz
-            for dx in range(nt):
-                tx = min(max(u0 - off + dx, 0), nx - 1)
-                w = _wt(gx, dx, cubic) * wy
-                e0 += w * (h[tx, ty, tz, 0] - tx)
-                e1 += w * (h[tx, ty, tz, 1] - ty)
-                e2 += w * (h[tx, ty, tz, 2] - tz)
+    e0, e1, e2, _0, _1, _2 = _sample(h, h, False, qx, qy, qz, cubic, False, True)
     out[i, j, k, 0] = qx + e0
     out[i, j, k, 1] = qy + e1
     out[i, j, k, 2] = qz + e2
-
-
-@ca.kernel(register=False, block=BLOCK)
-def cov_force(f: ca.Field3D, J: ca.Field3D, X: ca.Field3D, m: ca.Field3D, sx: float, sy: float, sz: float):
-    """f = J - ad*_X m with ad*_X m = (DX)^T m + div(m (x) X) as CoAdInf (central differences per world
-    unit with clamped reads, of X . m(x) and of the products m_c X_axis; no z term on a 2-D grid)."""
-    i, j, k = ca.index()
-    nx, ny, nz = f.shape
-    mx = m[i, j, k, 0]
-    my = m[i, j, k, 1]
-    mz = m[i, j, k, 2]
-    t0 = 0.0
-    t1 = 0.0
-    t2 = 0.0
-    d0 = 0.0
-    d1 = 0.0
-    d2 = 0.0
-    for n in range(6 if nz > 1 else 4):  # the six neighbours (indices clamped), -x, +x, -y, ...
-        ax = n // 2
-        sg = 2 * (n % 2) - 1
-        ii = i + sg if ax == 0 else i
-        jj = j + sg if ax == 1 else j
-        kk = k + sg if ax == 2 else k
-        w = sg / (2.0 * (sx if ax == 0 else (sy if ax == 1 else sz)))
-        xa = X[ii, jj, kk, 0]
-        xb = X[ii, jj, kk, 1]
-        xc = X[ii, jj, kk, 2]
-        tx = w * (xa * mx + xb * my + xc * mz)
-        dd = w * (xa if ax == 0 else (xb if ax == 1 else xc))
-        d0 += dd * m[ii, jj, kk, 0]
-        d1 += dd * m[ii, jj, kk, 1]
-        d2 += dd * m[ii, jj, kk, 2]
-        if ax == 0:
-            t0 += tx
-        elif ax == 1:
-            t1 += tx
-        else:
-            t2 += tx
-    f[i, j, k, 0] = J[i, j, k, 0] - (t0 + d0)
-    f[i, j, k, 1] = J[i, j, k, 1] - (t1 + d1)
-    f[i, j, k, 2] = J[i, j, k, 2] - (t2 + d2)

@@ -16,8 +16,8 @@ __all__ = ["step", "transport", "force", "momentum_update"]
 BLOCK = (32, 4, 1)
 
 
-@ca.func
-def _lerp3(q000, q100, q010, q110, q001, q101, q011, q111, fx: float, fy: float, fz: float) -> float:
+@ca.func  # (also _band_kernels'; __all__ lists the kernels)
+def lerp3(q000, q100, q010, q110, q001, q101, q011, q111, fx: float, fy: float, fz: float) -> float:
     """Trilinear interpolation of the corner values q_xyz at the fractions (fx, fy, fz)."""
     q00 = q000 + fx * (q100 - q000)
     q10 = q010 + fx * (q110 - q010)
@@ -59,7 +59,7 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     qy = 0.0
     qz = 0.0
     for c in range(3):
-        q = _lerp3(a * v[x0, y0, z0, c] + b * vp[x0, y0, z0, c], a * v[x0 + 1, y0, z0, c] + b * vp[x0 + 1, y0, z0, c],
+        q = lerp3(a * v[x0, y0, z0, c] + b * vp[x0, y0, z0, c], a * v[x0 + 1, y0, z0, c] + b * vp[x0 + 1, y0, z0, c],
                    a * v[x0, y0 + 1, z0, c] + b * vp[x0, y0 + 1, z0, c],
                    a * v[x0 + 1, y0 + 1, z0, c] + b * vp[x0 + 1, y0 + 1, z0, c],
                    a * v[x0, y0, z0 + 1, c] + b * vp[x0, y0, z0 + 1, c],
@@ -155,12 +155,12 @@ def transport(I_out: ca.Image3D, m_out: ca.Field3D, I_in: ca.Image3D, m_in: ca.F
     w101 = ax1 * ay0 * az1
     w011 = ax0 * ay1 * az1
     w111 = ax1 * ay1 * az1
-    I_out[i, j, k] = jac * _lerp3(w000 * I_in[xa, ya, za], w100 * I_in[xb, ya, za], w010 * I_in[xa, yb, za],
+    I_out[i, j, k] = jac * lerp3(w000 * I_in[xa, ya, za], w100 * I_in[xb, ya, za], w010 * I_in[xa, yb, za],
                                   w110 * I_in[xb, yb, za], w001 * I_in[xa, ya, zb], w101 * I_in[xb, ya, zb],
                                   w011 * I_in[xa, yb, zb], w111 * I_in[xb, yb, zb], fx, fy, fz)
     if with_m:
         for c in range(3):
-            m_out[i, j, k, c] = _lerp3(w000 * m_in[xa, ya, za, c], w100 * m_in[xb, ya, za, c],
+            m_out[i, j, k, c] = lerp3(w000 * m_in[xa, ya, za, c], w100 * m_in[xb, ya, za, c],
                                        w010 * m_in[xa, yb, za, c], w110 * m_in[xb, yb, za, c],
                                        w001 * m_in[xa, ya, zb, c], w101 * m_in[xb, ya, zb, c],
                                        w011 * m_in[xa, yb, zb, c], w111 * m_in[xb, yb, zb, c], fx, fy, fz)
@@ -184,13 +184,14 @@ def momentum_update(mhat: ca.Field3D, mt: ca.Field3D, f: ca.Field3D, v: ca.Field
 
 
 @ca.kernel(register=False, block=BLOCK)
-def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.Field3D, m: ca.Field3D, sx: float,
-          sy: float, sz: float, sampled: bool, with_ad: bool):
+def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.Field3D, m: ca.Field3D, J: ca.Field3D,
+          sx: float, sy: float, sz: float, sampled: bool, with_ad: bool, covector: bool):
     """f = Ihat grad(I) - ad*_X m with I = I0 o h (sampled: trilinear with the coordinate clamped,
-    ApplyH's default; else I = I0), ad*_X m = (DX)^T m + div(m (x) X) (Gradient, JacobianXtY and
-    DivergenceTensor: central differences per world unit with clamped reads; no z term on a 2-D grid);
-    without with_ad, f = Ihat grad(I). Each neighbour is read once: (DX)^T m is the difference of
-    X . m(x) (m at the voxel itself), div(m (x) X)_c the difference of m_c X_axis."""
+    ApplyH's default; else I = I0), ad*_X m = (DX)^T m + div(m (x) X) (CoAdInf's meaning: Gradient,
+    JacobianXtY and DivergenceTensor, central differences per world unit with clamped reads; no z term on
+    a 2-D grid); without with_ad, f = Ihat grad(I); covector: f = J - ad*_X m (the band-limited
+    geodesic's sweep, pyca.registration.band; I0, h and Ihat unread). Each neighbour is read once: (DX)^T m
+    is the difference of X . m(x) (m at the voxel itself), div(m (x) X)_c the difference of m_c X_axis."""
     i, j, k = ca.index()
     nx, ny, nz = f.shape
     mx = m[i, j, k, 0]
@@ -212,17 +213,17 @@ def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.
         jj = j + sg if ax == 1 else j
         kk = k + sg if ax == 2 else k
         w = sg / (2.0 * (sx if ax == 0 else (sy if ax == 1 else sz)))
-        val = 0.0
-        if not sampled:
+        val = 0.0  # (covector: no image)
+        if not covector and not sampled:
             val = I0[ii, jj, kk]
-        else:
+        elif not covector:
             px = min(max(h[ii, jj, kk, 0], 0.0), nx - 1.0)
             py = min(max(h[ii, jj, kk, 1], 0.0), ny - 1.0)
             pz = min(max(h[ii, jj, kk, 2], 0.0), nz - 1.0)
             x0 = int(math.floor(px))
             y0 = int(math.floor(py))
             z0 = int(math.floor(pz))
-            val = _lerp3(I0[x0, y0, z0], I0[x0 + 1, y0, z0], I0[x0, y0 + 1, z0], I0[x0 + 1, y0 + 1, z0],
+            val = lerp3(I0[x0, y0, z0], I0[x0 + 1, y0, z0], I0[x0, y0 + 1, z0], I0[x0 + 1, y0 + 1, z0],
                          I0[x0, y0, z0 + 1], I0[x0 + 1, y0, z0 + 1], I0[x0, y0 + 1, z0 + 1],
                          I0[x0 + 1, y0 + 1, z0 + 1], px - x0, py - y0, pz - z0)
         tx = 0.0
@@ -245,6 +246,11 @@ def force(f: ca.Field3D, I0: ca.Image3D, h: ca.Field3D, Ihat: ca.Image3D, X: ca.
         else:
             g2 += w * val
             t2 += tx
+    if covector:
+        f[i, j, k, 0] = J[i, j, k, 0] - (t0 + d0)
+        f[i, j, k, 1] = J[i, j, k, 1] - (t1 + d1)
+        f[i, j, k, 2] = J[i, j, k, 2] - (t2 + d2)
+        return
     ih = Ihat[i, j, k]
     f[i, j, k, 0] = ih * g0 - (t0 + d0)
     f[i, j, k, 1] = ih * g1 - (t1 + d1)

@@ -185,14 +185,8 @@ class BandGeodesic(Geodesic):
         src = J1  # J_{j+st}: J1 at first (read, not copied)
         scale = 1.0  # m^ is scale times what mhat holds (the first step's -dt, applied when m^ is next read)
         for n, (j, st) in enumerate(self.sweep_steps()):
-            dt = self.dt * st
-            if st == 1:
-                a, b, k = self._weights(j)
-                v, vk = self._at(j)[1], self._at(k)[1]
-            else:
-                a, b, v = 1.0, 0.0, self._at(j + st // 2)[1]
-                vk = v
             # s = x + dt w(x + dt/2 w), the step back; J <- CoAd(s, J), m~ = m^ o s
+            dt, a, b, v, vk = self.sweep_field(j, st)
             bk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False, cubic)
             bk.coad(J2, s, src, mt, mhat, scale, *sp, n > 0, cubic)
             scale = 1.0
@@ -203,8 +197,8 @@ class BandGeodesic(Geodesic):
                 self.K.applyInverseOperator(mhat, J)
                 scale = -dt
                 continue
-            # f = K(J - ad*_m~ m_j); m^ = m~ - dt (f + (D v_j) m~)
-            bk.cov_force(f, J, mt, m, *sp)
+            # f = K(J - ad*_m~ m_j) (CoAdInf's meaning, the full model's force pass); m^ = m~ - dt (f + (D v_j) m~)
+            gk.force(f, self._im[0], m, self._im[0], mt, m, J, *sp, False, True, True)
             self.K.applyInverseOperator(f)
             gk.momentum_update(mhat, mt, f, v, dt, *sp)
         if scale != 1.0:  # (a sweep of one step)
@@ -268,7 +262,7 @@ class BandFit(GeodesicFit):
         r = self.resid[0]
         # r grad(I0 o phi_{1,0}) (Gradient's differences), cut to the band, on the coarse grid: the force at t = 1
         # is -1 / sigma^2 of it, and the sweep is linear in it
-        gk.force(self._G, self._IT, self._G, r, self._G, self._G, *self._spf, False, False)
+        gk.force(self._G, self._IT, self._G, r, self._G, self._G, self._G, *self._spf, False, False, False)
         self.P.applyInverseOperator(self._G)
         ca.Resample(self._Jc, self._G, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
         mhat = self.geo.adjoint_covector(self._Jc)

@@ -216,6 +216,16 @@ class Geodesic:
             out.append((t, st))
         return out
 
+    def sweep_field(self, j, st):
+        """(dt, a, b, v, vk) of the sweep's step back from t_{j+st} to t_j (sweep_steps), with the velocity
+        w = a v + b vk: st = 1: w_j, the shooting's velocity of step j; st = 2: v_{j+1}, the velocity at
+        mid-step (after shoot())."""
+        if st == 1:
+            a, b, k = self._weights(j)
+            return self.dt, a, b, self._at(j)[1], self._at(k)[1]
+        v = self._at(j + st // 2)[1]
+        return self.dt * st, 1.0, 0.0, v, v
+
     def adjoint(self, I0, jumps):
         """The backward sweep after shoot(m0): jumps maps a step j (0 .. T) to an image adjoint
         jump at t_j, -(sigma^2 / 2) dE/dI_j / sigma^2 = -r_j / sigma^2 (an Image3D; for matching {T:
@@ -240,15 +250,8 @@ class Geodesic:
             Ihat2 = self._im2
         zero_m = True
         for j, st in self.sweep_steps(jumps):
-            dt = self.dt * st
-            # s_j = x + dt w(x + dt/2 w) (an H-field), the step back from t_{j+st} to t_j; st = 1: w = w_j,
-            # the shooting's velocity of step j; st = 2: w = v_{j+1}, the velocity at mid-step
-            if st == 1:
-                a, b, k = self._weights(j)
-                v, vk = self._at(j)[1], self._at(k)[1]
-            else:
-                a, b, v = 1.0, 0.0, self._at(j + st // 2)[1]
-                vk = v
+            # s_j = x + dt w(x + dt/2 w) (an H-field), the step back from t_{j+st} to t_j
+            dt, a, b, v, vk = self.sweep_field(j, st)
             if fused:
                 gk.step(s, v, v, vk, a, b, dt, 1.0, *sp, False)
             else:
@@ -269,10 +272,10 @@ class Geodesic:
             # f = I^ grad I_j - ad*_{m~} m_j ; v^ = K f
             m, v = self._at(j)
             if fused and (self.fuse_sample or j == 0):  # the five operations below in one pass
-                gk.force(f, I0, self.hs[j - 1] if j else m, Ihat, mt, m, *sp, j > 0, not zero_m)
+                gk.force(f, I0, self.hs[j - 1] if j else m, Ihat, mt, m, m, *sp, j > 0, not zero_m, False)
             elif fused:
                 ca.ApplyH(It, I0, self.hs[j - 1])
-                gk.force(f, It, m, Ihat, mt, m, *sp, False, not zero_m)
+                gk.force(f, It, m, Ihat, mt, m, m, *sp, False, not zero_m, False)
             else:
                 if j > 0:
                     ca.ApplyH(It, I0, self.hs[j - 1])

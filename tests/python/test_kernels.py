@@ -17,7 +17,7 @@ import pytest
 import pyca as ca
 from pyca import registry
 from pyca.kernels import KernelSyntaxError, NoCompilerError
-from pyca.testing import gpu_available, needs_gpu, parity_params
+from pyca.testing import gpu_available, needs_gpu, nvrtc_available, parity_params
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -592,14 +592,7 @@ def test_map_reduce_scan_on_device_match_host():
                                    ca.scan(lambda x, y: x + y, h, axis).numpy(), rtol=1e-5, atol=1e-5)
 
 
-def _nvrtc_available() -> bool:
-    try:
-        return bool(ca.core._cuda_nvrtc_version())
-    except Exception:  # noqa: BLE001 - a build without CUDA
-        return False
-
-
-@pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
+@pytest.mark.skipif(not nvrtc_available(), reason="pyca built without NVRTC")
 def test_cuda_half_compiles_with_nvrtc():
     """The CUDA half of every generated source compiles (NVRTC needs no GPU; PTX here)."""
     for k in (everything, saxpy, field_ops, stripped, stripped_errors, stores_then_reads, stencil):
@@ -678,7 +671,7 @@ def test_function_source_blocks(tmp_path):
         assert ast.dump(node) == ast.dump(defs[fn.__name__]) and node.lineno == defs[fn.__name__].lineno
 
 
-@pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
+@pytest.mark.skipif(not nvrtc_available(), reason="pyca built without NVRTC")
 def test_register_cap_is_the_32_bit_paths():
     """On a GPU the module is compiled with the registers of the body's 32-bit instantiation alone
     as its cap (NVRTC makes the sm_90 CUBIN here without a GPU); PTX gets no cap."""
@@ -697,7 +690,7 @@ def test_register_cap_is_the_32_bit_paths():
     assert register_cap(src, "everything", "compute_90") is None
 
 
-@pytest.mark.skipif(not _nvrtc_available(), reason="pyca built without NVRTC")
+@pytest.mark.skipif(not nvrtc_available(), reason="pyca built without NVRTC")
 def test_split64_two_kernels(monkeypatch):
     """PYCA_KERNEL_SPLIT64=1 (opt-in until measured on a GPU): 32-bit voxel indices in one kernel,
     64-bit ones in another (-DPYCA_K_IDX64, compiled when a call has an array of 2^31 voxels or more;

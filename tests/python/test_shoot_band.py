@@ -253,6 +253,7 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem, cubic):
     midpoint rule's step with w sampled cubically, then h(q) with h - id sampled cubically, taps clamped)
     against NumPy; and coad at the identity is m."""
     from pyca.registration import _band_kernels as bk
+    from pyca.registration import _geodesic_kernels as gk
 
     rng = np.random.default_rng(1)
     n = (10, 9, 8)
@@ -290,13 +291,15 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem, cubic):
         ref = (q + np.stack([_sample_cubic((h - idx)[..., c], q, clamp=True, cubic=cubic) for c in range(3)], -1)
                if compose else q)
         np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
-    # cov_force: J - CoAdInf(X, m), against the operations (themselves tested against NumPy)
+    # the sweep's force J - CoAdInf(X, m) (_geodesic_kernels.force as a covector), against the operations
+    # (themselves tested against NumPy)
     X, J = (ca.Field3D.from_array(np.asfortranarray(rng.standard_normal(n + (3,)).astype(np.float32)), grid=g).clone(mem)
             for _ in range(2))
     tmp, ref = ca.Field3D(g, mem), ca.Field3D(g, mem)
     ca.CoAdInf(tmp, X, M)
     ca.Sub(ref, J, tmp)
-    bk.cov_force(out, J, X, M, *sp)
+    unread = ca.Image3D(g, mem)
+    gk.force(out, unread, M, unread, X, M, J, *sp, False, True, True)
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref.clone(ca.MEM_HOST).numpy(), atol=1e-4)
     # upsample: a coarse H-field onto a grid 2 x 3 x 1 times finer (Resample's centres), against NumPy
     gc = ca.GridInfo(ca.Vec3Di(5, 3, 8))
@@ -326,3 +329,28 @@ def test_the_cubic_samples_are_nearer_the_whole_grid_than_trilinear_ones():
     _, _, cubic = _samples(True, _descend, 4)
     _, _, linear = _samples(False, _descend, 4)
     assert abs(cubic[-1] - whole[-1]) < 0.5 * abs(linear[-1] - whole[-1]), (whole[-1], cubic[-1], linear[-1])
+
+
+@pytest.mark.parametrize("n", [(10, 9, 8), (12, 11, 1)])
+def test_the_trilinear_coad_is_pycas_coad_inside_and_one_sided_at_the_border(n):
+    """_band_kernels.coad with trilinear samples is ca.CoAd (PARTIAL_ZERO) on every voxel off the border
+    (the same per-voxel meaning, written in the band's kernel so that it can sample cubically); at the
+    border its Jacobian takes the one-sided difference (the identity maps m to m: the previous test),
+    where ca.CoAd halves it as PyCA did (docs/pyca-migration.md): there they differ."""
+    from pyca.registration import _band_kernels as bk
+
+    rng = np.random.default_rng(4)
+    sp = (1.0, 1.5, 2.0)
+    g = ca.GridInfo(ca.Vec3Di(*n), ca.Vec3Df(*sp))
+    h = np.stack(np.indices(n), -1) + ndimage.gaussian_filter(rng.standard_normal(n + (3,)), (1, 1, 1, 0)) * 1.5
+    h[..., 2] = h[..., 2] if n[2] > 1 else 0.0
+    H, M = (ca.Field3D.from_array(np.asfortranarray(x.astype(np.float32)), grid=g)
+            for x in (h, rng.standard_normal(n + (3,))))
+    out, ref = ca.Field3D(g), ca.Field3D(g)
+    bk.coad(out, H, M, out, M, 1.0, *sp, False, False)
+    ca.CoAd(ref, H, M, ca.BACKGROUND_STRATEGY_PARTIAL_ZERO)
+    inside = (slice(1, -1), slice(1, -1), slice(1, -1) if n[2] > 1 else slice(None))
+    np.testing.assert_allclose(out.numpy()[inside], ref.numpy()[inside], rtol=1e-5, atol=2e-6)
+    border = np.ones(n, bool)
+    border[inside] = False
+    assert np.abs(out.numpy() - ref.numpy())[border].max() > 0.1
