@@ -222,6 +222,17 @@ def check_inputs(fixed, moving, names=None, fixed_mask=None, moving_mask=None, m
         lo, hi = check_finite(im, role, names)
         if hi <= lo:
             raise ValueError(f"lddmm: {describe(role, names)} is constant ({lo}): nothing to register")
+    for role, x, g in (("fixed_mask", fixed_mask, gf), ("moving_mask", moving_mask, gm),
+                       ("moving_labels", moving_labels, gm)):
+        if x is None:
+            continue
+        xs = tuple((x.grid() if hasattr(x, "grid") else LabelImage.of(x, describe(role, names)).grid()).size())
+        flat = [a for a, n, m in zip("xyz", xs, tuple(g.size())) if n == 1 and m > 1]
+        if flat:  # an axis of one voxel is not interpolated (the 2-D convention): it would fill its image
+            image = "the fixed image" if role == "fixed_mask" else "the moving image"
+            raise ValueError(f"lddmm: {describe(role, names)} has one voxel along {', '.join(flat)} (grid {xs}) where "
+                             f"{image} has more ({tuple(g.size())}): placed by its affine it would be repeated "
+                             f"through the whole image; give it on a grid of {image}'s dimension")
     placed = placed_inputs(fixed, moving, names, fixed_mask, moving_mask, moving_labels)
     for role in ("fixed_mask", "moving_mask"):
         if placed[role] is not None:

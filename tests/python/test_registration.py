@@ -422,6 +422,10 @@ def test_cli_bad_inputs_name_the_file(tmp_path, capsys, pair):
     ca.io.save_image(far, tmp_path / "far.nii.gz")
     lab = ca.Image3D.from_array(np.rint(3 * moving.numpy()), far.grid())  # labels 900 mm from the moving image
     ca.io.save_image(lab, tmp_path / "far_labels.nii.gz", dtype=np.int16)
+    flat = ca.GridInfo((32, 32, 1), (2.0, 2.0, 8 / 3))  # one plane: its z would be repeated through the volume
+    ca.io.save_image(ca.Image3D.from_array(np.ones((32, 32, 1), np.float32), flat), tmp_path / "flat_mask.nii.gz")
+    ca.io.save_image(ca.Image3D.from_array(np.rint(3 * moving.numpy()[:, :, 12:13]), flat),
+                     tmp_path / "flat_labels.nii.gz", dtype=np.int16)
     out = tmp_path / "out"
     base = ["lddmm", "--out", str(out), "--no-progress", "--device", "cpu", "--fixed", str(f)]
     cases = [
@@ -430,6 +434,8 @@ def test_cli_bad_inputs_name_the_file(tmp_path, capsys, pair):
         (["--moving", str(m), "--moving-labels", str(tmp_path / "frac.nii.gz")], "non-integer"),
         (["--moving", str(m), "--moving-labels", str(tmp_path / "far_labels.nii.gz")], "lie outside the moving image"),
         (["--moving", str(m), "--moving-labels", str(tmp_path / "empty.nii.gz")], "hold no label (every voxel 0)"),
+        (["--moving", str(m), "--fixed-mask", str(tmp_path / "flat_mask.nii.gz")], "one voxel along z"),
+        (["--moving", str(m), "--moving-labels", str(tmp_path / "flat_labels.nii.gz")], "one voxel along z"),
         (["--moving", str(tmp_path / "far.nii.gz"), "--affine", "none"], "do not overlap"),
         (["--moving", str(m), "--metric", "nmi"], None),
     ]
