@@ -256,7 +256,12 @@ def read_affine_dim(path):
     M = np.eye(4)
     M[:3, :3] = LPS @ A3 @ LPS
     M[:3, 3] = LPS @ (t3 + c3 - A3 @ c3)
-    if abs(np.linalg.det(M[:3, :3])) < 1e-12:
+    if not np.all(np.abs(M) < np.finfo(np.float32).max):  # pyca maps points in float32
+        raise TransformFileError(f"read_affine {path!r}: the transform's entries must fit float32 (below "
+                                 f"{np.finfo(np.float32).max:.3g}), got the world matrix {M.tolist()}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        det = np.linalg.det(M[:3, :3])
+    if not abs(det) >= 1e-12:
         raise TransformFileError(f"read_affine {path!r}: the matrix is singular: {np.asarray(A).tolist()}")
     return M, n
 

@@ -304,6 +304,15 @@ def test_bad_inputs_are_refused(pair, tmp_path):
     _refused(_cli("apply", "--points", pts, "--transforms", o, "--output", pout), pout, "p.csv")
     _refused(_cli("apply", "--points", tmp_path / "none.csv", "--transforms", o, "--output", pout), pout, "none.csv")
     _refused(_cli(*base[:4], d / "nothere.nii.gz", *base[5:], "--transforms", o), out, "nothere.nii.gz")
+    # an affine whose entries float32 cannot hold (pyca maps points in float32): refused when read, in one line
+    import scipy.io as sio
+
+    m = sio.loadmat(str(o / "affine.mat"))
+    key = next(k for k in m if k.startswith("AffineTransform"))
+    huge = m[key].copy()
+    huge[0] = 1e308
+    sio.savemat(str(tmp_path / "huge.mat"), {key: huge, "fixed": m["fixed"]}, format="4")
+    _refused(_cli(*base, "--transforms", tmp_path / "huge.mat"), out, "huge.mat")
 
 
 def test_an_input_is_never_replaced_and_a_bad_output_name_is_refused_first(pair, tmp_path):
