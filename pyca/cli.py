@@ -215,6 +215,8 @@ def cmd_lddmm(a):
     verbose = (lambda *x: None) if a.quiet or a.verbose < 1 else say
     if (a.fixed is None) != (a.moving is None):
         return _fail("lddmm", "give both --fixed and --moving, or neither (built-in data)")
+    if a.fixed is not None and a.size:
+        return _fail("lddmm", "--size is the built-in pair's grid; with --fixed and --moving the files' grids are used")
     from .registration import parameters
 
     params = parameters.from_args(a)

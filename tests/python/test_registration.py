@@ -436,6 +436,7 @@ def test_cli_bad_inputs_name_the_file(tmp_path, capsys, pair):
         (["--moving", str(m), "--moving-labels", str(tmp_path / "empty.nii.gz")], "hold no label (every voxel 0)"),
         (["--moving", str(m), "--fixed-mask", str(tmp_path / "flat_mask.nii.gz")], "one voxel along z"),
         (["--moving", str(m), "--moving-labels", str(tmp_path / "flat_labels.nii.gz")], "one voxel along z"),
+        (["--moving", str(m), "--size", "8,8,8"], "--size is the built-in pair's grid"),  # not silently ignored
         (["--moving", str(tmp_path / "far.nii.gz"), "--affine", "none"], "do not overlap"),
         (["--moving", str(m), "--metric", "nmi"], None),
     ]
