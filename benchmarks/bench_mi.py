@@ -5,7 +5,8 @@ speed beside LNCC and the copy rate, and determinism, on one device, in one run.
   GPU also the pass itself, without the call's fixed costs (launch, the histogram's copy to the host,
   the wait): the slope t(2 V) - t(V) of JointHistogram on the volume stacked twice along z against
   Copy's slope, for each histogram kernel in --variants (PYCA_MI_HIST: "legacy" or
-  "copies,block,merge", cuda/src/ops/similarity.cu; every variant's histogram must equal the CPU's);
+  "copies,block,kind", kind plain, magic or compact: cuda/src/ops/similarity.cu; every variant's histogram
+  must equal the CPU's);
 - op: the time of MutualInformation (histogram + gradient), of MutualInformationGradients (one histogram, both
   images' gradients: syn's call) and of LNCC (radius 3) on a grid of
   --size voxels (default 192 x 224 x 192, a 1 mm brain), with the bytes MI moves (the histogram pass
@@ -20,7 +21,7 @@ speed beside LNCC and the copy rate, and determinism, on one device, in one run.
 
     python benchmarks/bench_mi.py --device cpu --size 96,112,96
     python benchmarks/bench_mi.py --device gpu --threads 16        # 1 mm on the GPU host
-    python benchmarks/bench_mi.py --device gpu --images mni --variants legacy 32,512,0 16,256,1
+    python benchmarks/bench_mi.py --device gpu --images mni --variants legacy 32,1024,compact 32,1024,magic
 
 --images mni: the MNI152 T1 at 1 mm and its FLAIR-like contrast (pyca.apps.data.other_contrast), a
 brain with its background, in place of the built-in phantom and its T2-like contrast.

@@ -201,150 +201,234 @@ __global__ void __launch_bounds__(kBlock)
 // never add to one address together), and one table of high words that takes each add's high half and
 // the carry out of its low word (read from atomicAdd's old value; each carry is exact, so the tables
 // hold the same integer in any order). A voxel's weights are below 2^31 (math::kMiScale 4/9), so one
-// voxel adds 16 32-bit words and a carry now and then. Each thread takes one voxel per pass (the lanes
-// of a warp on consecutive voxels); runs of equal (I, J, mask) in a thread's sequence (math::MiRuns:
-// the background) are weighed once. With Merge each thread takes kHistChunk consecutive voxels per pass
-// instead, and the weights of successive voxels with the same 4 x 4 bins are summed in registers
-// (uint64) until the bins change. The block then adds its tables into H by 64-bit integer atomics: the same H
-// for any grouping, order or launch.
-template <int Block, bool Merge, int NJ, bool Magic>
-__global__ void __launch_bounds__(Block)
-    miHistTablesKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
-                       const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
-                       math::MiBins bins, int copies, int pitch) {
-  extern __shared__ unsigned sh[];
-  // NJ: the bins of J when known at compile time (the bins' offsets in a voxel's 4 x 4 block are then
-  // constants of the instructions), else 0 (bins.nJ)
+// voxel adds 16 32-bit words and a carry now and then. The block then adds its tables into H by 64-bit
+// integer atomics: the same H for any grouping, order or launch.
+
+// A weight's integer: trunc of miVoxelProducts' double (below 2^31), by a conversion or, with Magic, by
+// double additions (math::miTruncU32: the same integer).
+template <bool Magic>
+__device__ __forceinline__ unsigned miWeightWord(double x) {
+  return Magic ? math::miTruncU32(x) : __double2uint_rz(x);
+}
+
+// The weights of one voxel (u, v, m) added to the tables: lo, this lane's copy; toHigh, the high table's
+// offset from it; NJ the bins of J when known at compile time (the 4 x 4 block's offsets then constants
+// of the instructions), else 0 (bins.nJ).
+template <int NJ, bool Magic>
+__device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::MiBins& bins, float u, float v,
+                                         float m) {
   const int nJ = NJ ? NJ : bins.nJ;
-  const int nb = bins.nI * nJ;
-  const int words = copies * pitch + nb;
-  for (int k = threadIdx.x; k < words; k += Block) sh[k] = 0u;
+  int bI, bJ;
+  double d[16];
+  math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
+  unsigned* const row = lo + (bI * nJ + bJ);
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const unsigned x = miWeightWord<Magic>(d[4 * r + c]);
+      if (atomicAdd(row + r * nJ + c, x) > ~x) atomicAdd(row + toHigh + r * nJ + c, 1u);
+    }
+}
+
+// The weights of n equal voxels (u, v, m): each weight times n, its low word to this lane's copy and its
+// high word plus the low word's carry to the high table.
+template <int NJ, bool Magic>
+__device__ __forceinline__ void miAddRun(unsigned* lo, int toHigh, const math::MiBins& bins, float u, float v,
+                                         float m, unsigned n) {
+  const int nJ = NJ ? NJ : bins.nJ;
+  int bI, bJ;
+  double d[16];
+  math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
+  unsigned* const row = lo + (bI * nJ + bJ);
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const unsigned long long x = static_cast<unsigned long long>(miWeightWord<Magic>(d[4 * r + c])) * n;
+      const unsigned xl = unsigned(x);
+      unsigned up = unsigned(x >> 32);
+      if (atomicAdd(row + r * nJ + c, xl) > ~xl) ++up;
+      if (up) atomicAdd(row + toHigh + r * nJ + c, up);
+    }
+}
+
+// Zeroes the block's tables (copies low-word tables `pitch` words apart, then nb high words).
+__device__ __forceinline__ void miZeroTables(unsigned* sh, int copies, int pitch, int nb) {
+  for (int k = threadIdx.x; k < copies * pitch + nb; k += blockDim.x) sh[k] = 0u;
   __syncthreads();
-  const int copy = int(threadIdx.x % 32) % copies;
-  unsigned* const lo = sh + std::size_t(copy) * std::size_t(pitch);
-  // the high table's word of a bin, from its low word in this thread's copy
-  const int toHigh = (copies - copy) * pitch;
-  // bin k += v (v < 2^64; its high half and the low word's carry to the high table)
-  const auto put = [&](int k, unsigned long long v) {
-    const unsigned vl = unsigned(v);
-    unsigned up = unsigned(v >> 32);
-    if (vl) {
-      const unsigned old = atomicAdd(lo + k, vl);
-      up += old > ~vl ? 1u : 0u;
-    }
-    if (up) atomicAdd(lo + toHigh + k, up);
-  };
-  [[maybe_unused]] int key = -1;  // Merge: the first bin (bI nJ + bJ) of the weights in acc; -1: none
-  [[maybe_unused]] unsigned long long acc[Merge ? 16 : 1];
-  const auto flush = [&]() {
-    if constexpr (Merge) {
-      if (key < 0) return;
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) put(key + r * nJ + c, acc[4 * r + c]);
-    }
-  };
-  // A weight's integer: trunc of miVoxelProducts' double (below 2^31), by a conversion or, with Magic,
-  // by double additions (math::miTruncU32: the same integer)
-  const auto conv = [](double x) -> unsigned { return Magic ? math::miTruncU32(x) : __double2uint_rz(x); };
-  // Adds the weights of n voxels equal to (u, v, m), a run of math::MiRuns: the fixed-point products
-  // of math::miVoxelProducts (below 2^31, see kMiScale), truncated as math::miVoxelWeights truncates.
-  const auto add = [&](float u, float v, float m, unsigned long long n) {
-    int bI, bJ;
-    double d[16];
-    math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
-    const int k = bI * nJ + bJ;
-    if constexpr (Merge) {
-      if (k != key) {
-        flush();
-        key = k;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) acc[j] = (unsigned long long)conv(d[j]) * n;
-      } else {
-#pragma unroll
-        for (int j = 0; j < 16; ++j) acc[j] += (unsigned long long)conv(d[j]) * n;
-      }
-    } else if (n == 1) {  // one voxel: 16 words, each add's carry (if any) to the high table
-      unsigned* const row = lo + k;
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const unsigned x = conv(d[4 * r + c]);
-          if (atomicAdd(row + r * nJ + c, x) > ~x) atomicAdd(row + toHigh + r * nJ + c, 1u);
-        }
-    } else {
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) put(k + r * nJ + c, (unsigned long long)conv(d[4 * r + c]) * n);
-    }
-  };
-  math::MiRuns<unsigned long long> runs;
-  if constexpr (Merge) {  // kHistChunk consecutive voxels per thread and pass (neighbours share bins)
-    const std::size_t stride = std::size_t(gridDim.x) * Block * kHistChunk;
-    for (std::size_t i0 = (blockIdx.x * std::size_t(Block) + threadIdx.x) * kHistChunk; i0 < nv;
-         i0 += stride) {
-      if (nv - i0 >= std::size_t(kHistChunk)) {  // the chunk's loads first, all in flight at once
-        float u[kHistChunk], v[kHistChunk], m[kHistChunk];
-#pragma unroll
-        for (int j = 0; j < kHistChunk; ++j) {
-          u[j] = a[i0 + j];
-          v[j] = b[i0 + j];
-          m[j] = w ? w[i0 + j] : 1.f;
-        }
-#pragma unroll 1
-        for (int j = 0; j < kHistChunk; ++j) runs.push(u[j], v[j], m[j], add);
-      } else {
-        for (std::size_t i = i0; i < nv; ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
-      }
-    }
-  } else {  // one voxel per thread and pass, the lanes of a warp on consecutive voxels; the next
-            // pass's voxel is loaded before this one is weighed
-    const std::size_t stride = std::size_t(gridDim.x) * Block;
-    std::size_t i = blockIdx.x * std::size_t(Block) + threadIdx.x;
-    if (i < nv) {
-      float u = a[i], v = b[i], m = w ? w[i] : 1.f;
-      for (;;) {
-        const std::size_t next = i + stride;
-        const bool more = next < nv;
-        float un = 0.f, vn = 0.f, mn = 1.f;
-        if (more) {
-          un = a[next];
-          vn = b[next];
-          mn = w ? w[next] : 1.f;
-        }
-        runs.push(u, v, m, add);
-        if (!more) break;
-        i = next;
-        u = un;
-        v = vn;
-        m = mn;
-      }
-    }
-  }
-  runs.finish(add);
-  flush();
+}
+
+// Adds the block's tables into H (64-bit integer atomics).
+__device__ __forceinline__ void miMergeTables(unsigned long long* H, const unsigned* sh, int copies,
+                                              int pitch, int nb) {
   __syncthreads();
   const unsigned* const hi = sh + std::size_t(copies) * std::size_t(pitch);
-  for (int k = threadIdx.x; k < nb; k += Block) {
+  for (int k = threadIdx.x; k < nb; k += blockDim.x) {
     unsigned long long s = static_cast<unsigned long long>(hi[k]) << 32;
     for (int c = 0; c < copies; ++c) s += sh[std::size_t(c) * std::size_t(pitch) + std::size_t(k)];
     if (s) atomicAdd(H + k, s);
   }
 }
 
-// The histogram kernel and its launch shape: the per-block tables (miHistTablesKernel) with `copies`
-// low-word tables, `block` threads a block and Merge, or the earlier kernel (miHistKernel: 8 copies of
-// 64-bit counts as word pairs, 256 threads, Merge). PYCA_MI_HIST selects one for measurement
-// (benchmarks/bench_mi.py): "legacy", or "copies,block,merge[,magic]" (copies 1..32, block 256 | 512 |
-// 1024, merge 0 | 1, merge only below 1024 threads: its 16 sums would not fit the registers; magic 1:
-// the weights' integers by math::miTruncU32); every choice gives the same histogram.
+// The tables kernel, one voxel per thread and pass (the lanes of a warp on consecutive voxels, the next
+// pass's voxel loaded before this one is weighed); runs of equal (I, J, mask) in a thread's sequence
+// (math::MiRuns) are weighed once.
+template <int Block, int NJ, bool Magic>
+__global__ void __launch_bounds__(Block)
+    miHistTablesKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
+                       const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
+                       math::MiBins bins, int copies, int pitch) {
+  extern __shared__ unsigned sh[];
+  const int nb = bins.nI * (NJ ? NJ : bins.nJ);
+  miZeroTables(sh, copies, pitch, nb);
+  const int copy = int(threadIdx.x % 32) % copies;
+  unsigned* const lo = sh + std::size_t(copy) * std::size_t(pitch);
+  const int toHigh = (copies - copy) * pitch;
+  const auto add = [&](float u, float v, float m, unsigned n) {
+    if (n == 1) {
+      miAddOne<NJ, Magic>(lo, toHigh, bins, u, v, m);
+    } else {
+      miAddRun<NJ, Magic>(lo, toHigh, bins, u, v, m, n);
+    }
+  };
+  math::MiRuns<unsigned> runs;
+  const std::size_t stride = std::size_t(gridDim.x) * Block;
+  std::size_t i = blockIdx.x * std::size_t(Block) + threadIdx.x;
+  if (i < nv) {
+    float u = a[i], v = b[i], m = w ? w[i] : 1.f;
+    for (;;) {
+      const std::size_t next = i + stride;
+      const bool more = next < nv;
+      float un = 0.f, vn = 0.f, mn = 1.f;
+      if (more) {
+        un = a[next];
+        vn = b[next];
+        mn = w ? w[next] : 1.f;
+      }
+      runs.push(u, v, m, add);
+      if (!more) break;
+      i = next;
+      u = un;
+      v = vn;
+      m = mn;
+    }
+  }
+  runs.finish(add);
+  miMergeTables(H, sh, copies, pitch, nb);
+}
+
+// Entries of each of a warp's two queues (kMiRing, a power of 2 >= 64), and the steps of 32 voxels in a
+// warp's segment (kMiSegment).
+constexpr int kMiRing = 64;
+constexpr int kMiSegment = 32;
+// Shared words of one warp's queues: single voxels (I, J, mask) and runs (I, J, mask, count).
+constexpr int kMiQueueWords = 7 * kMiRing;
+
+// The compacting tables kernel. Each warp takes segments of 32 kMiSegment consecutive voxels (segments
+// dealt round-robin over the grid's warps, a block's warps far apart, so that every multiprocessor sees
+// brain and background alike), the lanes on consecutive voxels, each lane keeping a run of equal (I, J,
+// mask) (math::MiRuns' rule: a NaN is a run of its own). A lane whose run ends queues it (a single voxel
+// or a run of n) in its warp's queue in shared memory; whenever 32 entries are queued, the 32 lanes weigh
+// them together: the weighing, nearly all the work, runs with every lane busy however brain and
+// background are mixed. Masked: a mask is given (else its weight is the constant 1).
+template <int Block, int NJ, bool Magic, bool Masked>
+__global__ void __launch_bounds__(Block)
+    miHistCompactKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
+                        const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
+                        math::MiBins bins, int copies, int pitch) {
+  extern __shared__ unsigned sh[];
+  const int nb = bins.nI * (NJ ? NJ : bins.nJ);
+  miZeroTables(sh, copies, pitch, nb);
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  const int copy = lane % copies;
+  unsigned* const lo = sh + std::size_t(copy) * std::size_t(pitch);
+  const int toHigh = (copies - copy) * pitch;
+  float* const q = reinterpret_cast<float*>(sh + copies * pitch + nb) + std::size_t(warp) * kMiQueueWords;
+  float *const oneU = q, *const oneV = q + kMiRing, *const oneM = q + 2 * kMiRing;
+  float *const runU = q + 3 * kMiRing, *const runV = q + 4 * kMiRing, *const runM = q + 5 * kMiRing;
+  unsigned* const runN = reinterpret_cast<unsigned*>(q + 6 * kMiRing);
+  const unsigned below = (1u << lane) - 1u;
+  unsigned headOne = 0, tailOne = 0, headRun = 0, tailRun = 0;  // the same in every lane of the warp
+  float ru = 0.f, rv = 0.f, rm = 0.f;
+  unsigned rn = 0;  // this lane's run: (ru, rv, rm) n times; 0: none
+  // Every lane calls it; `ends`: this lane's run ends (queued). Weighs 32 queued entries when there are.
+  const auto queue = [&](bool ends) {
+    const bool one = ends && rn == 1, many = ends && rn > 1;
+    const unsigned mOne = __ballot_sync(0xffffffffu, one), mRun = __ballot_sync(0xffffffffu, many);
+    if (one) {
+      const unsigned p = (headOne + __popc(mOne & below)) % kMiRing;
+      oneU[p] = ru;
+      oneV[p] = rv;
+      oneM[p] = rm;
+    } else if (many) {
+      const unsigned p = (headRun + __popc(mRun & below)) % kMiRing;
+      runU[p] = ru;
+      runV[p] = rv;
+      runM[p] = rm;
+      runN[p] = rn;
+    }
+    headOne += __popc(mOne);
+    headRun += __popc(mRun);
+    __syncwarp();
+    if (headOne - tailOne >= 32) {
+      const unsigned p = (tailOne + lane) % kMiRing;
+      miAddOne<NJ, Magic>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+      tailOne += 32;
+    }
+    if (headRun - tailRun >= 32) {
+      const unsigned p = (tailRun + lane) % kMiRing;
+      miAddRun<NJ, Magic>(lo, toHigh, bins, runU[p], runV[p], runM[p], runN[p]);
+      tailRun += 32;
+    }
+    __syncwarp();  // the weighed entries are read before their slots are written again
+  };
+  const std::size_t warps = std::size_t(gridDim.x) * (Block / 32);
+  const std::size_t seg = std::size_t(32) * kMiSegment;
+  for (std::size_t s0 = (std::size_t(warp) * gridDim.x + blockIdx.x) * seg; s0 < nv; s0 += warps * seg) {
+    const std::size_t end = s0 + seg < nv ? s0 + seg : nv;
+    for (std::size_t i0 = s0; i0 < end; i0 += 32) {
+      const std::size_t i = i0 + std::size_t(lane);
+      const bool valid = i < end;
+      float u = 0.f, v = 0.f, m = 1.f;
+      if (valid) {
+        u = a[i];
+        v = b[i];
+        if (Masked) m = w[i];
+      }
+      const bool same = valid && rn && u == ru && v == rv && m == rm;
+      queue(valid && rn && !same);
+      if (same) {
+        ++rn;
+      } else if (valid) {
+        ru = u;
+        rv = v;
+        rm = m;
+        rn = 1;
+      }
+    }
+  }
+  queue(rn > 0);  // every lane's last run
+  if (lane < int(headOne - tailOne)) {
+    const unsigned p = (tailOne + lane) % kMiRing;
+    miAddOne<NJ, Magic>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+  }
+  if (lane < int(headRun - tailRun)) {
+    const unsigned p = (tailRun + lane) % kMiRing;
+    miAddRun<NJ, Magic>(lo, toHigh, bins, runU[p], runV[p], runM[p], runN[p]);
+  }
+  miMergeTables(H, sh, copies, pitch, nb);
+}
+
+// The histogram kernel and its launch shape: "copies,block,kind" (PYCA_MI_HIST; copies 1..32 low-word
+// tables, block 256 | 512 | 1024 threads, kind plain (miHistTablesKernel), magic (the same with
+// math::miTruncU32) or compact (miHistCompactKernel)), or "legacy" (miHistKernel: 8 copies of 64-bit counts
+// as word pairs, 256 threads, successive voxels with the same bins summed in registers). For measurement
+// (benchmarks/bench_mi.py); every choice gives the same histogram.
 struct HistChoice {
   bool legacy;
   int copies, block;
-  bool merge, magic;
+  bool magic, compact;
 };
 
 HistChoice histChoice(const char* op) {
@@ -355,40 +439,74 @@ HistChoice histChoice(const char* op) {
     c.legacy = true;
     return c;
   }
-  int copies = 0, block = 0, merge = -1, magic = 0;
-  char tail = 0;
-  const bool four = std::sscanf(e, "%d,%d,%d,%d%c", &copies, &block, &merge, &magic, &tail) == 4;
-  const bool three = !four && std::sscanf(e, "%d,%d,%d%c", &copies, &block, &merge, &tail) == 3;
-  if (!(four || three) || copies < 1 || copies > 32 || (block != 256 && block != 512 && block != 1024) ||
-      (merge != 0 && merge != 1) || (merge == 1 && block == 1024) || (magic != 0 && magic != 1))
+  int copies = 0, block = 0;
+  char kind[16] = {0};
+  const bool ok =
+      std::sscanf(e, "%d,%d,%15s", &copies, &block, kind) == 3 && copies >= 1 && copies <= 32 &&
+      (block == 256 || block == 512 || block == 1024) &&
+      (!std::strcmp(kind, "plain") || !std::strcmp(kind, "magic") || !std::strcmp(kind, "compact"));
+  if (!ok)
     throw ValueError(std::string(op) +
-                     ": PYCA_MI_HIST must be 'legacy' or 'copies,block,merge[,magic]' (copies 1-32, "
-                     "block 256, 512 or 1024, merge 0 or 1, not 1 with 1024, magic 0 or 1), not '" +
+                     ": PYCA_MI_HIST must be 'legacy' or 'copies,block,kind' (copies 1-32, block 256, 512 "
+                     "or 1024, kind plain, magic or compact), not '" +
                      e + "'");
   c.copies = copies;
   c.block = block;
-  c.merge = merge == 1;
-  c.magic = magic == 1;
+  c.magic = !std::strcmp(kind, "magic");
+  c.compact = !std::strcmp(kind, "compact");
   return c;
 }
 
-// Launches miHistTablesKernel<Block, Merge> on every multiprocessor, as many blocks as fit (the
-// occupancy calculator with `bytes` of shared memory), no more than the chunks need.
-template <int Block, bool Merge, int NJ, bool Magic>
-void launchTables(unsigned long long* H, const float* I, const float* J, const float* mask, std::size_t nv,
-                  const math::MiBins& b, int copies, int pitch, std::size_t bytes, const char* op) {
-  const auto kernel = miHistTablesKernel<Block, Merge, NJ, Magic>;
+// Launches kernel with `bytes` of shared memory on every multiprocessor, as many blocks as fit (the
+// occupancy calculator), no more than `items` (one per thread) need.
+template <class Kernel>
+void launchResident(Kernel kernel, int block, std::size_t bytes, std::size_t items, const char* op,
+                    unsigned long long* H, const float* I, const float* J, const float* mask, std::size_t nv,
+                    const math::MiBins& b, int copies, int pitch) {
   if (bytes > kSharedBytes)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), op,
           "cudaFuncSetAttribute");
   int dev = 0, sms = 0, perSm = 0;
   check(cudaGetDevice(&dev), op, "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), op, "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, Block, bytes), op,
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, block, bytes), op,
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const std::size_t items = Merge ? (nv + kHistChunk - 1) / kHistChunk : nv;  // one per thread and pass
-  const unsigned blocks = blocksFor(items, Block, std::size_t(std::max(1, sms * std::max(1, perSm))));
-  kernel<<<blocks, Block, bytes, stream()>>>(H, I, J, mask, nv, b, copies, pitch);
+  const unsigned blocks = blocksFor(items, block, std::size_t(std::max(1, sms * std::max(1, perSm))));
+  kernel<<<blocks, block, bytes, stream()>>>(H, I, J, mask, nv, b, copies, pitch);
+}
+
+// The tables kernel of `choice` with Block threads and J's bins NJ (0: any).
+template <int Block, int NJ>
+void launchTables(const HistChoice& choice, unsigned long long* H, const float* I, const float* J,
+                  const float* mask, std::size_t nv, const math::MiBins& b, int copies, int pitch,
+                  std::size_t bytes, const char* op) {
+  if (choice.compact) {
+    const std::size_t items = (nv + kMiSegment - 1) / kMiSegment;  // a thread per kMiSegment voxels
+    if (mask) {
+      launchResident(miHistCompactKernel<Block, NJ, false, true>, Block, bytes, items, op, H, I, J, mask, nv,
+                     b, copies, pitch);
+    } else {
+      launchResident(miHistCompactKernel<Block, NJ, false, false>, Block, bytes, items, op, H, I, J, mask, nv,
+                     b, copies, pitch);
+    }
+  } else if (choice.magic) {
+    launchResident(miHistTablesKernel<Block, NJ, true>, Block, bytes, nv, op, H, I, J, mask, nv, b, copies,
+                   pitch);
+  } else {
+    launchResident(miHistTablesKernel<Block, NJ, false>, Block, bytes, nv, op, H, I, J, mask, nv, b, copies,
+                   pitch);
+  }
+}
+
+template <int Block>
+void launchTablesFor(const HistChoice& choice, unsigned long long* H, const float* I, const float* J,
+                     const float* mask, std::size_t nv, const math::MiBins& b, int copies, int pitch,
+                     std::size_t bytes, const char* op) {
+  if (b.nJ == 32) {
+    launchTables<Block, 32>(choice, H, I, J, mask, nv, b, copies, pitch, bytes, op);
+  } else {
+    launchTables<Block, 0>(choice, H, I, J, mask, nv, b, copies, pitch, bytes, op);
+  }
 }
 
 // grad = dMI/dI per voxel; the table L in shared memory as doubles when it fits (Shared: the same values,
@@ -543,35 +661,23 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
     check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), op,
           "cudaDeviceGetAttribute");
     const std::size_t room = std::size_t(optin);
+    // the compacting kernel's queues after the tables
+    const std::size_t queues =
+        choice.compact ? std::size_t(choice.block / 32) * kMiQueueWords * sizeof(float) : 0;
     const int copies =
-        room > high ? int(std::min<std::size_t>(std::size_t(choice.copies), (room - high) / one)) : 0;
+        room > high + queues
+            ? int(std::min<std::size_t>(std::size_t(choice.copies), (room - high - queues) / one))
+            : 0;
     unsigned long long* h = H.as<unsigned long long>();
     if (copies >= 1) {
-      const std::size_t bytes = one * std::size_t(copies) + high;
-      const auto go = [&](auto block, auto merge, auto magic) {
-        constexpr int kB = decltype(block)::value;
-        constexpr bool kM = decltype(merge)::value, kG = decltype(magic)::value;
-        if (b.nJ == 32) {
-          launchTables<kB, kM, 32, kG>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
-        } else {
-          launchTables<kB, kM, 0, kG>(h, I, J, mask, nv, b, copies, pitch, bytes, op);
-        }
-      };
-      const auto shape = [&](auto magic) {
-        using T = std::true_type;
-        using F = std::false_type;
-        using B256 = std::integral_constant<int, 256>;
-        using B512 = std::integral_constant<int, 512>;
-        using B1024 = std::integral_constant<int, 1024>;
-        if (choice.block == 256) {
-          choice.merge ? go(B256{}, T{}, magic) : go(B256{}, F{}, magic);
-        } else if (choice.block == 512) {
-          choice.merge ? go(B512{}, T{}, magic) : go(B512{}, F{}, magic);
-        } else {
-          go(B1024{}, F{}, magic);  // histChoice refuses merge with 1024 threads (registers)
-        }
-      };
-      choice.magic ? shape(std::true_type{}) : shape(std::false_type{});
+      const std::size_t bytes = one * std::size_t(copies) + high + queues;
+      if (choice.block == 256) {
+        launchTablesFor<256>(choice, h, I, J, mask, nv, b, copies, pitch, bytes, op);
+      } else if (choice.block == 512) {
+        launchTablesFor<512>(choice, h, I, J, mask, nv, b, copies, pitch, bytes, op);
+      } else {
+        launchTablesFor<1024>(choice, h, I, J, mask, nv, b, copies, pitch, bytes, op);
+      }
     } else {
       const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
       miHistKernel<false><<<residentBlocks(chunks, 8, op), kBlock, 0, stream()>>>(h, I, J, mask, nv, b, 1, 0);
