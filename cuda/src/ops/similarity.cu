@@ -213,8 +213,9 @@ __device__ __forceinline__ unsigned miWeightWord(double x) {
 
 // The weights of one voxel (u, v, m) added to the tables: lo, this lane's copy; toHigh, the high table's
 // offset from it; NJ the bins of J when known at compile time (the 4 x 4 block's offsets then constants
-// of the instructions), else 0 (bins.nJ).
-template <int NJ, bool Magic>
+// of the instructions), else 0 (bins.nJ). Always: each weight's carry added to the high table whether 0
+// or 1 (twice the atomics, no branch per weight), else only when 1.
+template <int NJ, bool Magic, bool Always>
 __device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::MiBins& bins, float u, float v,
                                          float m) {
   const int nJ = NJ ? NJ : bins.nJ;
@@ -227,7 +228,12 @@ __device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::M
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const unsigned x = miWeightWord<Magic>(d[4 * r + c]);
-      if (atomicAdd(row + r * nJ + c, x) > ~x) atomicAdd(row + toHigh + r * nJ + c, 1u);
+      const unsigned old = atomicAdd(row + r * nJ + c, x);
+      if (Always) {  // the carry (0 or 1) added in every case: no branch
+        atomicAdd(row + toHigh + r * nJ + c, old > ~x ? 1u : 0u);
+      } else if (old > ~x) {
+        atomicAdd(row + toHigh + r * nJ + c, 1u);
+      }
     }
 }
 
@@ -274,7 +280,7 @@ __device__ __forceinline__ void miMergeTables(unsigned long long* H, const unsig
 // The tables kernel, one voxel per thread and pass (the lanes of a warp on consecutive voxels, the next
 // pass's voxel loaded before this one is weighed); runs of equal (I, J, mask) in a thread's sequence
 // (math::MiRuns) are weighed once.
-template <int Block, int NJ, bool Magic>
+template <int Block, int NJ, bool Magic, bool Always>
 __global__ void __launch_bounds__(Block)
     miHistTablesKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
                        const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
@@ -287,7 +293,7 @@ __global__ void __launch_bounds__(Block)
   const int toHigh = (copies - copy) * pitch;
   const auto add = [&](float u, float v, float m, unsigned n) {
     if (n == 1) {
-      miAddOne<NJ, Magic>(lo, toHigh, bins, u, v, m);
+      miAddOne<NJ, Magic, Always>(lo, toHigh, bins, u, v, m);
     } else {
       miAddRun<NJ, Magic>(lo, toHigh, bins, u, v, m, n);
     }
@@ -332,7 +338,7 @@ constexpr int kMiQueueWords = 7 * kMiRing;
 // or a run of n) in its warp's queue in shared memory; whenever 32 entries are queued, the 32 lanes weigh
 // them together: the weighing, nearly all the work, runs with every lane busy however brain and
 // background are mixed. Masked: a mask is given (else its weight is the constant 1).
-template <int Block, int NJ, bool Magic, bool Masked>
+template <int Block, int NJ, bool Always, bool Masked>
 __global__ void __launch_bounds__(Block)
     miHistCompactKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
                         const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
@@ -373,12 +379,12 @@ __global__ void __launch_bounds__(Block)
     __syncwarp();
     if (headOne - tailOne >= 32) {
       const unsigned p = (tailOne + lane) % kMiRing;
-      miAddOne<NJ, Magic>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+      miAddOne<NJ, false, Always>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
       tailOne += 32;
     }
     if (headRun - tailRun >= 32) {
       const unsigned p = (tailRun + lane) % kMiRing;
-      miAddRun<NJ, Magic>(lo, toHigh, bins, runU[p], runV[p], runM[p], runN[p]);
+      miAddRun<NJ, false>(lo, toHigh, bins, runU[p], runV[p], runM[p], runN[p]);
       tailRun += 32;
     }
     __syncwarp();  // the weighed entries are read before their slots are written again
@@ -411,28 +417,29 @@ __global__ void __launch_bounds__(Block)
   queue(rn > 0);  // every lane's last run
   if (lane < int(headOne - tailOne)) {
     const unsigned p = (tailOne + lane) % kMiRing;
-    miAddOne<NJ, Magic>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+    miAddOne<NJ, false, Always>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
   }
   if (lane < int(headRun - tailRun)) {
     const unsigned p = (tailRun + lane) % kMiRing;
-    miAddRun<NJ, Magic>(lo, toHigh, bins, runU[p], runV[p], runM[p], runN[p]);
+    miAddRun<NJ, false>(lo, toHigh, bins, runU[p], runV[p], runM[p], runN[p]);
   }
   miMergeTables(H, sh, copies, pitch, nb);
 }
 
 // The histogram kernel and its launch shape: "copies,block,kind" (PYCA_MI_HIST; copies 1..32 low-word
 // tables, block 256 | 512 | 1024 threads, kind plain (miHistTablesKernel), magic (the same with
-// math::miTruncU32) or compact (miHistCompactKernel)), or "legacy" (miHistKernel: 8 copies of 64-bit counts
-// as word pairs, 256 threads, successive voxels with the same bins summed in registers). For measurement
-// (benchmarks/bench_mi.py); every choice gives the same histogram.
+// math::miTruncU32), always (the same adding every carry, 0 or 1), compact (miHistCompactKernel) or
+// compact-always), or "legacy" (miHistKernel: 8 copies of 64-bit counts as word pairs, 256 threads,
+// successive voxels with the same bins summed in registers). For measurement (benchmarks/bench_mi.py);
+// every choice gives the same histogram.
 struct HistChoice {
   bool legacy;
   int copies, block;
-  bool magic, compact;
+  bool magic, compact, always;
 };
 
 HistChoice histChoice(const char* op) {
-  HistChoice c{false, 32, 1024, false, false};
+  HistChoice c{false, 32, 1024, false, false, false};
   const char* e = std::getenv("PYCA_MI_HIST");
   if (!e || !*e) return c;
   if (std::strcmp(e, "legacy") == 0) {
@@ -440,20 +447,21 @@ HistChoice histChoice(const char* op) {
     return c;
   }
   int copies = 0, block = 0;
-  char kind[16] = {0};
-  const bool ok =
-      std::sscanf(e, "%d,%d,%15s", &copies, &block, kind) == 3 && copies >= 1 && copies <= 32 &&
-      (block == 256 || block == 512 || block == 1024) &&
-      (!std::strcmp(kind, "plain") || !std::strcmp(kind, "magic") || !std::strcmp(kind, "compact"));
+  char kind[24] = {0};
+  const auto is = [&](const char* k) { return std::strcmp(kind, k) == 0; };
+  const bool ok = std::sscanf(e, "%d,%d,%23s", &copies, &block, kind) == 3 && copies >= 1 && copies <= 32 &&
+                  (block == 256 || block == 512 || block == 1024) &&
+                  (is("plain") || is("magic") || is("always") || is("compact") || is("compact-always"));
   if (!ok)
     throw ValueError(std::string(op) +
                      ": PYCA_MI_HIST must be 'legacy' or 'copies,block,kind' (copies 1-32, block 256, 512 "
-                     "or 1024, kind plain, magic or compact), not '" +
+                     "or 1024, kind plain, magic, always, compact or compact-always), not '" +
                      e + "'");
   c.copies = copies;
   c.block = block;
-  c.magic = !std::strcmp(kind, "magic");
-  c.compact = !std::strcmp(kind, "compact");
+  c.magic = is("magic");
+  c.compact = is("compact") || is("compact-always");
+  c.always = is("always") || is("compact-always");
   return c;
 }
 
@@ -482,19 +490,26 @@ void launchTables(const HistChoice& choice, unsigned long long* H, const float* 
                   std::size_t bytes, const char* op) {
   if (choice.compact) {
     const std::size_t items = (nv + kMiSegment - 1) / kMiSegment;  // a thread per kMiSegment voxels
-    if (mask) {
-      launchResident(miHistCompactKernel<Block, NJ, false, true>, Block, bytes, items, op, H, I, J, mask, nv,
-                     b, copies, pitch);
-    } else {
-      launchResident(miHistCompactKernel<Block, NJ, false, false>, Block, bytes, items, op, H, I, J, mask, nv,
-                     b, copies, pitch);
-    }
+    const auto go = [&](auto always) {
+      constexpr bool kA = decltype(always)::value;
+      if (mask) {
+        launchResident(miHistCompactKernel<Block, NJ, kA, true>, Block, bytes, items, op, H, I, J, mask, nv,
+                       b, copies, pitch);
+      } else {
+        launchResident(miHistCompactKernel<Block, NJ, kA, false>, Block, bytes, items, op, H, I, J, mask, nv,
+                       b, copies, pitch);
+      }
+    };
+    choice.always ? go(std::true_type{}) : go(std::false_type{});
   } else if (choice.magic) {
-    launchResident(miHistTablesKernel<Block, NJ, true>, Block, bytes, nv, op, H, I, J, mask, nv, b, copies,
-                   pitch);
+    launchResident(miHistTablesKernel<Block, NJ, true, false>, Block, bytes, nv, op, H, I, J, mask, nv, b,
+                   copies, pitch);
+  } else if (choice.always) {
+    launchResident(miHistTablesKernel<Block, NJ, false, true>, Block, bytes, nv, op, H, I, J, mask, nv, b,
+                   copies, pitch);
   } else {
-    launchResident(miHistTablesKernel<Block, NJ, false>, Block, bytes, nv, op, H, I, J, mask, nv, b, copies,
-                   pitch);
+    launchResident(miHistTablesKernel<Block, NJ, false, false>, Block, bytes, nv, op, H, I, J, mask, nv, b,
+                   copies, pitch);
   }
 }
 
