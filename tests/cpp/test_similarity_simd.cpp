@@ -135,5 +135,35 @@ TEST(SimilaritySimd, TruncByAdditionsIsTheConversion) {
   }
 }
 
+// Where miClamped says an image is clamped, its gradient is +0 bit for bit (the GPU writes +0 there without
+// evaluating it); elsewhere the test data give nonzero gradients.
+TEST(SimilaritySimd, ClampedGradientIsPlusZero) {
+  std::mt19937 rng(13);
+  const math::MiBins B{24, 27, 0.f, 1.f, -0.1f, 0.9f};
+  const math::MiBins BT{B.nJ, B.nI, B.jLo, B.jHi, B.iLo, B.iHi};
+  std::vector<float> L(std::size_t(B.nI) * B.nJ);
+  std::uniform_real_distribution<float> t(-3.f, 0.f);
+  for (auto& x : L) x = t(rng);
+  Pair p = randomPair(2001, rng);
+  for (std::size_t i = 0; i < p.a.size(); i += 5) p.a[i] = (i % 2) ? 0.f : 1.f;  // at the ends: clamped
+  int clamped = 0, nonzero = 0;
+  for (std::size_t i = 0; i < p.a.size(); ++i) {
+    for (const bool forI : {true, false}) {
+      const float g = forI ? math::miGradAt(p.a[i], p.b[i], p.w[i], B, L.data(), 0.37f)
+                           : math::miGradAt(p.b[i], p.a[i], p.w[i], BT, L.data(), 0.37f);
+      const bool c = forI ? math::miClamped(p.a[i], B.iLo, B.iHi) : math::miClamped(p.b[i], B.jLo, B.jHi);
+      if (c) {
+        const float zero = 0.f;
+        EXPECT_EQ(std::memcmp(&g, &zero, sizeof(float)), 0) << i << " " << forI << ": " << g;
+        ++clamped;
+      } else {
+        nonzero += g != 0.f;
+      }
+    }
+  }
+  EXPECT_GT(clamped, 400);
+  EXPECT_GT(nonzero, 1000);
+}
+
 }  // namespace
 }  // namespace pyca

@@ -538,8 +538,11 @@ __global__ void miGradKernel(float* __restrict__ g, const float* __restrict__ a,
   }
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x)
-    g[i] = Shared ? math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, static_cast<const double*>(shL), gscale)
-                  : math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L, gscale);
+    g[i] = math::miClamped(a[i], bins.iLo, bins.iHi)
+               ? 0.f  // what the formula gives there (math::miClamped)
+               : (Shared ? math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, static_cast<const double*>(shL),
+                                          gscale)
+                         : math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L, gscale));
 }
 
 // gI = dMI/dI and gJ = dMI/dJ per voxel from one pair of Parzen windows (math::miGradPairAt); the
@@ -561,11 +564,14 @@ __global__ void miGradPairKernel(float* __restrict__ gI, float* __restrict__ gJ,
   }
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < nv;
        i += std::size_t(gridDim.x) * blockDim.x) {
-    float u, v;
-    if (Shared) {
-      math::miGradPairAt(a[i], b[i], w ? w[i] : 1.f, bins, shD, shD + bins.nI * bins.nJ, gscale, &u, &v);
-    } else {
-      math::miGradPairAt(a[i], b[i], w ? w[i] : 1.f, bins, LI, LJ, gscale, &u, &v);
+    const float x = a[i], y = b[i];
+    float u = 0.f, v = 0.f;  // both clamped (the background): +0, what the formula gives (math::miClamped)
+    if (!math::miClamped(x, bins.iLo, bins.iHi) || !math::miClamped(y, bins.jLo, bins.jHi)) {
+      if (Shared) {
+        math::miGradPairAt(x, y, w ? w[i] : 1.f, bins, shD, shD + bins.nI * bins.nJ, gscale, &u, &v);
+      } else {
+        math::miGradPairAt(x, y, w ? w[i] : 1.f, bins, LI, LJ, gscale, &u, &v);
+      }
     }
     gI[i] = u;
     gJ[i] = v;

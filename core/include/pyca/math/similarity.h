@@ -323,6 +323,13 @@ PYCA_HD_LANES void miGradientPair(T i, T j, T m, const MiBins& b, const Tab* LI,
   *gJ = mulRn(mulRn(miTableSum(dJ, wI, bJ, bI, b.nI, LJ), mm), gs);
 }
 
+// Whether miParzen clamps v to [lo, hi] (v at or below lo, at or above hi, or NaN): its Parzen derivatives
+// are then +-0, and miGradient's value for that image is +0 exactly (a sum of +-0 products from +0, times
+// the mask weight and gscale, both >= 0), so a loop may write +0 without evaluating it.
+PYCA_HD bool miClamped(float v, float lo, float hi) {
+  return !(double(v) > double(lo) && double(v) < double(hi));
+}
+
 template <class Tab>
 PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const Tab* L, float gscale) {
   return float(miGradient(double(i), double(j), double(m), b, L, gscale));
