@@ -430,8 +430,9 @@ __global__ void __launch_bounds__(Block)
 // tables, block 256 | 512 | 1024 threads, kind plain (miHistTablesKernel), magic (the same with
 // math::miTruncU32), always (the same adding every carry, 0 or 1), compact (miHistCompactKernel) or
 // compact-always), or "legacy" (miHistKernel: 8 copies of 64-bit counts as word pairs, 256 threads,
-// successive voxels with the same bins summed in registers). For measurement (benchmarks/bench_mi.py);
-// every choice gives the same histogram.
+// successive voxels with the same bins summed in registers). Unset: 32,1024,compact, the fastest on a
+// brain with its background (docs/performance.md). For measurement (benchmarks/bench_mi.py); every choice
+// gives the same histogram.
 struct HistChoice {
   bool legacy;
   int copies, block;
@@ -439,7 +440,7 @@ struct HistChoice {
 };
 
 HistChoice histChoice(const char* op) {
-  HistChoice c{false, 32, 1024, false, false, false};
+  HistChoice c{false, 32, 1024, false, true, false};  // the compacting walk (docs/performance.md)
   const char* e = std::getenv("PYCA_MI_HIST");
   if (!e || !*e) return c;
   if (std::strcmp(e, "legacy") == 0) {
