@@ -55,7 +55,7 @@ METRICS = ("ssd", "lncc", "mi")
 # measurements of docs/lddmm.md ("Defaults for T1 brain MRI"; sigma: "The kernel's scale", for K
 # of gain 1 at the zero frequency; alpha: "The kernel: lpow 8, alpha 0.15"); mi's by docs/performance.md,
 # "Multi-modal registration".
-DEFAULT_SIGMA = {"ssd": 0.007, "lncc": 0.03, "mi": 0.02}
+DEFAULT_SIGMA = {"ssd": 0.003, "lncc": 0.03, "mi": 0.02}
 DEFAULT_ALPHA = {"ssd": 0.15, "lncc": 0.15, "mi": 0.1}
 # iteration caps per scale (4, 2, 1) when none are given (docs/lddmm.md; mi: docs/performance.md,
 # "Multi-modal registration").

@@ -68,7 +68,7 @@ def test_every_declared_option_is_in_help_with_its_default():
             assert f"default {shown}" in expanded or f"default: {shown}" in expanded, (q.name, expanded)
     # the per-metric defaults of sigma, from the metrics' table
     assert ", ".join(f"{v:g} for {k}" for k, v in sorted(metrics.DEFAULT_SIGMA.items())) in flat
-    assert "0.007 for ssd" in flat  # (K of gain 1: docs/lddmm.md, "The kernel's scale")
+    assert "0.003 for ssd" in flat  # (K of gain 1: docs/lddmm.md, "The kernel's scale")
 
 
 def test_the_command_line_gives_the_declared_parameters():
