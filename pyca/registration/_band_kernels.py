@@ -47,17 +47,17 @@ def _wt(t: float, i: int, cubic: bool) -> float:
 
 
 @ca.func
-def _sample(f: ca.Field3D, g: ca.Field3D, a: float, b: float, two: bool, both: bool, px: float, py: float, pz: float,
-            cubic: bool, zero: bool, disp: bool):
-    """The three components of f (two: of a f + b g; disp: of f - id, f an H-field in voxels), and with
-    both those of g, at the position p (voxels), sampled by a Catmull-Rom cubic (taps floor(p) - 1 ..
-    floor(p) + 2 per axis) or trilinearly (floor(p), floor(p) + 1); a tap outside the grid counts 0 (zero:
-    CoAd's PARTIAL_ZERO) or reads the nearest voxel (its displacement, with disp: LDDMMComposeStep's and
-    Resample's CLAMP). On a grid of one voxel in z, z is 0. Returns (f0, f1, f2, g0, g1, g2), g's 0 without
-    both. The one sampler of every pass below; the kernels call it with constant modes, so each call
-    compiles to the loop it needs."""
+def _sample(f: ca.Field3D, g: ca.Field3D, both: bool, px: float, py: float, pz: float, cubic: bool, zero: bool,
+            disp: bool):
+    """The three components of f (disp: of f - id, f an H-field in voxels), and with both those of g, at
+    the position p (voxels), sampled by a Catmull-Rom cubic (taps floor(p) - 1 .. floor(p) + 2 per axis) or
+    trilinearly (floor(p), floor(p) + 1); a tap outside the grid counts 0 (zero: CoAd's PARTIAL_ZERO) or
+    reads the nearest voxel (its displacement, with disp: LDDMMComposeStep's and Resample's CLAMP). On a
+    grid of one voxel in z, z is 0. Returns (f0, f1, f2, g0, g1, g2), g's 0 without both. The one sampler
+    of every pass below: two loops over the taps, not three (three nested loops made NVRTC take minutes)."""
     nx, ny, nz = f.shape
     nt = 4 if cubic else 2  # taps per axis, from floor(p) - off
+    sh = 2 if cubic else 1  # log2(nt)
     off = 1 if cubic else 0
     x0 = int(math.floor(px))
     y0 = int(math.floor(py))
@@ -71,40 +71,34 @@ def _sample(f: ca.Field3D, g: ca.Field3D, a: float, b: float, two: bool, both: b
     r0 = 0.0
     r1 = 0.0
     r2 = 0.0
-    for dz in range(nt if nz > 1 else 1):
+    for t in range(nt * (nt if nz > 1 else 1)):  # the rows of taps (y, z), then x along each
+        dy = t & (nt - 1)
+        dz = t >> sh
+        ty = y0 - off + dy
         tz = z0 - off + dz if nz > 1 else 0
-        wz = _wt(fz, dz, cubic) if nz > 1 else 1.0
         if not zero:
+            ty = min(max(ty, 0), ny - 1)
             tz = min(max(tz, 0), nz - 1)
-        if not zero or (tz >= 0 and tz < nz):
-            for dy in range(nt):
-                ty = y0 - off + dy
-                wy = _wt(fy, dy, cubic) * wz
+        if ty >= 0 and ty < ny and tz >= 0 and tz < nz:
+            wy = _wt(fy, dy, cubic) * (_wt(fz, dz, cubic) if nz > 1 else 1.0)
+            for dx in range(nt):
+                tx = x0 - off + dx
                 if not zero:
-                    ty = min(max(ty, 0), ny - 1)
-                if not zero or (ty >= 0 and ty < ny):
-                    for dx in range(nt):
-                        tx = x0 - off + dx
-                        if not zero:
-                            tx = min(max(tx, 0), nx - 1)
-                        if not zero or (tx >= 0 and tx < nx):
-                            w = _wt(fx, dx, cubic) * wy
-                            if two:
-                                s0 += w * (a * f[tx, ty, tz, 0] + b * g[tx, ty, tz, 0])
-                                s1 += w * (a * f[tx, ty, tz, 1] + b * g[tx, ty, tz, 1])
-                                s2 += w * (a * f[tx, ty, tz, 2] + b * g[tx, ty, tz, 2])
-                            elif disp:
-                                s0 += w * (f[tx, ty, tz, 0] - tx)
-                                s1 += w * (f[tx, ty, tz, 1] - ty)
-                                s2 += w * (f[tx, ty, tz, 2] - tz)
-                            else:
-                                s0 += w * f[tx, ty, tz, 0]
-                                s1 += w * f[tx, ty, tz, 1]
-                                s2 += w * f[tx, ty, tz, 2]
-                            if both:
-                                r0 += w * g[tx, ty, tz, 0]
-                                r1 += w * g[tx, ty, tz, 1]
-                                r2 += w * g[tx, ty, tz, 2]
+                    tx = min(max(tx, 0), nx - 1)
+                if tx >= 0 and tx < nx:
+                    w = _wt(fx, dx, cubic) * wy
+                    if disp:
+                        s0 += w * (f[tx, ty, tz, 0] - tx)
+                        s1 += w * (f[tx, ty, tz, 1] - ty)
+                        s2 += w * (f[tx, ty, tz, 2] - tz)
+                    else:
+                        s0 += w * f[tx, ty, tz, 0]
+                        s1 += w * f[tx, ty, tz, 1]
+                        s2 += w * f[tx, ty, tz, 2]
+                    if both:
+                        r0 += w * g[tx, ty, tz, 0]
+                        r1 += w * g[tx, ty, tz, 1]
+                        r2 += w * g[tx, ty, tz, 2]
     return s0, s1, s2, r0, r1, r2
 
 
@@ -141,7 +135,7 @@ def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca
     px = g[i, j, k, 0]
     py = g[i, j, k, 1]
     pz = g[i, j, k, 2]
-    m0, m1, n2, b0, b1, b2 = _sample(m, m2, 1.0, 0.0, False, with2, px, py, pz, cubic, True, False)
+    m0, m1, n2, b0, b1, b2 = _sample(m, m2, with2, px, py, pz, cubic, True, False)
     # (Dg_w^T m)_d = sum_c (s_c / s_d) a_cd m_c
     out[i, j, k, 0] = det * (a00 * m0 + (sy / sx) * a10 * m1 + (sz / sx) * a20 * n2)
     out[i, j, k, 1] = det * ((sx / sy) * a01 * m0 + a11 * m1 + (sz / sy) * a21 * n2)
@@ -165,7 +159,7 @@ def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_
     px = min(max(rx * i + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
     py = min(max(ry * j + 0.5 * (ry - 1.0), 0.0), my - 1.0)
     pz = min(max(rz * k + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
-    e0, e1, e2, _0, _1, _2 = _sample(h, h, 1.0, 0.0, False, False, px, py, pz, cubic, False, True)
+    e0, e1, e2, _0, _1, _2 = _sample(h, h, False, px, py, pz, cubic, False, True)
     qx = i + e0 / rx
     qy = j + e1 / ry
     qz = k + e2 / rz
@@ -201,16 +195,16 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     px = min(max(i + sign * 0.5 * dt * (a * v[i, j, k, 0] + b * vp[i, j, k, 0]) / sx, 0.0), nx - 1.0)
     py = min(max(j + sign * 0.5 * dt * (a * v[i, j, k, 1] + b * vp[i, j, k, 1]) / sy, 0.0), ny - 1.0)
     pz = min(max(k + sign * 0.5 * dt * (a * v[i, j, k, 2] + b * vp[i, j, k, 2]) / sz, 0.0), nz - 1.0)
-    d0, d1, d2, _0, _1, _2 = _sample(v, vp, a, b, True, False, px, py, pz, cubic, False, False)  # w = a v + b vp
-    qx = i + sign * dt * d0 / sx
-    qy = j + sign * dt * d1 / sy
-    qz = k + sign * dt * d2 / sz if nz > 1 else 1.0 * k
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, px, py, pz, cubic, False, False)  # w = a v + b vp there
+    qx = i + sign * dt * (a * d0 + b * e0) / sx
+    qy = j + sign * dt * (a * d1 + b * e1) / sy
+    qz = k + sign * dt * (a * d2 + b * e2) / sz if nz > 1 else 1.0 * k
     if not compose:
         out[i, j, k, 0] = qx
         out[i, j, k, 1] = qy
         out[i, j, k, 2] = qz
         return
-    e0, e1, e2, _0, _1, _2 = _sample(h, h, 1.0, 0.0, False, False, qx, qy, qz, cubic, False, True)
+    e0, e1, e2, _0, _1, _2 = _sample(h, h, False, qx, qy, qz, cubic, False, True)
     out[i, j, k, 0] = qx + e0
     out[i, j, k, 1] = qy + e1
     out[i, j, k, 2] = qz + e2

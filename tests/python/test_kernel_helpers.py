@@ -1,7 +1,7 @@
 """@ca.func helpers that read the kernel's arrays and return several numbers (pyca.kernels): against the
 same Python functions run voxel by voxel over NumPy arrays, on the CPU and (where there is one) the GPU;
 their refusals; their CUDA half compiled by NVRTC (no GPU needed). pyca's band-limited geodesic samples
-through such a helper (pyca/registration/_band_kernels.py, tested in test_shoot_band.py)."""
+through such a helper (pyca/registration/_band_kernels.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -138,6 +138,8 @@ def test_helper_misuse_is_refused_in_one_line(fn, construct):
 @pytest.mark.skipif(not nvrtc_available(), reason="pyca built without NVRTC")
 def test_the_cuda_half_compiles_with_nvrtc():
     """Helpers with arrays are templates on the kernel's index type; their tuples a struct: NVRTC
-    compiles both (no GPU needed). (The band-limited geodesic's kernels, which sample through such a
-    helper, take NVRTC about a minute here: their GPU test compiles them on a GPU.)"""
-    helpers.compile(cpu=False, gpu=True)
+    compiles both (no GPU needed), as it does the band-limited geodesic's kernels."""
+    from pyca.registration import _band_kernels as bk
+
+    for k in (helpers, bk.coad, bk.step, bk.upsample):
+        k.compile(cpu=False, gpu=True)
