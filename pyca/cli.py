@@ -227,7 +227,8 @@ def cmd_lddmm(a):
     claim = contextlib.ExitStack()  # --out, locked for this run (pyca/_files.py, claim_out_dir)
     try:
         check_out_dir(a.out, a.overwrite)
-        checked = parameters.check({**lddmm.DEFAULTS, **params})  # (fills the metric's sigma and alpha)
+        # (fills the metric's sigma and alpha; refuses an option given that the run would not use)
+        checked = parameters.check({**lddmm.DEFAULTS, **params}, given=parameters.given_of(a), options=True)
         parameters.schedule(checked["scales"], checked["iterations"])
         _, device = lddmm.resolve_device(a.device)
         if a.fixed is None:

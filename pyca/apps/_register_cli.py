@@ -137,10 +137,11 @@ def run(a):
     try:
         check_out_dir(a.out, a.overwrite)
         checked = {**mod.DEFAULTS, **params}
+        given = parameters.given_of(a)  # an option given that the run would not use is refused
         if a.method == "syn":
-            syn.check(checked)
+            syn.check(checked, given=given, options=True)
         else:
-            parameters.check(checked)
+            parameters.check(checked, given=given, options=True)
             parameters.schedule(checked["scales"], checked["iterations"])
         _, device = lddmm.resolve_device(a.device)
         fixed = ca.io.load_image(a.fixed)

@@ -136,7 +136,7 @@ def subject_names(sources):
 
 def _check_params(params):
     p = parameters.merged(DEFAULTS, params, "atlas")
-    parameters.check(p, "atlas")
+    parameters.check(p, "atlas", given=parameters.explicit(params, DEFAULTS))
     scales, its = parameters.schedule(p["scales"], p["iterations"], "atlas")
     p["scales"], p["iterations"] = tuple(scales), tuple(its)
     return p

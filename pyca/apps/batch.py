@@ -46,7 +46,7 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
     p = parameters.merged(lddmm.DEFAULTS, params, "register-batch",
                           refused=("moving_mask", "moving_labels", "names"))
-    parameters.check(p, "register-batch")
+    parameters.check(p, "register-batch", given=parameters.explicit(params, lddmm.DEFAULTS))
     parameters.schedule(p["scales"], p["iterations"], "register-batch")
     template = os.path.abspath(os.fspath(template))
     if not os.path.isfile(template):

@@ -237,7 +237,7 @@ def register(fixed, moving, *, progress=False, **params):
     fixed, moving = as_image(fixed, "fixed"), as_image(moving, "moving")
     extra = {k: (as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
     extra["moving_labels"] = p["moving_labels"]  # a file's labels are read as integers (placed_inputs)
-    parameters.check(p)
+    parameters.check(p, given=parameters.explicit(params, DEFAULTS))  # (a keyword the run would not use: refused)
     scales, iters = parameters.schedule(p["scales"], p["iterations"])
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = resolve_device(p["device"])

@@ -62,10 +62,11 @@ def add_parser(sub):
     return add(sub)
 
 
-def check(p):
-    """Refuses a bad parameter of the dict p (every one of DEFAULTS present) in one line."""
+def check(p, given=(), options=False):
+    """Refuses a bad parameter of the dict p (every one of DEFAULTS present) in one line, and one of
+    `given` (set explicitly) that the run would not use (parameters.check_applies)."""
     parameters.schedule(p["scales"], p["iterations"], prog="syn")
-    parameters.check_declared(p, parameters.SYN_DECLARED, "syn")
+    parameters.check_declared(p, parameters.SYN_DECLARED, "syn", given, options)
     p["metric"] = str(p["metric"]).lower()
 
 
@@ -429,13 +430,15 @@ def register(fixed, moving, *, progress=False, **params):
     """Registers `moving` onto `fixed`: the linear stage of pyca lddmm, then greedy SyN; returns a
     SyNResult (the fields of lddmm.LDDMMResult, velocity empty). Parameters: DEFAULTS (docs/syn.md)."""
     metric = str(params.get("metric", DEFAULTS["metric"])).lower()  # its own defaults where not given
-    p = parameters.merged(DEFAULTS, {**parameters.SYN_METRIC_DEFAULTS.get(metric, {}), **params}, "syn.register")
+    defaults = {**DEFAULTS, **parameters.SYN_METRIC_DEFAULTS.get(metric, {})}
+    p = parameters.merged(defaults, params, "syn.register")
+    given = parameters.explicit(params, defaults)  # a keyword the run would not use is refused
     t_start = time.perf_counter()
     names = p.pop("names", None) or {}
     fixed, moving = inputs.as_image(fixed, "fixed"), inputs.as_image(moving, "moving")
     extra = {k: (inputs.as_image(p[k], k) if p[k] is not None else None) for k in ("fixed_mask", "moving_mask")}
     extra["moving_labels"] = p["moving_labels"]  # read as integers (lddmm.placed_inputs)
-    check(p)
+    check(p, given)
     scales, iters = parameters.schedule(p["scales"], p["iterations"], prog="syn")
     p["scales"], p["iterations"] = tuple(scales), tuple(iters)
     mem, device = lddmm.resolve_device(p["device"])

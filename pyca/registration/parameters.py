@@ -25,7 +25,7 @@ from .transforms import LINEAR_KINDS
 
 __all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_METRICS",
            "SYN_METRIC_DEFAULTS", "SYN_DEFAULTS", "get",
-           "merged", "check", "check_declared", "check_value",
+           "merged", "check", "check_declared", "check_value", "check_applies", "explicit", "given_of",
            "schedule", "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
 
 NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (docs/lddmm.md, 'Intensities')
@@ -57,6 +57,11 @@ class Parameter:
     cli_hi: float = None  # a stricter upper bound on the command line (what a run can do in reasonable time)
     assignable: bool = True  # accepted by -p KEY=VALUE
     casefold: bool = False  # a choice in any case ('SSD')
+    # when the run uses it: None (always), or a function of the parameters p -> None (p's run uses this
+    # parameter's value) or (other parameter, the values of it this one needs): a value given explicitly
+    # that the run would ignore is refused (check(..., given=...))
+    applies: object = None
+    inert: tuple = ()  # values that are accepted even where the parameter does not apply (0: off)
 
     @property
     def option(self):
@@ -85,6 +90,20 @@ def _per_metric(table):
     return ", ".join(f"{text(v)} for {k}" for k, v in sorted(table.items()))
 
 
+def _metric(p):
+    return str(p["metric"]).lower()
+
+
+def _for_metrics(*names):
+    """applies: only with a metric among names."""
+    return lambda p: None if _metric(p) in names else ("metric", " or ".join(names))
+
+
+def _when(other, test, wanted):
+    """applies: only where test(p[other]) holds (wanted: those values, in words)."""
+    return lambda p: None if test(p[other]) else (other, wanted)
+
+
 _INF = float("inf")
 DECLARED = (
     Parameter("device", "device", "auto", "where to run (default: %(default)s: the GPU when one can be used)",
@@ -105,7 +124,8 @@ DECLARED = (
               "velocity by at most --max-step voxels (default %(default)s)",
               lo=0, hi=0.5, lo_open=True, hi_open=True, group=_OPT),
     Parameter("max_step", "real", 0.5, "with --step auto: largest velocity change of a scale's first step, in voxels "
-              "(default %(default)s)", unit="voxels", lo=0, lo_open=True, group=_OPT),
+              "(default %(default)s)", unit="voxels", lo=0, lo_open=True, group=_OPT,
+              applies=_when("step", lambda v: v == "auto", "auto")),
     Parameter("iterations", "ints", None, "iterations per scale, e.g. 60,40,20 (default: the metric's, "
               f"{_per_metric(DEFAULT_ITERATIONS)})", lo=0, hi=_INF, cli_hi=100_000, group=_OPT),
     Parameter("scales", "ints", (4, 2, 1), "downsampling factors, coarse to fine, ending with 1 (default %(default)s)",
@@ -113,10 +133,13 @@ DECLARED = (
     Parameter("time_steps", "int", 4, "time steps T (default %(default)s)", lo=1, hi=10000, cli_hi=1000, group=_OPT),
     Parameter("normalize", "choice", "histogram", "intensities: 'percentiles' scales each image's 0.5-99.5 percentile "
               "range to [0, 1]; 'histogram' maps the moving image's quantiles onto the fixed image's, then scales both "
-              "alike (same contrast, e.g. T1 to T1); 'none' (default %(default)s)", choices=NORMALIZE, group=_OPT),
+              "alike (same contrast, e.g. T1 to T1); 'none' (default %(default)s)", choices=NORMALIZE, group=_OPT,
+              applies=lambda p: ("metric", "ssd or lncc") if p["normalize"] == "histogram" and _metric(p) == "mi"
+              else None),
     Parameter("bias_sigma", "real", 10.0, "bias correction: the fixed image takes, at each scale, the warped moving "
               "image's smooth intensity gain (a Gaussian of this many world units, mm); 0: off (default %(default)s)",
-              unit="world units", lo=0, group=_OPT),
+              unit="world units", lo=0, group=_OPT,
+              applies=_for_metrics("ssd", "lncc"), inert=(0,)),
     Parameter("band_tol", "real", 1e-4, "the kernel K keeps, per axis, the frequencies where its symbol is above this "
               "fraction of its peak (band-limited velocities: fewer transforms); 0: every frequency "
               "(default %(default)g)", lo=0, hi=1, hi_open=True, group=_OPT),
@@ -142,9 +165,11 @@ DECLARED = (
               "images of different contrasts, e.g. T1 onto T2 or FLAIR (default %(default)s)", choices=METRICS,
               group=_MATCH, casefold=True),
     Parameter("radius", "int", 3, "LNCC window radius in voxels (default %(default)s)", unit="voxels", lo=1, hi=_INF,
-              group=_MATCH),
+              group=_MATCH,
+              applies=_for_metrics("lncc")),
     Parameter("bins", "int", MI_BINS, "mi: bins per image of the joint histogram (default %(default)s)", lo=4, hi=1024,
-              group=_MATCH),
+              group=_MATCH,
+              applies=_for_metrics("mi")),
     Parameter("affine", "choice", "auto", "linear stage before LDDMM (default %(default)s: affine when the grids or "
               "the centres of mass differ)", choices=("auto",) + LINEAR_KINDS, group=_MATCH),
     Parameter("fixed_mask", "file", None, "0/1 image on the fixed grid: the match term counts only its voxels",
@@ -153,7 +178,8 @@ DECLARED = (
     Parameter("moving_labels", "file", None, "integer label image on the moving grid, warped by nearest neighbour "
               "into labels.nii.gz", group=_MATCH, assignable=False),
     Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range of normalize 'percentiles' "
-              "(low, high)", lo=0, hi=100),
+              "(low, high)", lo=0, hi=100,
+              applies=_when("normalize", lambda v: v != "none", "percentiles or histogram")),
     Parameter("names", "any", None, "role -> file name, for messages", assignable=False),
 )
 _BY_NAME = {q.name: q for q in DECLARED}
@@ -180,9 +206,11 @@ SYN_DECLARED = (
               choices=SYN_METRICS,
               group=SYN, casefold=True),
     Parameter("bins", "int", 32, "mi: bins per image of the joint histogram (default %(default)s)", lo=4,
-              hi=1024, group=SYN),
+              hi=1024, group=SYN,
+              applies=_for_metrics("mi")),
     Parameter("radius", "int", 2, "LNCC window radius, voxels (default %(default)s)", unit="voxels", lo=1, hi=16,
-              group=SYN),
+              group=SYN,
+              applies=_for_metrics("lncc")),
     Parameter("step", "real", 1.0, "largest displacement of one update, voxels (default %(default)s)",
               unit="voxels", lo=0, lo_open=True, group=SYN),
     Parameter("smooth_update", "real", _SYN_SMOOTH_UPDATE, "Gaussian sigma of the update fields, voxels; with "
@@ -197,7 +225,8 @@ SYN_DECLARED = (
     Parameter("max_log_det", "real", 0.5, "each map's volume change beyond e^+-this is pushed back "
               "(a descent step of the squared excess of |log det|); 0: off (default %(default)s)", lo=0, group=SYN),
     Parameter("det_stiffness", "real", 10.0, "with --max-log-det: voxels moved per unit of the excess's gradient "
-              "per iteration (default %(default)s)", lo=0, group=SYN),
+              "per iteration (default %(default)s)", lo=0, group=SYN,
+              applies=_when("max_log_det", lambda v: v > 0, "> 0")),
     Parameter("inverse_iterations", "int", 10, "iterations of each scale's inverse maps (default %(default)s)",
               lo=1, hi=100, group=SYN),
     Parameter("interp_blur", "choice", "matched", "'matched': at the finest scale the bias (blur) trilinear "
@@ -205,18 +234,21 @@ SYN_DECLARED = (
               "exactly; 'none': as sampled (default %(default)s)", choices=INTERP_BLURS, group=SYN),
     Parameter("lncc_eps", "real", 1e-6, "LNCC's eps: the product of the two window variances is taken as vI vJ + "
               "eps (each image scaled to [0, 1]); larger: weaker forces where both windows are flat (default "
-              "%(default)s)", lo=0, lo_open=True, group=SYN),
+              "%(default)s)", lo=0, lo_open=True, group=SYN,
+              applies=_for_metrics("lncc")),
     Parameter("tol", "real", 1e-3, "a scale stops when its last 5 iterations gained less than 5 x this of its gain "
               "so far (default %(default)s)", lo=0, group=SYN),
     Parameter("optimiser", "choice", "adam", "adam (momentum, per-voxel second moment) or greedy (each update "
               "scaled so that its largest force moves `step` voxels)", choices=("adam", "greedy")),
     Parameter("adam_eps", "real", 1.0, "Adam's eps, relative to the largest force of the scale", lo=0,
-              lo_open=True),
+              lo_open=True,
+              applies=_when("optimiser", lambda v: v == "adam", "adam")),
     Parameter("min_iterations", "int", 10, "iterations of a scale before its stop rule applies", lo=0, hi=_INF),
     Parameter("normalize", "choice", "foreground", "intensities: each image scaled by its own range ('foreground':"
               " its minimum and upper percentile above 1% of its range; 'percentiles'; 'none')",
               choices=("foreground", "percentiles", "none")),
-    Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range (low, high)", lo=0, hi=100),
+    Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range (low, high)", lo=0, hi=100,
+              applies=_when("normalize", lambda v: v != "none", "foreground or percentiles")),
     Parameter("affine", "choice", "auto", "linear stage", choices=("auto",) + LINEAR_KINDS),
     Parameter("fixed_mask", "file", None, "0/1 image on the fixed grid", assignable=False),
     Parameter("moving_mask", "file", None, "0/1 image on the moving grid", assignable=False),
@@ -288,9 +320,42 @@ def merged(defaults, params, prog, refused=()):
     return {**defaults, **params}
 
 
-def check_declared(p, declared, prog):
+def explicit(params, defaults):
+    """The names of params a caller gave with a value other than its default in `defaults` (what
+    check()'s `given` takes where the caller's own choices are not known: a program that passes its whole
+    parameter set, defaults included, as pyca atlas and register-batch pass theirs to lddmm.register)."""
+    def same(a, b):
+        a, b = (tuple(x) if isinstance(x, (list, tuple)) else x for x in (a, b))
+        try:
+            return bool(a == b)
+        except (TypeError, ValueError):
+            return False
+
+    return {k for k, v in params.items() if k not in defaults or not same(v, defaults[k])}
+
+
+def check_applies(p, declared, prog, given=(), options=False):
+    """Refuses, in one line naming `prog`, a parameter of `given` (names the caller set explicitly) that the
+    run the dict p configures would not use (its declared `applies`: e.g. bins with metric ssd, max_step with
+    a numeric step); options: named as the command line's options (--bins). Defaults are never refused."""
+    spell = (lambda n: "--" + n.replace("_", "-")) if options else (lambda n: n)
+    for q in declared:
+        if q.applies is None or q.name not in given or q.name not in p:
+            continue
+        why = q.applies(p)
+        if why is None or (q.inert and p[q.name] in q.inert):
+            continue
+        other, wanted = why
+        what = f"{spell(q.name)} {p[q.name]}" if q.kind == "choice" else spell(q.name)
+        v = p[other]
+        v = f"{v:g}" if _real(v) else str(v).lower()
+        raise ValueError(f"{prog}: {what} applies to {spell(other)} {wanted}, not {v}")
+
+
+def check_declared(p, declared, prog, given=(), options=False):
     """Refuses a bad value of the dict p for the parameters `declared` (their numbers, integers and
-    choices) in one line naming `prog` and the parameter; returns p."""
+    choices), and a parameter of `given` the run does not use (check_applies), in one line naming `prog`
+    and the parameter; returns p."""
     for q in declared:
         if q.kind in ("real", "int", "step", "choice"):
             check_value(q, p[q.name], prog)
@@ -298,11 +363,14 @@ def check_declared(p, declared, prog):
             lo, hi = p[q.name]
             if not 0 <= lo < hi <= 100:
                 raise ValueError(f"{prog}: percentiles must satisfy 0 <= low < high <= 100, got {p[q.name]}")
+    check_applies(p, declared, prog, given, options)
     return p
 
 
-def check(p, prog="lddmm"):
-    """Refuses a bad parameter of the dict p (every declared name present) in one line; fills sigma and
+def check(p, prog="lddmm", given=(), options=False):
+    """Refuses a bad parameter of the dict p (every declared name present) in one line, and one of `given`
+    (the names the caller set explicitly) that the run does not use (check_applies; options: named as
+    options); fills sigma and
     alpha given as None with the metric's defaults, and normalize given as True / False (its earlier
     spellings) as 'percentiles' / 'none' (in p); iterations given as None with the metric's caps. The
     schedule (scales, iterations) is schedule()'s."""
@@ -319,6 +387,7 @@ def check(p, prog="lddmm"):
     lo, hi = p["percentiles"]
     if not 0 <= lo < hi <= 100:
         raise ValueError(f"{prog}: percentiles must satisfy 0 <= low < high <= 100, got {p['percentiles']}")
+    check_applies(p, DECLARED, prog, given, options)
     return p
 
 
@@ -381,6 +450,23 @@ def _arg_type(q):
     return parse
 
 
+_GIVEN = "_pyca_given"  # the namespace attribute that holds the options given on the command line
+
+
+class _Given(argparse.Action):
+    """argparse's store (or store_const, nargs=0) that also records the option as given (given_of())."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+        setattr(namespace, _GIVEN, set(getattr(namespace, _GIVEN, ())) | {self.dest})
+
+
+def given_of(a):
+    """The parameters set on a command line parsed by a parser of add_arguments(), by name (whatever
+    their value: given as the default, still given)."""
+    return set(getattr(a, _GIVEN, ()))
+
+
 def add_arguments(parser, declared=None, groups=None, unset=False, choices=None):
     """Adds the declared parameters (DECLARED: `pyca lddmm`'s; or `declared`, in option groups
     `groups`: titles, or title -> an existing argument group) that are options to parser: group "" to
@@ -400,7 +486,7 @@ def add_arguments(parser, declared=None, groups=None, unset=False, choices=None)
         if q.group is None:
             continue
         g = groups[q.group]
-        kw = dict(help=q.help or "default %(default)s")
+        kw = dict(help=q.help or "default %(default)s", action=_Given)
         if q.kind == "file":
             g.add_argument(q.option, **kw)
             continue
@@ -415,7 +501,7 @@ def add_arguments(parser, declared=None, groups=None, unset=False, choices=None)
         if q.name == "normalize":  # and its negation, --no-normalize
             g = g.add_mutually_exclusive_group()
             g.add_argument(q.option, **kw)
-            g.add_argument("--no-normalize", dest="normalize", action="store_const", const="none",
+            g.add_argument("--no-normalize", dest="normalize", action=_Given, nargs=0, const="none",
                            help="the same as --normalize none")
             continue
         g.add_argument(q.option, **kw)
