@@ -62,7 +62,7 @@ def test_pyca_lddmm_runs_with_the_options_its_run_uses(tmp_path):
     numeric step): the runs complete (0, or 3 for a verdict on a 16x16x8 pair, never 2)."""
     for i, args in enumerate((["--metric", "lncc", "--radius", "2", "--bias-sigma", "5"],
                               ["--metric", "mi", "--bins", "16", "--bias-sigma", "0", "--normalize", "percentiles"],
-                              ["--step", "0.1", "--normalize", "none"])):
+                              ["--step", "0.05", "--sigma", "0.05", "--normalize", "none"])):
         out = tmp_path / f"out{i}"
         p = run("lddmm", *SMALL, "--out", str(out), "--no-report", "-q", *args)
         assert p.returncode in (0, 3), (args, p.stderr)
