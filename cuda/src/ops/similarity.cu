@@ -237,6 +237,48 @@ __device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::M
     }
 }
 
+// miAddOne for a whole warp (all 32 lanes call it) whose lanes may share a voxel's 4 x 4 bins (the
+// background's few bins): the lanes with the same bins (__match_any_sync) sum each weight in the group
+// (__reduce_add_sync of its two 16-bit halves: exact), and one lane of the group adds the sums, so that a
+// crowded bin takes one atomic per group instead of one per lane. A lane alone in its bins adds as miAddOne.
+template <int NJ>
+__device__ __forceinline__ void miAddOneGrouped(unsigned* lo, int toHigh, const math::MiBins& bins, float u,
+                                                float v, float m) {
+  const int nJ = NJ ? NJ : bins.nJ;
+  int bI, bJ;
+  double d[16];
+  math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
+  const int key = bI * nJ + bJ;
+  const unsigned group = __match_any_sync(0xffffffffu, key);
+  const unsigned lane = threadIdx.x % 32;
+  unsigned* const row = lo + key;
+  if (group == (1u << lane)) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const unsigned x = __double2uint_rz(d[4 * r + c]);
+        if (atomicAdd(row + r * nJ + c, x) > ~x) atomicAdd(row + toHigh + r * nJ + c, 1u);
+      }
+    return;
+  }
+  const bool first = lane == unsigned(__ffs(int(group)) - 1);
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const unsigned x = __double2uint_rz(d[4 * r + c]);
+      const unsigned low = __reduce_add_sync(group, x & 0xffffu), high = __reduce_add_sync(group, x >> 16);
+      if (first) {
+        const unsigned long long sum = low + (static_cast<unsigned long long>(high) << 16);
+        const unsigned sl = unsigned(sum);
+        unsigned up = unsigned(sum >> 32);
+        if (atomicAdd(row + r * nJ + c, sl) > ~sl) ++up;
+        if (up) atomicAdd(row + toHigh + r * nJ + c, up);
+      }
+    }
+}
+
 // The weights of n equal voxels (u, v, m): each weight times n, its low word to this lane's copy and its
 // high word plus the low word's carry to the high table.
 template <int NJ, bool Magic>
@@ -338,7 +380,7 @@ constexpr int kMiQueueWords = 7 * kMiRing;
 // or a run of n) in its warp's queue in shared memory; whenever 32 entries are queued, the 32 lanes weigh
 // them together: the weighing, nearly all the work, runs with every lane busy however brain and
 // background are mixed. Masked: a mask is given (else its weight is the constant 1).
-template <int Block, int NJ, bool Always, bool Masked>
+template <int Block, int NJ, bool Grouped, bool Masked>
 __global__ void __launch_bounds__(Block)
     miHistCompactKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
                         const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
@@ -379,7 +421,11 @@ __global__ void __launch_bounds__(Block)
     __syncwarp();
     if (headOne - tailOne >= 32) {
       const unsigned p = (tailOne + lane) % kMiRing;
-      miAddOne<NJ, false, Always>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+      if (Grouped) {
+        miAddOneGrouped<NJ>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+      } else {
+        miAddOne<NJ, false, false>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+      }
       tailOne += 32;
     }
     if (headRun - tailRun >= 32) {
@@ -417,7 +463,7 @@ __global__ void __launch_bounds__(Block)
   queue(rn > 0);  // every lane's last run
   if (lane < int(headOne - tailOne)) {
     const unsigned p = (tailOne + lane) % kMiRing;
-    miAddOne<NJ, false, Always>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
+    miAddOne<NJ, false, false>(lo, toHigh, bins, oneU[p], oneV[p], oneM[p]);
   }
   if (lane < int(headRun - tailRun)) {
     const unsigned p = (tailRun + lane) % kMiRing;
@@ -429,18 +475,18 @@ __global__ void __launch_bounds__(Block)
 // The histogram kernel and its launch shape: "copies,block,kind" (PYCA_MI_HIST; copies 1..32 low-word
 // tables, block 256 | 512 | 1024 threads, kind plain (miHistTablesKernel), magic (the same with
 // math::miTruncU32), always (the same adding every carry, 0 or 1), compact (miHistCompactKernel) or
-// compact-always), or "legacy" (miHistKernel: 8 copies of 64-bit counts as word pairs, 256 threads,
-// successive voxels with the same bins summed in registers). Unset: 32,1024,compact, the fastest on a
-// brain with its background (docs/performance.md). For measurement (benchmarks/bench_mi.py); every choice
-// gives the same histogram.
+// compact-grouped (the same, a warp's lanes in the same bins summed before the atomics)), or "legacy"
+// (miHistKernel: 8 copies of 64-bit counts as word pairs, 256 threads, successive voxels with the same bins
+// summed in registers). Unset: 32,1024,compact, the fastest on a brain with its background
+// (docs/performance.md). For measurement (benchmarks/bench_mi.py); every choice gives the same histogram.
 struct HistChoice {
   bool legacy;
   int copies, block;
-  bool magic, compact, always;
+  bool magic, compact, always, grouped;
 };
 
 HistChoice histChoice(const char* op) {
-  HistChoice c{false, 32, 1024, false, true, false};  // the compacting walk (docs/performance.md)
+  HistChoice c{false, 32, 1024, false, true, false, false};  // the compacting walk (docs/performance.md)
   const char* e = std::getenv("PYCA_MI_HIST");
   if (!e || !*e) return c;
   if (std::strcmp(e, "legacy") == 0) {
@@ -452,17 +498,18 @@ HistChoice histChoice(const char* op) {
   const auto is = [&](const char* k) { return std::strcmp(kind, k) == 0; };
   const bool ok = std::sscanf(e, "%d,%d,%23s", &copies, &block, kind) == 3 && copies >= 1 && copies <= 32 &&
                   (block == 256 || block == 512 || block == 1024) &&
-                  (is("plain") || is("magic") || is("always") || is("compact") || is("compact-always"));
+                  (is("plain") || is("magic") || is("always") || is("compact") || is("compact-grouped"));
   if (!ok)
     throw ValueError(std::string(op) +
                      ": PYCA_MI_HIST must be 'legacy' or 'copies,block,kind' (copies 1-32, block 256, 512 "
-                     "or 1024, kind plain, magic, always, compact or compact-always), not '" +
+                     "or 1024, kind plain, magic, always, compact or compact-grouped), not '" +
                      e + "'");
   c.copies = copies;
   c.block = block;
   c.magic = is("magic");
-  c.compact = is("compact") || is("compact-always");
-  c.always = is("always") || is("compact-always");
+  c.compact = is("compact") || is("compact-grouped");
+  c.grouped = is("compact-grouped");
+  c.always = is("always");
   return c;
 }
 
@@ -491,8 +538,8 @@ void launchTables(const HistChoice& choice, unsigned long long* H, const float* 
                   std::size_t bytes, const char* op) {
   if (choice.compact) {
     const std::size_t items = (nv + kMiSegment - 1) / kMiSegment;  // a thread per kMiSegment voxels
-    const auto go = [&](auto always) {
-      constexpr bool kA = decltype(always)::value;
+    const auto go = [&](auto grouped) {
+      constexpr bool kA = decltype(grouped)::value;
       if (mask) {
         launchResident(miHistCompactKernel<Block, NJ, kA, true>, Block, bytes, items, op, H, I, J, mask, nv,
                        b, copies, pitch);
@@ -501,7 +548,7 @@ void launchTables(const HistChoice& choice, unsigned long long* H, const float* 
                        b, copies, pitch);
       }
     };
-    choice.always ? go(std::true_type{}) : go(std::false_type{});
+    choice.grouped ? go(std::true_type{}) : go(std::false_type{});
   } else if (choice.magic) {
     launchResident(miHistTablesKernel<Block, NJ, true, false>, Block, bytes, nv, op, H, I, J, mask, nv, b,
                    copies, pitch);
