@@ -58,8 +58,8 @@ class Parameter:
     assignable: bool = True  # accepted by -p KEY=VALUE
     casefold: bool = False  # a choice in any case ('SSD')
     # when the run uses it: None (always), or a function of the parameters p -> None (p's run uses this
-    # parameter's value) or (other parameter, the values of it this one needs): a value given explicitly
-    # that the run would ignore is refused (check(..., given=...))
+    # parameter's value) or (other parameter, the values of it this one needs[, a note]): a value given
+    # explicitly that the run would ignore (or override) is refused (check(..., given=...))
     applies: object = None
     inert: tuple = ()  # values that are accepted even where the parameter does not apply (0: off)
 
@@ -155,7 +155,10 @@ DECLARED = (
               choices=INTERP_BLURS, group=_OPT),
     Parameter("fixed_blur", "real", 0.0, "the fixed image is also smoothed by a Gaussian of this many moving-image "
               "voxels before any comparison (sqrt(1/6) = 0.41: trilinear interpolation's mean blur, the same for "
-              "every voxel); 0: off (default %(default).3g)", unit="moving-image voxels", lo=0, hi=10, group=_OPT),
+              "every voxel); 0: off (default %(default).3g)", unit="moving-image voxels", lo=0, hi=10, group=_OPT,
+              applies=lambda p: ("interp_blur", "none", f" (with metric mi, 'matched' smooths the fixed image by at "
+                                 f"least sqrt(1/6) = {INTERP_BLUR:.3g})") if p["interp_blur"] == "matched" and
+              _metric(p) == "mi" and _real(p["fixed_blur"]) and p["fixed_blur"] < INTERP_BLUR else None),
     Parameter("tol", "real", None, "a scale stops when its last 5 iterations gained less than 5 x this of its gain so "
               f"far (default: the metric's, {_per_metric(DEFAULT_TOL)})", lo=0, group=_OPT),
     Parameter("momentum", "real", None, "each update adds this fraction of the last accepted step (heavy-ball "
@@ -345,11 +348,10 @@ def check_applies(p, declared, prog, given=(), options=False):
         why = q.applies(p)
         if why is None or (q.inert and p[q.name] in q.inert):
             continue
-        other, wanted = why
-        what = f"{spell(q.name)} {p[q.name]}" if q.kind == "choice" else spell(q.name)
-        v = p[other]
-        v = f"{v:g}" if _real(v) else str(v).lower()
-        raise ValueError(f"{prog}: {what} applies to {spell(other)} {wanted}, not {v}")
+        other, wanted, *why = why  # (and a note: the values of this one concerned, and why)
+        text = lambda v: f"{v:g}" if _real(v) else str(v).lower()  # noqa: E731
+        what = f"{spell(q.name)} {text(p[q.name])}" if q.kind == "choice" or why else spell(q.name)
+        raise ValueError(f"{prog}: {what} applies to {spell(other)} {wanted}, not {text(p[other])}{''.join(why)}")
 
 
 def check_declared(p, declared, prog, given=(), options=False):

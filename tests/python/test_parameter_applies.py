@@ -24,6 +24,8 @@ LDDMM_REFUSED = [
     (["--step", "0.1", "--max-step", "1"], "--max-step applies to --step auto, not 0.1"),
     (["--metric", "mi", "--bias-sigma", "5"], "--bias-sigma applies to --metric ssd or lncc, not mi"),
     (["--metric", "mi", "--normalize", "histogram"], "--normalize histogram applies to --metric ssd or lncc, not mi"),
+    (["--metric", "mi", "--fixed-blur", "0.2"], "--fixed-blur 0.2 applies to --interp-blur none, not matched (with "
+     "metric mi, 'matched' smooths the fixed image by at least sqrt(1/6) = 0.408)"),
 ]
 REGISTER_REFUSED = [
     (["--bins", "40"], "syn: --bins applies to --metric mi, not lncc"),
@@ -114,6 +116,7 @@ def test_check_applies_every_conditional_parameter():
         "radius": ({"metric": "mi"}, {"metric": "lncc"}),
         "bins": ({"metric": "lncc"}, {"metric": "mi"}),
         "percentiles": ({"normalize": "none"}, {"normalize": "percentiles"}),
+        "fixed_blur": ({"metric": "mi", "fixed_blur": 0.0}, {"metric": "mi", "fixed_blur": 0.5}),
     }
     syn_cases = {
         "bins": ({"metric": "lncc"}, {"metric": "mi"}),
@@ -135,8 +138,11 @@ def test_check_applies_every_conditional_parameter():
             check({**defaults, **on}, {name})
             check({**defaults, **off}, set())  # not given: its default, never refused
             check({**defaults, **off}, {"alpha", "device"} & set(defaults))  # others given
-    # bias correction off is what an mi run does: accepted
+    # bias correction off is what an mi run does: accepted; mi's own blur or more, or no matched blur: accepted
     P.check({**P.DEFAULTS, "metric": "mi", "bias_sigma": 0.0}, given={"bias_sigma"})
+    P.check({**P.DEFAULTS, "metric": "mi", "fixed_blur": P.INTERP_BLUR}, given={"fixed_blur"})
+    P.check({**P.DEFAULTS, "metric": "mi", "fixed_blur": 0.2, "interp_blur": "none"}, given={"fixed_blur"})
+    P.check({**P.DEFAULTS, "metric": "ssd", "fixed_blur": 0.2}, given={"fixed_blur"})
     # explicit(): a keyword given as its default is not counted (whole parameter sets passed on)
     assert P.explicit({"radius": 3, "bins": 40, "percentiles": [0.5, 99.5]}, P.DEFAULTS) == {"bins"}
 
