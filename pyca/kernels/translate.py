@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import builtins
 import collections
-import inspect
 import math
 import numbers
 
@@ -21,119 +20,11 @@ from . import interior
 from . import line as linemod
 from .source import KernelSyntaxError, function_node
 
+from .values import (ARRAY_PARAM, ARRAY_TYPES, BOOL, DOUBLE, FLOAT, INDEX, INT, INT_MAX, INT_MIN, MATH1, MATH2,  # noqa: F401
+                     MATH_BOOL, MATH_INT, RANK, SCALAR_ANN, Expr, Func, cast, current_line, literal, mfun, promote,
+                     toint, tuple_parts, tuple_type)
+
 __all__ = ["KernelSyntaxError", "Func", "FuncTranslator", "Context", "function_node", "INDEX"]
-
-BOOL, INT, FLOAT, DOUBLE = "bool", "int", "float", "double"
-_RANK = {BOOL: 0, INT: 1, FLOAT: 2, DOUBLE: 3}
-_SCALAR_ANN = {"float": FLOAT, "int": INT, "bool": BOOL, "double": DOUBLE}
-ARRAY_TYPES = ("Image3D", "Field3D")
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_ARRAY_PARAM = {"Image3D": "const pyca::ImageView&", "Field3D": "const pyca::FieldView&"}
-
-
-def tuple_type(t: str, n: int) -> str:
-    """The C++ type of a helper's return of n numbers of type t (`return a, b, c`)."""
-    return f"pyca_k::Tup<{t}, {n}>"
-
-
-def tuple_parts(t: str):
-    """(element type, n) of a tuple_type, or None."""
-    if not t.startswith("pyca_k::Tup<"):
-        return None
-    e, n = t[len("pyca_k::Tup<"):-1].split(", ")
-    return e, int(n)
-
-
-def INDEX():  # noqa: N802 - the object behind ca.index (see pyca.kernels.index)
-    raise RuntimeError("ca.index() is only meaningful inside a @ca.kernel function")
-
-
-class Func:
-    """A helper written in the kernel subset of Python (``@ca.func``): callable from kernels (and from
-    Python, as the plain function). Parameters are typed by their annotations (float, int, bool),
-    else by the arguments of each call site; the return type by its annotation, else inferred."""
-
-    def __init__(self, fn):
-        if not inspect.isfunction(fn):
-            raise TypeError(f"@ca.func needs a Python function, got {type(fn).__name__}")
-        self.fn = fn
-        self.__name__ = fn.__name__
-        self.__qualname__ = fn.__qualname__
-        self.__doc__ = fn.__doc__
-        self.__module__ = fn.__module__
-        self.__wrapped__ = fn
-
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<pyca kernel helper {self.__qualname__}>"
-
-
-# ------------------------------------------------------------------------------------------------
-class Expr:
-    """A translated expression: C++ code, its type, and its value when it is a constant."""
-
-    __slots__ = ("code", "type", "const")
-
-    def __init__(self, code: str, type_: str, const=None):
-        self.code, self.type, self.const = code, type_, const
-
-
-def literal(value, t: str) -> str:
-    if t == BOOL:
-        return "true" if value else "false"
-    if t == INT:
-        return str(int(value))
-    v = float(value)
-    if math.isnan(v):
-        return "pyca_k::fnan()" if t == FLOAT else "double(pyca_k::fnan())"
-    if math.isinf(v):
-        s = "pyca_k::finf()" if t == FLOAT else "double(pyca_k::finf())"
-        return s if v > 0 else f"(-{s})"
-    r = repr(v)
-    if "e" not in r and "." not in r:
-        r += ".0"
-    return r + ("f" if t == FLOAT else "")
-
-
-_line = [0]  # the Python line of the statement being translated (for toint's error record)
-
-
-def toint(code: str) -> str:
-    return f"pyca_k::toint({code}, pyca_err, {_line[0]})"
-
-
-def cast(e: Expr, t: str) -> str:
-    if e.const is not None:
-        if t == INT and isinstance(e.const, float):
-            if not math.isfinite(e.const) or not _INT_MIN <= int(e.const) <= _INT_MAX:
-                raise KernelSyntaxError(f"int() of the constant {e.const!r} (line {_line[0]})")
-            return str(int(e.const))
-        return literal(e.const, t)
-    if e.type == t:
-        return e.code
-    if t == INT and e.type in (FLOAT, DOUBLE):
-        return toint(e.code)
-    return f"{t}({e.code})"
-
-
-def promote(*types: str) -> str:
-    t = max(types, key=lambda x: _RANK[x])
-    return INT if t == BOOL else t
-
-
-# Functions of math with the same meaning in C (float overloads get the f suffix).
-_MATH1 = {n: n for n in ("sqrt exp log sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh log2 log10 "
-                         "expm1 log1p erf erfc fabs cbrt").split()}
-_MATH2 = {"atan2": "atan2", "pow": "pow", "hypot": "hypot", "copysign": "copysign", "fmod": "fmod"}
-_MATH_INT = {"floor": "floor", "ceil": "ceil", "trunc": "trunc"}  # return int in Python
-_MATH_BOOL = {"isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite"}
-_MATH_CONST = {"pi": math.pi, "e": math.e, "tau": math.tau, "inf": math.inf, "nan": math.nan}
-
-
-def _mfun(name: str, t: str) -> str:
-    return name + ("f" if t == FLOAT else "")
 
 
 class Context:
@@ -260,8 +151,8 @@ class FuncTranslator:
 
     def _ann_type(self, ann) -> str | None:
         s = ast.unparse(ann).strip("'\"").split(".")[-1]
-        if s in _SCALAR_ANN:
-            return _SCALAR_ANN[s]
+        if s in SCALAR_ANN:
+            return SCALAR_ANN[s]
         if s in ARRAY_TYPES and self.kind == "func":
             return s
         self.fail_node(ann, f"parameter type {s!r} (helpers take float, int, bool, Image3D or Field3D)")
@@ -339,12 +230,12 @@ class FuncTranslator:
             ps = ["int pyca_i", "int pyca_j", "int pyca_k"]
             for n in self.args:
                 t = self.params[n]
-                ps.append(_ARRAY_PARAM.get(t, t) + f" p_{n}")
+                ps.append(ARRAY_PARAM.get(t, t) + f" p_{n}")
             if self.line is not None:
                 ps.append("pyca_k::Line pyca_line")
             ps.append("pyca_k::Err* pyca_err")
             return f"template <class Idx>\nPYCA_HD void {self.cname}({', '.join(ps)}) {{\n{decl}{code}}}\n"
-        ps = [_ARRAY_PARAM.get(self.params[n], self.params[n]) + f" p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
+        ps = [ARRAY_PARAM.get(self.params[n], self.params[n]) + f" p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
         # a helper reading arrays: a template on the voxel index type, as the kernel body that calls it
         tmpl = "template <class Idx>\n" if any(self.params[n] in ARRAY_TYPES for n in self.args) else ""
         return (f"{tmpl}PYCA_HD {self.ret_type} {self.cname}({', '.join(ps)}) {{\n  (void)pyca_err;\n{decl}{code}}}\n")
@@ -355,7 +246,7 @@ class FuncTranslator:
 
     def stmt(self, s, depth: int) -> str:
         self.cur = s
-        _line[0] = self._line(s)
+        current_line[0] = self._line(s)
         ind = "  " * depth
         stores = self._stores.get(id(s))
         if stores is None:
@@ -376,10 +267,10 @@ class FuncTranslator:
             if pt in ARRAY_TYPES:
                 self.fail_node(node, f"assigning to the array parameter {name!r}")
             return
-        if t in ARRAY_TYPES or t not in _RANK:
+        if t in ARRAY_TYPES or t not in RANK:
             self.fail_node(node, f"a variable holding a {t}")
         old = self.locals.get(name)
-        self.locals[name] = t if old is None or _RANK[t] > _RANK[old] else old
+        self.locals[name] = t if old is None or RANK[t] > RANK[old] else old
 
     def _assign_name(self, name: str, e: Expr, node, ind: str) -> str:
         self._set_local(name, e.type, node)
@@ -440,7 +331,7 @@ class FuncTranslator:
                 self.fail("a bare return in a helper")
             if isinstance(s.value, ast.Tuple):  # return a, b, ...: unpacked by the caller, x, y, ... = f(...)
                 es = [self.expr(v) for v in s.value.elts]
-                if not 2 <= len(es) <= 8 or any(e.type not in _RANK for e in es):
+                if not 2 <= len(es) <= 8 or any(e.type not in RANK for e in es):
                     self.fail("returning a tuple of other than 2 to 8 numbers")
                 self.returns.append(tuple_type(promote(*(e.type for e in es)), len(es)))
                 if self.infer:
@@ -472,7 +363,7 @@ class FuncTranslator:
             if self.kind == "func":
                 self.fail(f"storing into the array {arr!r} in a helper (helpers read arrays; the kernel writes)")
             e = self.expr(value)
-            if e.type not in _RANK:
+            if e.type not in RANK:
                 self.fail(f"storing a {e.type} into an image")
             if self.infer:
                 return ""
@@ -508,7 +399,7 @@ class FuncTranslator:
                 for v in vals:
                     tmp = self.ctx.fresh("t")
                     tmps.append(tmp)
-                    if v.type not in _RANK:
+                    if v.type not in RANK:
                         self.fail(f"a tuple holding a {v.type}")
                     out += f"{ind}const {v.type} {tmp} = {v.code};\n"
                 for n, v, tmp in zip(names, vals, tmps):
@@ -578,7 +469,7 @@ class FuncTranslator:
     # -- expressions
     def cond(self, node) -> str:
         e = self.expr(node, condition=True)
-        if e.type not in _RANK:
+        if e.type not in RANK:
             self.fail(f"a {e.type} as a condition")
         return e.code if e.type == BOOL else f"({e.code}) != 0"
 
@@ -621,7 +512,7 @@ class FuncTranslator:
             if isinstance(v, bool):
                 return Expr(literal(v, BOOL), BOOL, v)
             if isinstance(v, int):
-                if not _INT_MIN <= v <= _INT_MAX:
+                if not INT_MIN <= v <= INT_MAX:
                     self.fail(f"the integer constant {v} (ints are 32 bits)")
                 return Expr(literal(v, INT), INT, v)
             if isinstance(v, float):
@@ -633,7 +524,7 @@ class FuncTranslator:
             return self.binop(node)
         if isinstance(node, ast.UnaryOp):
             e = self.expr(node.operand, condition=isinstance(node.op, ast.Not))
-            if e.type not in _RANK:
+            if e.type not in RANK:
                 self.fail(f"an operator on a {e.type}")
             if isinstance(node.op, ast.Not):
                 return Expr(f"(!({e.code}))", BOOL)
@@ -660,7 +551,7 @@ class FuncTranslator:
                 sym = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}.get(type(op))
                 if sym is None:
                     self.fail(f"the comparison {type(op).__name__} (is, in: only numbers compare)")
-                if left.type not in _RANK or right.type not in _RANK:
+                if left.type not in RANK or right.type not in RANK:
                     self.fail("comparing something other than numbers")
                 t = promote(left.type, right.type)
                 parts.append(f"({cast(left, t)} {sym} {cast(right, t)})")
@@ -669,9 +560,9 @@ class FuncTranslator:
         if isinstance(node, ast.IfExp):
             c = self.cond(node.test)
             a, b = self.expr(node.body), self.expr(node.orelse)
-            if a.type not in _RANK or b.type not in _RANK:
+            if a.type not in RANK or b.type not in RANK:
                 self.fail("a conditional expression that is not a number")
-            t = max(a.type, b.type, key=lambda x: _RANK[x])
+            t = max(a.type, b.type, key=lambda x: RANK[x])
             return Expr(f"(({c}) ? {cast(a, t)} : {cast(b, t)})", t)
         if isinstance(node, ast.Call):
             return self.call(node)
@@ -709,7 +600,7 @@ class FuncTranslator:
         if isinstance(v, (bool,)) or type(v).__name__ == "bool_":
             return Expr(literal(bool(v), BOOL), BOOL, bool(v))
         if isinstance(v, numbers.Integral):
-            if not _INT_MIN <= int(v) <= _INT_MAX:
+            if not INT_MIN <= int(v) <= INT_MAX:
                 self.fail(f"the integer constant {v} (ints are 32 bits)")
             return Expr(literal(int(v), INT), INT, int(v))
         if isinstance(v, numbers.Real):
@@ -738,7 +629,7 @@ class FuncTranslator:
 
     def binop(self, node) -> Expr:
         a, b = self.expr(node.left), self.expr(node.right)
-        if a.type not in _RANK or b.type not in _RANK:
+        if a.type not in RANK or b.type not in RANK:
             self.fail("arithmetic on something other than numbers")
         op = node.op
         ln = self._line(node)
@@ -761,7 +652,7 @@ class FuncTranslator:
                 if b.const == 2:
                     return Expr(f"pyca_k::sq({cast(a, t)})", t)
             t = promote(t, FLOAT)
-            return Expr(f"{_mfun('pow', t)}({cast(a, t)}, {cast(b, t)})", t)
+            return Expr(f"{mfun('pow', t)}({cast(a, t)}, {cast(b, t)})", t)
         sym = {ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&"}.get(type(op))
         if sym:
             if t != INT:
@@ -781,7 +672,7 @@ class FuncTranslator:
         else:
             args = [self.expr(a) for a in node.args]
         for a in args:
-            if a.type not in _RANK and not (isinstance(f, Func) and a.type in ARRAY_TYPES):
+            if a.type not in RANK and not (isinstance(f, Func) and a.type in ARRAY_TYPES):
                 self.fail(f"passing a {a.type} to a function")
         if isinstance(f, Func):
             if len(args) != f.fn.__code__.co_argcount:
@@ -812,34 +703,34 @@ class FuncTranslator:
             return Expr(f"(({args[0].code}) != 0)", BOOL)
         if f is round and len(args) == 1:
             t = promote(args[0].type, FLOAT)
-            return Expr(toint(f"{_mfun('rint', t)}({cast(args[0], t)})"), INT)
+            return Expr(toint(f"{mfun('rint', t)}({cast(args[0], t)})"), INT)
         mname = _math_name(f)
         if mname is not None:
-            if mname in _MATH1 and len(args) == 1:
+            if mname in MATH1 and len(args) == 1:
                 t = promote(args[0].type, FLOAT)
-                return Expr(f"{_mfun(_MATH1[mname], t)}({cast(args[0], t)})", t)
+                return Expr(f"{mfun(MATH1[mname], t)}({cast(args[0], t)})", t)
             if mname == "log" and len(args) == 2:
                 t = promote(args[0].type, args[1].type, FLOAT)
-                lg = _mfun("log", t)
+                lg = mfun("log", t)
                 return Expr(f"({lg}({cast(args[0], t)}) / {lg}({cast(args[1], t)}))", t)
-            if mname in _MATH2 and len(args) == 2:
+            if mname in MATH2 and len(args) == 2:
                 t = promote(args[0].type, args[1].type, FLOAT)
-                return Expr(f"{_mfun(_MATH2[mname], t)}({cast(args[0], t)}, {cast(args[1], t)})", t)
-            if mname in _MATH_INT and len(args) == 1:
+                return Expr(f"{mfun(MATH2[mname], t)}({cast(args[0], t)}, {cast(args[1], t)})", t)
+            if mname in MATH_INT and len(args) == 1:
                 if args[0].type in (INT, BOOL):
                     return Expr(cast(args[0], INT), INT)
                 t = args[0].type
-                return Expr(toint(f"{_mfun(_MATH_INT[mname], t)}({args[0].code})"), INT)
-            if mname in _MATH_BOOL and len(args) == 1:
+                return Expr(toint(f"{mfun(MATH_INT[mname], t)}({args[0].code})"), INT)
+            if mname in MATH_BOOL and len(args) == 1:
                 t = promote(args[0].type, FLOAT)
-                return Expr(f"bool({_MATH_BOOL[mname]}({cast(args[0], t)}))", BOOL)
+                return Expr(f"bool({MATH_BOOL[mname]}({cast(args[0], t)}))", BOOL)
             self.fail(f"math.{mname} with {len(args)} arguments")
         label = ast.unparse(node.func)
         self.fail(f"calling {label}() (kernels call math.*, min, max, abs, float, int, round and @ca.func helpers)")
 
 
 _MISSING = object()
-_MATH_OBJECTS = {getattr(math, n): n for n in list(_MATH1) + list(_MATH2) + list(_MATH_INT) + list(_MATH_BOOL) + ["log"]
+_MATH_OBJECTS = {getattr(math, n): n for n in list(MATH1) + list(MATH2) + list(MATH_INT) + list(MATH_BOOL) + ["log"]
                  if hasattr(math, n)}
 
 
