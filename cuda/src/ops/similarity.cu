@@ -211,30 +211,46 @@ __device__ __forceinline__ unsigned miWeightWord(double x) {
   return Magic ? math::miTruncU32(x) : __double2uint_rz(x);
 }
 
-// The weights of one voxel (u, v, m) added to the tables: lo, this lane's copy; toHigh, the high table's
-// offset from it; NJ the bins of J when known at compile time (the 4 x 4 block's offsets then constants
-// of the instructions), else 0 (bins.nJ). Always: each weight's carry added to the high table whether 0
-// or 1 (twice the atomics, no branch per weight), else only when 1.
-template <int NJ, bool Magic, bool Always>
-__device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::MiBins& bins, float u, float v,
-                                         float m) {
-  const int nJ = NJ ? NJ : bins.nJ;
-  int bI, bJ;
+// One voxel's 16 fixed-point weights (math::miVoxelProducts: doubles below 2^31, truncated by the caller)
+// and `key`, the first of its 4 x 4 bins (bI nJ + bJ); NJ the bins of J when known at compile time (the
+// block's offsets then constants of the instructions), else 0 (bins.nJ).
+template <int NJ>
+struct MiVoxel {
   double d[16];
-  math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
-  unsigned* const row = lo + (bI * nJ + bJ);
+  int key;
+  __device__ __forceinline__ MiVoxel(const math::MiBins& bins, float u, float v, float m) {
+    int bI, bJ;
+    math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
+    key = bI * (NJ ? NJ : bins.nJ) + bJ;
+  }
+};
+
+// Adds one voxel's weights d to its bins, row = the first in this lane's copy (toHigh: the high table's
+// offset from it), each carry out of a low word to the high table. Always: each carry added whether 0 or 1
+// (twice the atomics, no branch per weight), else only when 1.
+template <int NJ, bool Magic, bool Always>
+__device__ __forceinline__ void miAddWeights(unsigned* row, int toHigh, int nJ, const double* d) {
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
+      const int k = r * (NJ ? NJ : nJ) + c;
       const unsigned x = miWeightWord<Magic>(d[4 * r + c]);
-      const unsigned old = atomicAdd(row + r * nJ + c, x);
+      const unsigned old = atomicAdd(row + k, x);
       if (Always) {  // the carry (0 or 1) added in every case: no branch
-        atomicAdd(row + toHigh + r * nJ + c, old > ~x ? 1u : 0u);
+        atomicAdd(row + toHigh + k, old > ~x ? 1u : 0u);
       } else if (old > ~x) {
-        atomicAdd(row + toHigh + r * nJ + c, 1u);
+        atomicAdd(row + toHigh + k, 1u);
       }
     }
+}
+
+// The weights of one voxel (u, v, m) added to the tables (lo: this lane's copy).
+template <int NJ, bool Magic, bool Always>
+__device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::MiBins& bins, float u, float v,
+                                         float m) {
+  const MiVoxel<NJ> vx(bins, u, v, m);
+  miAddWeights<NJ, Magic, Always>(lo + vx.key, toHigh, bins.nJ, vx.d);
 }
 
 // miAddOne for a whole warp (all 32 lanes call it) whose lanes may share a voxel's 4 x 4 bins (the
@@ -244,22 +260,12 @@ __device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::M
 template <int NJ>
 __device__ __forceinline__ void miAddOneGrouped(unsigned* lo, int toHigh, const math::MiBins& bins, float u,
                                                 float v, float m) {
-  const int nJ = NJ ? NJ : bins.nJ;
-  int bI, bJ;
-  double d[16];
-  math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
-  const int key = bI * nJ + bJ;
-  const unsigned group = __match_any_sync(0xffffffffu, key);
+  const MiVoxel<NJ> vx(bins, u, v, m);
+  const unsigned group = __match_any_sync(0xffffffffu, vx.key);
   const unsigned lane = threadIdx.x % 32;
-  unsigned* const row = lo + key;
+  unsigned* const row = lo + vx.key;
   if (group == (1u << lane)) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const unsigned x = __double2uint_rz(d[4 * r + c]);
-        if (atomicAdd(row + r * nJ + c, x) > ~x) atomicAdd(row + toHigh + r * nJ + c, 1u);
-      }
+    miAddWeights<NJ, false, false>(row, toHigh, bins.nJ, vx.d);
     return;
   }
   const bool first = lane == unsigned(__ffs(int(group)) - 1);
@@ -267,14 +273,15 @@ __device__ __forceinline__ void miAddOneGrouped(unsigned* lo, int toHigh, const 
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const unsigned x = __double2uint_rz(d[4 * r + c]);
+      const int k = r * (NJ ? NJ : bins.nJ) + c;
+      const unsigned x = __double2uint_rz(vx.d[4 * r + c]);
       const unsigned low = __reduce_add_sync(group, x & 0xffffu), high = __reduce_add_sync(group, x >> 16);
       if (first) {
         const unsigned long long sum = low + (static_cast<unsigned long long>(high) << 16);
         const unsigned sl = unsigned(sum);
         unsigned up = unsigned(sum >> 32);
-        if (atomicAdd(row + r * nJ + c, sl) > ~sl) ++up;
-        if (up) atomicAdd(row + toHigh + r * nJ + c, up);
+        if (atomicAdd(row + k, sl) > ~sl) ++up;
+        if (up) atomicAdd(row + toHigh + k, up);
       }
     }
 }
@@ -284,20 +291,18 @@ __device__ __forceinline__ void miAddOneGrouped(unsigned* lo, int toHigh, const 
 template <int NJ, bool Magic>
 __device__ __forceinline__ void miAddRun(unsigned* lo, int toHigh, const math::MiBins& bins, float u, float v,
                                          float m, unsigned n) {
-  const int nJ = NJ ? NJ : bins.nJ;
-  int bI, bJ;
-  double d[16];
-  math::miVoxelProducts(double(u), double(v), double(m), bins, &bI, &bJ, d);
-  unsigned* const row = lo + (bI * nJ + bJ);
+  const MiVoxel<NJ> vx(bins, u, v, m);
+  unsigned* const row = lo + vx.key;
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const unsigned long long x = static_cast<unsigned long long>(miWeightWord<Magic>(d[4 * r + c])) * n;
+      const int k = r * (NJ ? NJ : bins.nJ) + c;
+      const unsigned long long x = static_cast<unsigned long long>(miWeightWord<Magic>(vx.d[4 * r + c])) * n;
       const unsigned xl = unsigned(x);
       unsigned up = unsigned(x >> 32);
-      if (atomicAdd(row + r * nJ + c, xl) > ~xl) ++up;
-      if (up) atomicAdd(row + toHigh + r * nJ + c, up);
+      if (atomicAdd(row + k, xl) > ~xl) ++up;
+      if (up) atomicAdd(row + toHigh + k, up);
     }
 }
 
