@@ -260,6 +260,10 @@ __device__ __forceinline__ void miAddOne(unsigned* lo, int toHigh, const math::M
 template <int NJ>
 __device__ __forceinline__ void miAddOneGrouped(unsigned* lo, int toHigh, const math::MiBins& bins, float u,
                                                 float v, float m) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
+  // __reduce_add_sync needs sm_80: older cards add lane by lane (the same sums).
+  miAddOne<NJ, false, false>(lo, toHigh, bins, u, v, m);
+#else
   const MiVoxel<NJ> vx(bins, u, v, m);
   const unsigned group = __match_any_sync(0xffffffffu, vx.key);
   const unsigned lane = threadIdx.x % 32;
@@ -284,6 +288,7 @@ __device__ __forceinline__ void miAddOneGrouped(unsigned* lo, int toHigh, const 
         if (up) atomicAdd(row + toHigh + k, up);
       }
     }
+#endif
 }
 
 // The weights of n equal voxels (u, v, m): each weight times n, its low word to this lane's copy and its
