@@ -6,7 +6,7 @@ non-monotonic map of it plus noise), --calls times each. Run from outside the ch
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \\
         --section WarpStateStats --section Occupancy python3 benchmarks/lab/mi_hist_profile.py
 
-PYCA_MI_HIST selects the histogram kernel (cuda/src/ops/similarity.cu).
+PYCA_MI_HIST selects the histogram kernel (cuda/src/ops/mutual_information.cu).
 """
 import argparse
 

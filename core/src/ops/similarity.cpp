@@ -1,6 +1,6 @@
 // The `similarity` family (ops/similarity.yaml): BoxSum, LNCC, JointHistogram and MutualInformation. CPU here
-// (OpenMP, the reference); CUDA in cuda/src/ops/similarity.cu; the per-voxel math of both in
-// pyca/math/similarity.h. Semantics: docs/operations/similarity.md.
+// (OpenMP, the reference); CUDA in cuda/src/ops/similarity.cu and mutual_information.cu; the per-voxel math
+// of both in pyca/math/similarity.h. Semantics: docs/operations/similarity.md.
 #include "pyca/ops/similarity.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// CUDA entry points of the `similarity` family (cuda/src/ops/similarity.cu). Private to the library:
-// pyca types and raw device pointers only. Work is queued on pyca's current stream; LNCC waits for
-// its sum. Argument checks happen in core/src/ops/similarity.cpp.
+// CUDA entry points of the `similarity` family (cuda/src/ops/similarity.cu, mutual_information.cu). Private
+// to the library: pyca types and raw device pointers only. Work is queued on pyca's current stream; LNCC
+// waits for its sum. Argument checks happen in core/src/ops/similarity.cpp.
 #pragma once
 
 #include <cstddef>

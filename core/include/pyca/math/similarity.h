@@ -1,7 +1,7 @@
 // Math of the `similarity` family (docs/operations/similarity.md), shared by the CPU implementation
-// (core/src/ops/similarity.cpp) and the CUDA kernels (cuda/src/ops/similarity.cu): window counts of
-// box sums truncated to the grid, and the per-voxel terms of the local normalised cross-correlation
-// (LNCC) and of its exact gradient.
+// (core/src/ops/similarity.cpp) and the CUDA kernels (cuda/src/ops/similarity.cu, mutual_information.cu):
+// window counts of box sums truncated to the grid, and the per-voxel terms of the local normalised
+// cross-correlation (LNCC) and of its exact gradient.
 //
 // With W(y) the window of (2r + 1) voxels per axis centred at y, truncated to the grid and, with a
 // support s, to the support (its voxels weighted by s: n(y) = sum over W(y) of s), and window means mu_I,
