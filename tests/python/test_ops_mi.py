@@ -298,6 +298,34 @@ def test_cpu_simd_mutual_information_has_the_scalar_bits():
 
 
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["legacy", "32,1024,plain", "16,512,magic", "8,256,always", "4,256,compact",
+                                  "32,1024,compact-grouped"])
+def test_every_gpu_histogram_kind_has_the_cpu_bits(kind, monkeypatch):
+    """Each kernel PYCA_MI_HIST selects (kept for measurement: benchmarks/bench_mi.py) gives the CPU's
+    histogram bit for bit, with a background, a fractional mask, 32 bins (the compile-time path) and 50;
+    a malformed choice is refused by name."""
+    shape = (67, 53, 41)
+    I, J = pair(shape, seed=7)
+    I[:, :9], J[:, :9] = 0.0, 0.0
+    w = np.clip(np.random.default_rng(8).uniform(-0.3, 1.5, shape), 0, 1).astype(np.float32)
+    rI, rJ = (0.0, 1.0), (float(J.min()), float(J.max()))
+    monkeypatch.setenv("PYCA_MI_HIST", kind)
+    for bins in (32, 50):
+        for masked in (False, True):
+            out = []
+            for mem in (ca.MEM_HOST, ca.MEM_DEVICE):
+                args = (image(I, mem), image(J, mem)) + ((image(w, mem),) if masked else ())
+                h = ca.Image3D(ca.GridInfo((bins, bins, 1)), mem)
+                ca.JointHistogram(h, *args, *rI, *rJ)
+                out.append(h.numpy().tobytes())
+            assert out[0] == out[1], (kind, bins, masked)
+    monkeypatch.setenv("PYCA_MI_HIST", "33,1024,plain")
+    h = ca.Image3D(ca.GridInfo((32, 32, 1)), ca.MEM_DEVICE)
+    with pytest.raises(ValueError, match="PYCA_MI_HIST"):
+        ca.JointHistogram(h, image(I, ca.MEM_DEVICE), image(J, ca.MEM_DEVICE), *rI, *rJ)
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("bins", [32, 64, 200])
 def test_gpu_histogram_has_the_cpu_bits(bins):
     """The GPU's integer histogram (per-lane shared-memory tables of 32-bit words, runs of background)
