@@ -110,6 +110,8 @@ class FuncTranslator:
                     self.fail_node(node, f"parameter {n!r} has no type (annotate it: float, int or bool)")
                 if ann in ARRAY_TYPES and t != ann:
                     self.fail_node(node, f"the {ann} parameter {n!r} given {'a ' + t if t else 'no array'}")
+                if t in ARRAY_TYPES and ann not in (None, t):
+                    self.fail_node(node, f"the {ann} parameter {n!r} given the {t} (index it: name[i, j, k])")
             if self.ret_type is None and isinstance(node, ast.FunctionDef) and node.returns is not None:
                 self.ret_type = self._ann_type(node.returns)
         self.locals: dict[str, str] = {}

@@ -122,8 +122,19 @@ def _k_tuple_value(out: ca.Image3D):
     out[i, j, k] = _two(1.0, 2.0) + 1.0
 
 
+@ca.func
+def _number(x: float) -> float:
+    return x * 2.0
+
+
+def _k_array_for_number(out: ca.Image3D, im: ca.Image3D):
+    i, j, k = ca.index()
+    out[i, j, k] = _number(im)
+
+
 @pytest.mark.parametrize("fn, construct", [
     (_k_helper_writes, "storing into the array 'f' in a helper"), (_k_unpack_count, "unpacking into 3 names"),
+    (_k_array_for_number, "the float parameter 'x' given the Image3D"),
     (_k_mixed, "a helper returning tuples of different lengths, or a tuple and a number"),
     (_k_tuple_value, "arithmetic on something other than numbers"),
 ])
