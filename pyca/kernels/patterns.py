@@ -14,7 +14,8 @@ import numbers
 from ..dispatch import DispatchedOp
 from . import host as _host
 from .voxel import CompiledSource, LazyFunction, assemble, raise_cpu_error
-from .translate import DOUBLE, FLOAT, Context, Func, FuncTranslator, function_node
+from .translate import Context, Func, FuncTranslator, function_node
+from .values import DOUBLE, FLOAT
 
 __all__ = ["map", "reduce", "scan"]
 

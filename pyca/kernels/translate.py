@@ -20,9 +20,9 @@ from . import interior
 from . import line as linemod
 from .source import KernelSyntaxError, function_node
 
-from .values import (ARRAY_PARAM, ARRAY_TYPES, BOOL, DOUBLE, FLOAT, INDEX, INT, INT_MAX, INT_MIN, MATH1, MATH2,  # noqa: F401
-                     MATH_BOOL, MATH_INT, RANK, SCALAR_ANN, Expr, Func, cast, current_line, literal, mfun, promote,
-                     toint, tuple_parts, tuple_type)
+from .values import (ARRAY_PARAM, ARRAY_TYPES, BOOL, FLOAT, INDEX, INT, INT_MAX, INT_MIN, MATH1, MATH2, MATH_BOOL,
+                     MATH_INT, RANK, SCALAR_ANN, Expr, Func, cast, current_line, literal, mfun, promote, toint,
+                     tuple_parts, tuple_type)
 
 __all__ = ["KernelSyntaxError", "Func", "FuncTranslator", "Context", "function_node", "INDEX"]
 
@@ -237,7 +237,8 @@ class FuncTranslator:
                 ps.append("pyca_k::Line pyca_line")
             ps.append("pyca_k::Err* pyca_err")
             return f"template <class Idx>\nPYCA_HD void {self.cname}({', '.join(ps)}) {{\n{decl}{code}}}\n"
-        ps = [ARRAY_PARAM.get(self.params[n], self.params[n]) + f" p_{n}" for n in self.args] + ["pyca_k::Err* pyca_err"]
+        ps = [ARRAY_PARAM.get(self.params[n], self.params[n]) + f" p_{n}" for n in self.args]
+        ps.append("pyca_k::Err* pyca_err")
         # a helper reading arrays: a template on the voxel index type, as the kernel body that calls it
         tmpl = "template <class Idx>\n" if any(self.params[n] in ARRAY_TYPES for n in self.args) else ""
         return (f"{tmpl}PYCA_HD {self.ret_type} {self.cname}({', '.join(ps)}) {{\n  (void)pyca_err;\n{decl}{code}}}\n")
@@ -414,7 +415,8 @@ class FuncTranslator:
                     self.fail(f"unpacking into {len(names)} names a helper that returns "
                               f"{parts[1] if parts else 1} value(s)")
                 tmp = self.ctx.fresh("t")
-                out = "".join(self._assign_name(n, Expr(f"{tmp}.v[{c}]", parts[0]), s, ind) for c, n in enumerate(names))
+                out = "".join(self._assign_name(n, Expr(f"{tmp}.v[{c}]", parts[0]), s, ind)
+                              for c, n in enumerate(names))
                 return "" if self.infer else f"{ind}const {e.type} {tmp} = {e.code};\n" + out
             self.fail("this tuple unpacking (only i, j, k = ca.index(), nx, ny, nz = im.shape, x, y, z = a helper's "
                       "return a, b, c and a, b = x, y)")
@@ -685,7 +687,8 @@ class FuncTranslator:
             cname, rt, params = self.ctx.helper(f, tuple(promote(a.type) if a.type == BOOL else a.type for a in args),
                                                 self, ro)
             tmpl = "<Idx>" if any(a.type in ARRAY_TYPES for a in args) else ""
-            return Expr(f"{cname}{tmpl}({', '.join([a.code if a.type in ARRAY_TYPES else cast(a, t) for a, t in zip(args, params)] + ['pyca_err'])})", rt)
+            codes = [a.code if a.type in ARRAY_TYPES else cast(a, t) for a, t in zip(args, params)] + ["pyca_err"]
+            return Expr(f"{cname}{tmpl}({', '.join(codes)})", rt)
         if f in (min, max):
             if len(args) < 2:
                 self.fail(f"{f.__name__}() of fewer than two numbers (it takes numbers, not sequences)")

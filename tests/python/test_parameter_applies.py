@@ -3,9 +3,6 @@
 --max-step with a numeric --step, ... Defaults never are; what a run uses still runs."""
 from __future__ import annotations
 
-import os
-import subprocess
-
 import numpy as np
 import pytest
 
