@@ -372,10 +372,9 @@ def check_declared(p, declared, prog, given=(), options=False):
 def check(p, prog="lddmm", given=(), options=False):
     """Refuses a bad parameter of the dict p (every declared name present) in one line, and one of `given`
     (the names the caller set explicitly) that the run does not use (check_applies; options: named as
-    options); fills sigma and
-    alpha given as None with the metric's defaults, and normalize given as True / False (its earlier
-    spellings) as 'percentiles' / 'none' (in p); iterations given as None with the metric's caps. The
-    schedule (scales, iterations) is schedule()'s."""
+    options); fills sigma and alpha given as None with the metric's defaults, and normalize given as True /
+    False (its earlier spellings) as 'percentiles' / 'none' (in p); iterations given as None with the
+    metric's caps. The schedule (scales, iterations) is schedule()'s."""
     check_value("metric", p["metric"], prog)
     for k, table in (("sigma", DEFAULT_SIGMA), ("alpha", DEFAULT_ALPHA), ("iterations", DEFAULT_ITERATIONS),
                      ("tol", DEFAULT_TOL), ("momentum", DEFAULT_MOMENTUM)):

@@ -206,11 +206,9 @@ def test_a_brain_registered_onto_itself_is_the_identity(method):
 def test_the_known_map_brain_pair_keeps_its_accuracy(tmp_path, monkeypatch):
     # data.brain_pair's exact map psi^-1 (seed 1, 4 mm, the cubic B-spline generator) with lddmm's defaults.
     # Measured (CPU, 2026-11-28, sigma 0.003): mean map error 0.1410 voxels, Dice GM 0.9651, WM 0.9452 (sigma
-    # 0.002: 0.1425, 0.9649, 0.9452). With the previous default sigma 0.007: 0.1527, 0.9634, 0.9421 (bounds 0.16,
-    # 0.959, 0.937), and with the fixed image blurred by sqrt(1/6) moving voxels instead (fixed_blur 0.41,
-    # interp_blur 'none') 0.1565, 0.9608, 0.9383 (docs/lddmm.md, 'Interpolation blur'). The trilinear generator
-    # (interp 'linear') gave 0.1702, 0.9611, 0.9338 and 0.1790, 0.9586, 0.9296, under the bounds this test had
-    # then (0.18, 0.956, 0.929).
+    # 0.002: 0.1425, 0.9649, 0.9452; sigma 0.007: 0.1527, 0.9634, 0.9421; the fixed image blurred by sqrt(1/6)
+    # moving voxels instead, fixed_blur 0.41 and interp_blur 'none', at sigma 0.007: 0.1565, 0.9608, 0.9383:
+    # docs/lddmm.md, 'Interpolation blur').
     from pyca.io import split_affine
 
     monkeypatch.setenv("PYCA_CACHE", str(tmp_path))

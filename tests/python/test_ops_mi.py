@@ -297,6 +297,16 @@ def test_cpu_simd_mutual_information_has_the_scalar_bits():
     assert _probe(_PROBE_EDGES, PYCA_CPU_SIMD="1", OMP_NUM_THREADS="2") == ref
 
 
+def _background_case(seed):
+    """A pair on 67 x 53 x 41 voxels (not a multiple of the GPU's chunk of voxels) with a background of 0 in
+    both images, a mask of fractional weights, and the intensity ranges."""
+    shape = (67, 53, 41)
+    I, J = pair(shape, seed=seed)
+    I[:, :9], J[:, :9] = 0.0, 0.0
+    w = np.clip(np.random.default_rng(seed + 1).uniform(-0.3, 1.5, shape), 0, 1).astype(np.float32)
+    return shape, I, J, w, (0.0, 1.0), (float(J.min()), float(J.max()))
+
+
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("kind", ["legacy", "32,1024,plain", "16,512,magic", "8,256,always", "4,256,compact",
                                   "32,1024,compact-grouped"])
@@ -304,11 +314,7 @@ def test_every_gpu_histogram_kind_has_the_cpu_bits(kind, monkeypatch):
     """Each kernel PYCA_MI_HIST selects (kept for measurement: benchmarks/bench_mi.py) gives the CPU's
     histogram bit for bit, with a background, a fractional mask, 32 bins (the compile-time path) and 50;
     a malformed choice is refused by name."""
-    shape = (67, 53, 41)
-    I, J = pair(shape, seed=7)
-    I[:, :9], J[:, :9] = 0.0, 0.0
-    w = np.clip(np.random.default_rng(8).uniform(-0.3, 1.5, shape), 0, 1).astype(np.float32)
-    rI, rJ = (0.0, 1.0), (float(J.min()), float(J.max()))
+    _, I, J, w, rI, rJ = _background_case(7)
     monkeypatch.setenv("PYCA_MI_HIST", kind)
     for bins in (32, 50):
         for masked in (False, True):
@@ -332,14 +338,9 @@ def test_gpu_histogram_has_the_cpu_bits(bins):
     equals the CPU's bit for bit: the same MI (a double computed from the integers in a fixed order) and
     the same histogram, with a background, a mask of fractional weights, and bins past the shared-memory
     path (200: atomics into global memory); and the same gradients, of MutualInformation and of
-    MutualInformationGradients (one pass for both images on the GPU), every product rounded on its own.
-    With PYCA_MI_HIST set, the kernel it selects."""
-    shape = (67, 53, 41)  # not a multiple of the GPU's chunk of voxels
-    I, J = pair(shape, seed=5)
-    I[:, :9], J[:, :9] = 0.0, 0.0
-    w = np.clip(np.random.default_rng(6).uniform(-0.3, 1.5, shape), 0, 1).astype(np.float32)
+    MutualInformationGradients (one pass for both images on the GPU), every product rounded on its own."""
+    shape, I, J, w, rI, rJ = _background_case(5)
     w[:4] = 1.0
-    rI, rJ = (0.0, 1.0), (float(J.min()), float(J.max()))
     for masked in (False, True):
         out = []
         for mem in (ca.MEM_HOST, ca.MEM_DEVICE):
