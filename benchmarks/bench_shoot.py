@@ -75,8 +75,9 @@ def shoot_run(ca, I0, I1, mem, its, step, T, sigma, keep="auto", fused=None, ban
     if fused is not None:
         geo.fused = fused
     energies = []
-    m, _ = fit.forward()  # warm-up (plans, first allocations)
-    fit.gradients()
+    for _ in range(2 if getattr(fit, "graphs", False) else 1):  # warm-up (plans, first allocations; graphs)
+        m, _ = fit.forward()
+        fit.gradients()
     sync(mem)
     ca.SetMem(fit.m0, 0.0)
     t0 = time.perf_counter()
@@ -357,27 +358,42 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
     lddmm's and the client's, and its energy after the same iterations beside theirs."""
     from pyca.registration import band as _band
 
-    b, _, r = spec.partition(":")
-    r, _, interp = r.partition(":")
-    keep_r, keep_c = _band.OVERSAMPLE, _band.BandGeodesic.cubic
+    b, r, interp, fmap, graph = (spec.split(":") + [""] * 4)[:5]
+    keep_r, keep_c, keep_m, keep_g = (_band.OVERSAMPLE, _band.BandGeodesic.cubic, _band.BandFit.fine_map,
+                                      _band.BandFit.graphs)
     if r:
         _band.OVERSAMPLE = int(r)
     if interp:
         _band.BandGeodesic.cubic = interp == "cubic"
+    if fmap:
+        _band.BandFit.fine_map = None if fmap == "coarse" else fmap
+    stream = contextlib.nullcontext()
+    if graph == "graph" and int(mem) == int(ca.MEM_DEVICE):
+        from pyca import cuda_graph
+
+        _band.BandFit.graphs = True
+        stream = cuda_graph.Stream()
     try:
         gc, f = _band.band_grid(I0.grid(), int(b))
         got = {}
-        t_b, e_b, _ = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma, band=int(b), out=got)
+        with stream:
+            t_b, e_b, _ = shoot_run(ca, I0, I1, mem, a.iterations, a.step, a.time_steps, a.sigma, band=int(b),
+                                    out=got)
         e_full = full_model_energy(ca, I0, I1, mem, got["fit"], a.time_steps, a.sigma, int(b))
         line = (f"pyca shoot --band {b} (coarse grid {tuple(gc.size())}, 1/{f}; oversampling {_band.OVERSAMPLE}; "
-                f"{'cubic' if _band.BandGeodesic.cubic else 'trilinear'} samples): "
+                f"{'cubic' if _band.BandGeodesic.cubic else 'trilinear'} samples; map "
+                f"{'traced on the images grid, ' + fmap if _band.BandFit.fine_map else 'coarse, cubic upsample'}"
+                f"{'; CUDA graphs (' + str([g.nodes for g in got['fit']._graphs.values() if g]) + ' nodes)' if graph else ''}): "
                 f"{t_b * 1e3:.2f} ms/iteration ({t_shoot / t_b:.1f}x faster than the full model")
         line += f", {t_b / t_lddmm:.2f}x lddmm's time" if t_lddmm else ""
         if client:
             t_c, e_c, e_s2 = client
             n = a.client_iterations
-            e_n = e_b if n == a.iterations else shoot_run(ca, I0, I1, mem, n, a.step, a.time_steps, a.sigma,
-                                                          band=int(b))[1]
+            if n != a.iterations:
+                with stream:
+                    e_n = shoot_run(ca, I0, I1, mem, n, a.step, a.time_steps, a.sigma, band=int(b))[1]
+            else:
+                e_n = e_b
             line += (f", client / band = {t_c / t_b:.1f}x); energy after {n} iterations {e_n[-1]:.6g}: "
                      f"{(e_n[-1] - e_c[-1]) / e_c[-1]:+.4f} from the client's, {(e_n[-1] - e_s2[-1]) / e_s2[-1]:+.4f} "
                      f"from the full model's; {[round(x, 6) for x in e_n]}")
@@ -402,7 +418,8 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
                 timer.restore()
             print(f"profile pyca shoot --band {b}, per iteration, each operation synchronised:\n" + timer.table(3))
     finally:
-        _band.OVERSAMPLE, _band.BandGeodesic.cubic = keep_r, keep_c
+        _band.OVERSAMPLE, _band.BandGeodesic.cubic, _band.BandFit.fine_map, _band.BandFit.graphs = (keep_r, keep_c,
+                                                                                                    keep_m, keep_g)
 
 
 def _dice(lab_a, lab_b):
@@ -486,7 +503,8 @@ def main():
     ap.add_argument("--skip-lddmm", action="store_true")
     ap.add_argument("--bands", default="", help="also pyca shoot's band-limited geodesic (--band B) with each band, "
                     "e.g. 8,16 (B:R: with its coarse grid at least R B + 1 voxels per axis, band.OVERSAMPLE; B:R:linear or "
-                    "B:R:cubic: the coarse geodesic's samples, BandGeodesic.cubic)")
+                    "B:R:cubic: the coarse geodesic's samples, BandGeodesic.cubic; B:R:I:M with M coarse, linear or cubic: "
+                    "the map on the images' grid, BandFit.fine_map; B:R:I:M:graph: with CUDA graphs, BandFit.graphs)")
     ap.add_argument("--parity", action="store_true", help="also the same 32^3 run on the CPU and the GPU")
     ap.add_argument("--brains", type=int, default=0, help="also Colin27 <-> MNI152 at this resolution (1 or 2 mm): "
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")
@@ -552,8 +570,11 @@ def main():
                   f"(relative difference {(e_s2[-1] - e_c[-1]) / e_c[-1]:+.4f}); client {[round(x, 6) for x in e_c]} "
                   f"pyca {[round(x, 6) for x in e_s2]}")
         for spec in filter(None, a.bands.split(",")):
-            band_run(ca, I0, I1, mem, a, spec, t_shoot, None if a.skip_lddmm else t_l,
-                     (t_c, e_c, e_s2) if a.client else None)
+            try:
+                band_run(ca, I0, I1, mem, a, spec, t_shoot, None if a.skip_lddmm else t_l,
+                         (t_c, e_c, e_s2) if a.client else None)
+            except Exception as e:  # noqa: BLE001 - the other rows still run
+                print(f"pyca shoot --band {spec}: failed: {type(e).__name__}: {e}", flush=True)
     if a.profile and a.size:
         profile(ca, I0, I1, mem, a.time_steps, a.sigma)
     if a.parity:

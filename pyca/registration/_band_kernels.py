@@ -12,7 +12,7 @@ import pyca as ca
 
 from ._geodesic_kernels import lerp3
 
-__all__ = ["coad", "step", "upsample"]
+__all__ = ["coad", "step", "upsample", "trace"]
 
 BLOCK = (32, 4, 1)
 
@@ -102,6 +102,23 @@ def _sample(f: ca.Field3D, g: ca.Field3D, both: bool, px: float, py: float, pz: 
     return s0, s1, s2, r0, r1, r2
 
 
+@ca.func
+def _image_at(I0: ca.Image3D, qx: float, qy: float, qz: float) -> float:
+    """I0 at the position q (voxels): trilinear, q clamped into the grid (ApplyH's default)."""
+    nx, ny, nz = I0.shape
+    cx = min(max(qx, 0.0), nx - 1.0)
+    cy = min(max(qy, 0.0), ny - 1.0)
+    cz = min(max(qz, 0.0), nz - 1.0) if nz > 1 else 0.0
+    a0 = int(math.floor(cx))
+    b0 = int(math.floor(cy))
+    c0 = int(math.floor(cz))
+    a1 = min(a0 + 1, nx - 1)
+    b1 = min(b0 + 1, ny - 1)
+    c1 = min(c0 + 1, nz - 1)
+    return lerp3(I0[a0, b0, c0], I0[a1, b0, c0], I0[a0, b1, c0], I0[a1, b1, c0], I0[a0, b0, c1], I0[a1, b0, c1],
+                 I0[a0, b1, c1], I0[a1, b1, c1], cx - a0, cy - b0, cz - c0)
+
+
 @ca.kernel(register=False, block=BLOCK)
 def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca.Field3D, c2: float, sx: float,
          sy: float, sz: float, with2: bool, cubic: bool):
@@ -167,18 +184,7 @@ def upsample(out: ca.Field3D, h: ca.Field3D, rx: float, ry: float, rz: float, I_
     out[i, j, k, 1] = qy
     out[i, j, k, 2] = qz
     if with_image:
-        nx, ny, nz = I0.shape
-        cx = min(max(qx, 0.0), nx - 1.0)
-        cy = min(max(qy, 0.0), ny - 1.0)
-        cz = min(max(qz, 0.0), nz - 1.0) if nz > 1 else 0.0
-        a0 = int(math.floor(cx))
-        b0 = int(math.floor(cy))
-        c0 = int(math.floor(cz))
-        a1 = min(a0 + 1, nx - 1)
-        b1 = min(b0 + 1, ny - 1)
-        c1 = min(c0 + 1, nz - 1)
-        val = lerp3(I0[a0, b0, c0], I0[a1, b0, c0], I0[a0, b1, c0], I0[a1, b1, c0], I0[a0, b0, c1], I0[a1, b0, c1],
-                     I0[a0, b1, c1], I0[a1, b1, c1], cx - a0, cy - b0, cz - c0)
+        val = _image_at(I0, qx, qy, qz)
         I_out[i, j, k] = val
         r[i, j, k] = val - J[i, j, k]
 
@@ -208,3 +214,47 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     out[i, j, k, 0] = qx + e0
     out[i, j, k, 1] = qy + e1
     out[i, j, k, 2] = qz + e2
+
+
+@ca.kernel(register=False, block=BLOCK, check_sizes=False)
+def trace(y: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, rx: float, ry: float,
+          rz: float, sx: float, sy: float, sz: float, first: bool, cubic: bool, I_out: ca.Image3D, I0: ca.Image3D,
+          r: ca.Image3D, J: ca.Image3D, with_image: bool):
+    """One step back along the characteristics of the map phi_{1,0} on the images' grid (y's, voxels), with
+    the velocity w = a v + b vp of a coarser grid of the same box (world units): y <- y - dt d(y) / spacing,
+    d(p) = w(p - dt/2 w(p) / spacing) (Geodesic's step: the midpoint rule), w sampled at the coarse
+    position c = r p + (r - 1) / 2 (Resample's centres, clamped into the coarse grid; r = coarse size / fine
+    size) by a Catmull-Rom cubic or trilinearly, taps clamped. first: y starts as the identity. T such steps,
+    from the last velocity to the first, give phi_{1,0}(x) = h_T(x) with no sample of a map (the band's
+    map on the images' grid, as FLASH integrates it). with_image: then I_out = I0 o y (ApplyH's default)
+    and r = I_out - J."""
+    i, j, k = ca.index()
+    mx, my, mz = v.shape
+    px = 1.0 * i
+    py = 1.0 * j
+    pz = 1.0 * k
+    if not first:
+        px = y[i, j, k, 0]
+        py = y[i, j, k, 1]
+        pz = y[i, j, k, 2]
+    cx = min(max(rx * px + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
+    cy = min(max(ry * py + 0.5 * (ry - 1.0), 0.0), my - 1.0)
+    cz = min(max(rz * pz + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)
+    qx = px - 0.5 * dt * (a * d0 + b * e0) / sx
+    qy = py - 0.5 * dt * (a * d1 + b * e1) / sy
+    qz = pz - 0.5 * dt * (a * d2 + b * e2) / sz
+    cx = min(max(rx * qx + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
+    cy = min(max(ry * qy + 0.5 * (ry - 1.0), 0.0), my - 1.0)
+    cz = min(max(rz * qz + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)
+    px = px - dt * (a * d0 + b * e0) / sx
+    py = py - dt * (a * d1 + b * e1) / sy
+    pz = pz - dt * (a * d2 + b * e2) / sz if mz > 1 else pz
+    y[i, j, k, 0] = px
+    y[i, j, k, 1] = py
+    y[i, j, k, 2] = pz
+    if with_image:
+        val = _image_at(I0, px, py, pz)
+        I_out[i, j, k] = val
+        r[i, j, k] = val - J[i, j, k]

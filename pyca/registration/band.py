@@ -113,13 +113,20 @@ class BandGeodesic(Geodesic):
         self._cov = [ca.Field3D(grid, mem) for _ in range(2)]
         self.cubic = bool(BandGeodesic.cubic)
         self._sp = tuple(float(x) for x in grid.spacing())
-        self._dot_pending = False
+        self._dot_pending = False  # False, "spectra" (K's staged sum) or "dot" (ca.Dot when read)
+        # <m0, K m0> from the kernel's spectra (staged on the host by shoot itself: not for a recorded graph,
+        # pyca.cuda_graph) or by ca.Dot when read
+        self.dot_from_spectra = True
 
     @property
     def v0_dot(self):
-        """<m0, K m0> of the last shoot (taken from the kernel's spectra, no pass of its own)."""
-        if self._dot_pending:
-            self._v0_dot, self._dot_pending = self.K.takeDot(), False
+        """<m0, K m0> of the last shoot (taken from the kernel's spectra, no pass of its own; or, without
+        dot_from_spectra, by ca.Dot when first read)."""
+        if self._dot_pending == "spectra":
+            self._v0_dot = self.K.takeDot()
+        elif self._dot_pending == "dot":
+            self._v0_dot = float(ca.Dot(*self._at(0)))
+        self._dot_pending = False
         return self._v0_dot
 
     @v0_dot.setter
@@ -143,11 +150,14 @@ class BandGeodesic(Geodesic):
             self._mvs[0] = m, v = m0, v
         else:
             ca.Copy(m, m0)
-        if self._dot_pending:  # the last shoot's sum, never read: taken so that it does not add to this one
-            self.v0_dot
-        self.K.applyInverseOperatorDot(v, m)
-        self.K.stageDot()
-        self._dot_pending = True
+        if self._dot_pending == "spectra":  # the last shoot's sum, never read: taken so that it does not add to
+            self.v0_dot  # this one
+        if self.dot_from_spectra:
+            self.K.applyInverseOperatorDot(v, m)
+            self.K.stageDot()
+        else:
+            self.K.applyInverseOperator(v, m)
+        self._dot_pending = "spectra" if self.dot_from_spectra else "dot"
         self._cached = [None, None] if self.keep == "all" else [0, None]
         for j in range(self.T):
             if self.keep == "all" and j > 0:
@@ -210,6 +220,13 @@ class BandFit(GeodesicFit):
     """GeodesicFit of one image at t = 1 (matching) for a band-limited geodesic: geo a BandGeodesic on
     the coarse grid, base and the measurement on the images' grid, m0 on the coarse grid."""
 
+    # phi_{1,0} on the images' grid: traced there through the coarse velocities sampled trilinearly ("linear")
+    # or by Catmull-Rom cubics ("cubic"): T passes of the fine grid, no map sampled, FLASH's way; or (None) the
+    # coarse map h_T brought over by a cubic
+    fine_map = None
+    # forward's and gradients' device work as two CUDA graphs, recorded at their second call (the GPU only)
+    graphs = False
+
     def __init__(self, geo, base, measurements, sigma, band, m0=None, reject_folds=False, min_jacobian=0.0):
         if len(measurements) != 1 or int(measurements[0][0]) != geo.T:
             raise ValueError("band-limited geodesic fit: one measurement, at t = 1 (matching)")
@@ -222,6 +239,12 @@ class BandFit(GeodesicFit):
         self._IT = ca.Image3D(g, mem)
         self._Jc, self._dc = ca.Field3D(geo.grid, mem), ca.Field3D(geo.grid, mem)
         self.P = projector(g, band)
+        # graphs (the GPU, pyca's current stream a pyca.cuda_graph.Stream's): forward's and gradients' device
+        # work recorded once as CUDA graphs and replayed (one launch each in place of about 60)
+        self._graphs_on = bool(self.graphs) and int(self.mem) == int(ca.MEM_DEVICE)
+        self._graphs = {}
+        if self._graphs_on:
+            geo.dot_from_spectra = False
         self._spf = tuple(float(x) for x in g.spacing())
         self._ratio = tuple(float(c) / float(n) for c, n in zip(tuple(geo.grid.size()), tuple(g.size())))
 
@@ -240,23 +263,54 @@ class BandFit(GeodesicFit):
         bk.upsample(out, h, *self._ratio, self._IT, self._IT, self._IT, self._IT, False, True)
         return out
 
+    def _run(self, name, fn):
+        """fn() (device work only); with graphs on the GPU, eagerly on the first call, recorded as a CUDA graph
+        on the second (pyca.cuda_graph) and replayed from then on."""
+        if not self._graphs_on:
+            return fn()
+        g = self._graphs.get(name)
+        if g is None and name in self._graphs:
+            from .. import cuda_graph
+
+            g = self._graphs[name] = cuda_graph.Graph(fn)
+        if g is None:
+            self._graphs[name] = None
+            fn()
+        else:
+            g.launch()
+
     def forward(self):
+        geo = self.geo
+        self._run("forward", self._forward_device)
+        self._det_min = self._admissible = None
+        r = self.resid[0]
+        self._match = float(ca.Sum2(r)) / (2.0 * self.sigma2 * self.N)
+        self._reg = 0.5 * geo.v0_dot * self._reg_scale / self.N
+        return self._match, self.phi
+
+    def _forward_device(self):
         from . import _band_kernels as bk
 
-        h = self.geo.shoot(self.m0)
-        self._det_min = self._admissible = None
+        geo = self.geo
+        h = geo.shoot(self.m0)
         (_, J), r = self.meas[0], self.resid[0]
-        # phi_{1,0} on the fixed grid (cubic, as every transfer between the grids), I0 o phi_{1,0} and the
-        # residual in one pass
-        bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True, True)
-        self._match = float(ca.Sum2(r)) / (2.0 * self.sigma2 * self.N)
-        self._reg = 0.5 * self.geo.v0_dot * self._reg_scale / self.N
-        return self._match, self.phi
+        if self.fine_map:  # phi_{1,0} traced on the fixed grid through the T coarse velocities, last first
+            for j in range(geo.T - 1, -1, -1):
+                dt, a, b, v, vk = geo.sweep_field(j, 1)
+                bk.trace(self.phi, v, vk, a, b, dt, *self._ratio, *self._spf, j == geo.T - 1,
+                         self.fine_map == "cubic", self._IT, self.base, r, J, j == 0)
+        else:  # phi_{1,0} on the fixed grid (cubic, as every transfer between the grids), I0 o phi_{1,0} and
+            # the residual in one pass
+            bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True, True)
 
     def final_map(self):
         return self.phi
 
     def gradients(self):
+        self._run("gradients", self._gradients_device)
+        return None
+
+    def _gradients_device(self):
         from . import _geodesic_kernels as gk
 
         r = self.resid[0]
@@ -267,7 +321,6 @@ class BandFit(GeodesicFit):
         ca.Resample(self._Jc, self._G, ca.BACKGROUND_STRATEGY_CLAMP, False, INTERP)
         mhat = self.geo.adjoint_covector(self._Jc)
         ca.Add_MulC(self.g, self.geo.velocity(0), mhat, 1.0 / self.sigma2)  # K_B m0 - m^_0
-        return None
 
     def forward_map(self, out):
         """phi_{0,1} on the images' grid (after forward())."""

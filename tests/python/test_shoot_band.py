@@ -322,6 +322,72 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem, cubic):
     np.testing.assert_allclose(res.clone(ca.MEM_HOST).numpy(), ref_r.clone(ca.MEM_HOST).numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("cubic", [True, False])
+@pytest.mark.parametrize("mem", [ca.MEM_HOST] + ([ca.MEM_DEVICE] if ca.cuda_available() else []))
+def test_the_traced_map_step_equals_numpy(mem, cubic):
+    """_band_kernels.trace (one step back of phi_{1,0} on the images' grid through a coarser grid's velocity:
+    y - dt d(y) / S, d = w(y - dt/2 w(y) / S), w = a v + b vp sampled at Resample's coarse centres, clamped)
+    against NumPy, from the identity and from a map; and I0 o y, I0 o y - J against ApplyH and Sub."""
+    from pyca.registration import _band_kernels as bk
+
+    rng = np.random.default_rng(3)
+    n, nc = (10, 9, 8), (5, 3, 8)
+    sp = (1.0, 1.5, 2.0)
+    r = np.array(nc, float) / np.array(n)
+    g = ca.GridInfo(ca.Vec3Di(*n), ca.Vec3Df(*sp))
+    gc = ca.GridInfo(ca.Vec3Di(*nc), ca.Vec3Df(*(s / q for s, q in zip(sp, r))))
+    idx = np.stack(np.indices(n), -1).astype(np.float64)
+    v, vp = (ndimage.gaussian_filter(rng.standard_normal(nc + (3,)), (1, 1, 1, 0)) * 8 for _ in range(2))
+    V, VP = (ca.Field3D.from_array(np.asfortranarray(x.astype(np.float32)), grid=gc).clone(mem) for x in (v, vp))
+    I0, J = (ca.Image3D.from_array(np.asfortranarray(rng.standard_normal(n).astype(np.float32)), grid=g).clone(mem)
+             for _ in range(2))
+    It, res = ca.Image3D(g, mem), ca.Image3D(g, mem)
+    y0 = idx + rng.standard_normal(n + (3,)) * 0.7
+    S, top = np.array(sp), np.array(nc) - 1.0
+
+    def w_at(p):
+        c = np.clip(p * r + (r - 1) / 2, 0, top)
+        return np.stack([_sample_cubic((1.5 * v - 0.5 * vp)[..., k], c, clamp=True, cubic=cubic) for k in range(3)], -1)
+
+    for first in (True, False):
+        y = idx if first else y0
+        Y = ca.Field3D.from_array(np.asfortranarray(y0.astype(np.float32)), grid=g).clone(mem)
+        bk.trace(Y, V, VP, 1.5, -0.5, 0.3, *r, *sp, first, cubic, It, I0, res, J, True)
+        ref = y - 0.3 * w_at(y - 0.15 * w_at(y) / S) / S
+        np.testing.assert_allclose(Y.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
+        ref_i, ref_r = ca.Image3D(g, mem), ca.Image3D(g, mem)
+        ca.ApplyH(ref_i, I0, Y)
+        ca.Sub(ref_r, ref_i, J)
+        np.testing.assert_allclose(It.clone(ca.MEM_HOST).numpy(), ref_i.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+        np.testing.assert_allclose(res.clone(ca.MEM_HOST).numpy(), ref_r.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+
+
+def test_the_traced_map_on_the_whole_grid_is_the_geodesics_map():
+    """With the band's grid the images' (the band on the whole grid), phi_{1,0} traced through the T
+    velocities (BandFit.fine_map) is the geodesic's own map h_T, up to the maps' sampling (< 0.05 voxel
+    where the map moves 1.5 voxels)."""
+    I0, I1 = _images(32)
+    keep = band.OVERSAMPLE
+    band.OVERSAMPLE = 7
+    try:
+        geo, fit = shoot.level_fit(I0.grid(), I0, I1, _params(band=4), MEM)
+    finally:
+        band.OVERSAMPLE = keep
+    assert tuple(geo.grid.size()) == (32, 32, 32)
+    fit.forward()
+    fit.gradients()
+    fit.update(4e-5)
+    maps = {}
+    for fine in (None, "linear", "cubic"):
+        fit.fine_map = fine
+        fit.forward()
+        maps[fine] = fit.final_map().clone(MEM).numpy().copy()
+    idx = np.stack(np.indices((32, 32, 32)), -1)
+    assert 0.5 < np.abs(maps[None] - idx).max() < 3
+    for fine in ("linear", "cubic"):
+        assert np.abs(maps[fine] - maps[None]).max() < 0.05
+
+
 def test_the_cubic_samples_are_nearer_the_whole_grid_than_trilinear_ones():
     """On the coarse grid (32^3 for 64^3 is in the benchmark; here 16^3 for 32^3, band 4) the cubic samples
     bring the energy after 8 steps nearer the band on the whole grid than the trilinear ones."""
@@ -354,3 +420,35 @@ def test_the_trilinear_coad_is_pycas_coad_inside_and_one_sided_at_the_border(n):
     border = np.ones(n, bool)
     border[inside] = False
     assert np.abs(out.numpy() - ref.numpy())[border].max() > 0.1
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("fine", [None, "linear"])
+def test_the_band_iteration_replayed_as_cuda_graphs_gives_the_same_bits(fine):
+    """BandFit.graphs (forward's and gradients' device work recorded once as CUDA graphs, pyca.cuda_graph)
+    gives the eager iteration's image match bit for bit."""
+    from pyca import cuda_graph
+
+    I0, I1 = _images(32, mem=ca.MEM_DEVICE)
+    out = {}
+    for graphs in (False, True):
+        stream = cuda_graph.Stream()
+        keep = band.BandFit.graphs, band.BandFit.fine_map
+        band.BandFit.graphs, band.BandFit.fine_map = graphs, fine
+        try:
+            with stream:
+                fit = shoot.level_fit(I0.grid(), I0, I1, _params(band=4), ca.MEM_DEVICE)[1]
+                e = []
+                for _ in range(5):
+                    m, _ = fit.forward()
+                    e.append((m, fit.reg_energy()))
+                    fit.gradients()
+                    fit.update(2e-5)
+                out[graphs] = (e, fit)
+        finally:
+            band.BandFit.graphs, band.BandFit.fine_map = keep
+    (eager, _), (graph, _) = out[False], out[True]
+    assert [m for m, _ in graph] == [m for m, _ in eager]  # the match: the same bits
+    # the regulariser: by ca.Dot with graphs, from K's spectra without (float32 sums in other orders)
+    np.testing.assert_allclose([r for _, r in graph], [r for _, r in eager], rtol=1e-5)
+    assert all(g is not None and g.nodes > 10 for g in out[True][1]._graphs.values())
