@@ -36,8 +36,11 @@ def test_bench_outputs_reads_the_commands_own_timings():
 
 
 def test_bench_shoot_runs_the_band_limited_geodesic():
-    out = _run("bench_shoot.py", "--size", "16", "--iterations", "2", "--bands", "2", "--skip-lddmm")
-    assert "pyca shoot --band 2 (coarse grid (8, 8, 8), 1/2; oversampling 3; trilinear samples)" in out
+    out = _run("bench_shoot.py", "--size", "16", "--iterations", "2", "--bands", "2,2::linear:linear", "--skip-lddmm")
+    assert ("pyca shoot --band 2 (coarse grid (8, 8, 8), 1/2; oversampling 3; trilinear samples; map coarse, cubic "
+            "upsample)") in out
+    assert "oversampling 3; trilinear samples; map traced on the images grid, linear)" in out
+    assert "failed" not in out
 
 
 def test_bench_shoot_floor_counts_an_iteration_s_passes():
