@@ -7,7 +7,6 @@ makes nibabel's save stop for a while with the file half-written (the helper _sl
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,42 +18,9 @@ import numpy as np
 import pytest
 
 import pyca
+from cli_helpers import SMALL, assert_one_line_error, cli_env, console_script, nonblank_lines, run
 
-SMALL = ["--size", "16,16,8", "--scales", "2,1", "--iterations", "2,2", "--time-steps", "2"]
 TMP_PREFIX = ".pyca-tmp-"
-
-
-def _console_script():
-    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
-
-
-def run(*args, timeout=120, env=None, cwd=None):
-    return subprocess.run([_console_script(), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env or _env(), cwd=cwd)
-
-
-def _lines(text):
-    return [ln for ln in text.splitlines() if ln.strip()]
-
-
-def _assert_one_line_error(p, code=2, needle=None):
-    err = _lines(p.stderr)
-    assert p.returncode == code, (p.returncode, p.stderr)
-    assert len(err) == 1, p.stderr
-    assert "Traceback" not in p.stderr
-    if needle:
-        assert needle in err[0], err[0]
-    return err[0]
 
 
 def _assert_complete(folder):
@@ -110,7 +76,7 @@ def test_quiet_and_verbose(tmp_path):
     d = run("lddmm", "--size", "16,16,8", "--time-steps", "2", "--tol", "0.5", "--no-report",
             "--out", str(tmp_path / "d"))
     assert d.returncode == 0 and "scales=[4, 2, 1] iterations=[10, 150, 150]\n" in d.stdout, d.stdout
-    assert len(_lines(n.stdout)) < len(_lines(out))
+    assert len(nonblank_lines(n.stdout)) < len(nonblank_lines(out))
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
@@ -125,7 +91,7 @@ def test_demo_is_quiet_with_q(where):
 
 
 def test_verbose_and_quiet_together_is_an_error():
-    _assert_one_line_error(run("-v", "-q", "info"), 2, "not allowed with argument")
+    assert_one_line_error(run("-v", "-q", "info"), 2, "not allowed with argument")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -136,7 +102,7 @@ def test_existing_nonempty_out_is_refused_before_any_work(tmp_path):
     (out / "mine.txt").write_text("keep me")
     t0 = time.perf_counter()
     p = run("lddmm", *SMALL, "--out", str(out))
-    line = _assert_one_line_error(p, 2, "--overwrite")
+    line = assert_one_line_error(p, 2, "--overwrite")
     assert "pyca lddmm: error:" in line
     assert sorted(os.listdir(out)) == ["mine.txt"]  # nothing written, nothing removed
     assert (out / "mine.txt").read_text() == "keep me"
@@ -172,7 +138,7 @@ def test_fixed_step_that_lowers_nothing_is_refused(tmp_path):
     # With a match term weighted 2 / sigma^2 = 2e12 a step of 0.1 overshoots in every halving: one line,
     # a non-zero exit and no output folder, not an identity map reported as a registration.
     out = tmp_path / "out"
-    line = _assert_one_line_error(run("lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "5", "--step",
+    line = assert_one_line_error(run("lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "5", "--step",
                                       "0.1", "--sigma", "1e-6", "--no-progress", "--out", str(out)), 2, "step='auto'")
     assert "none of 5 tries" in line and "2 / sigma^2 = 2e+12" in line, line
     assert not out.exists()
@@ -181,7 +147,7 @@ def test_fixed_step_that_lowers_nothing_is_refused(tmp_path):
 def test_out_that_is_a_file_is_refused(tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
-    _assert_one_line_error(run("lddmm", *SMALL, "--out", str(f)), 2, "not a folder")
+    assert_one_line_error(run("lddmm", *SMALL, "--out", str(f)), 2, "not a folder")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,8 +159,8 @@ def _sigint_default():
 
 
 def _start(args, env=None):
-    return subprocess.Popen([_console_script(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env or _env(), preexec_fn=_sigint_default)
+    return subprocess.Popen([console_script(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env or cli_env(), preexec_fn=_sigint_default)
 
 
 def _interrupt(p, ready, timeout=90):
@@ -227,18 +193,18 @@ def test_ctrl_c_during_the_registration(tmp_path):
 
     rc, _, err = _interrupt(p, ready)
     assert rc == 130, (rc, err)
-    assert _lines(err) == ["pyca lddmm: interrupted"], err
+    assert nonblank_lines(err) == ["pyca lddmm: interrupted"], err
     assert not out.exists() or os.listdir(out) == []  # no output under a final name
 
 
-def _declared_console_script(folder):
+def _declaredconsole_script(folder):
     """The `pyca` console script of pyproject.toml's [project.scripts] entry: the installed one when it
     calls that entry (a pip install of this checkout, as in CI), else the lines pip writes for that entry,
     in `folder` (an installed script older than the checkout's entry)."""
     root = os.path.join(os.path.dirname(__file__), "..", "..")
     with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as fh:
         module, func = re.search(r'^\[project\.scripts\]\s*\npyca = "([\w.]+):(\w+)"', fh.read(), re.M).groups()
-    installed = _console_script()
+    installed = console_script()
     with open(installed, encoding="utf-8", errors="replace") as fh:
         if f"from {module} import {func}" in fh.read():
             return installed
@@ -275,7 +241,7 @@ def test_ctrl_c_and_sigterm_while_pyca_loads_are_one_line(tmp_path):
     line and exit 130 (SIGTERM: 143), never Python's traceback. The console script's entry sets its
     handlers before it imports pyca; the signals go at several delays after that, the first ones before
     pyca's compiled core is even loaded (the later ones may reach pyca.cli.main instead: the same line)."""
-    script = _declared_console_script(tmp_path)
+    script = _declaredconsole_script(tmp_path)
     args = ["lddmm", "--size", "24,24,16", "--scales", "1", "--iterations", "100000", "--step", "0.0001",
             "--metric", "lncc", "--lpow", "2", "--alpha", "2", "--time-steps", "2", "--tol", "0", "--no-progress"]
     early = 0
@@ -283,7 +249,7 @@ def test_ctrl_c_and_sigterm_while_pyca_loads_are_one_line(tmp_path):
                                       (signal.SIGINT, 0.8), (signal.SIGTERM, 0.0), (signal.SIGTERM, 0.2)]):
         out = tmp_path / f"out{i}"
         p = subprocess.Popen([script, *args, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=_env(), preexec_fn=_sigint_default)
+                             text=True, env=cli_env(), preexec_fn=_sigint_default)
         t0 = time.perf_counter()
         # SIGTERM caught while pyca's core is not loaded: the entry runs, the import has not finished.
         while not (signal.SIGTERM in _signals_caught(p.pid) and not _core_loaded(p.pid)):
@@ -295,7 +261,7 @@ def test_ctrl_c_and_sigterm_while_pyca_loads_are_one_line(tmp_path):
         os.kill(p.pid, sig)
         _, err = p.communicate(timeout=60)
         word = "interrupted" if sig == signal.SIGINT else r"terminated \(SIGTERM\)"
-        lines = _lines(err)  # (pyca.cli names the command once its arguments are parsed)
+        lines = nonblank_lines(err)  # (pyca.cli names the command once its arguments are parsed)
         assert p.returncode == (130 if sig == signal.SIGINT else 143) and len(lines) == 1 \
             and re.fullmatch(f"pyca( lddmm)?: {word}", lines[0]), (sig, delay, p.returncode, err)
         assert not out.exists() or os.listdir(out) == []
@@ -335,12 +301,12 @@ def test_ctrl_c_while_writing_leaves_no_half_written_file(tmp_path, report):
     (site / "sitecustomize.py").write_text(SLOW_SAVE)
     marker = tmp_path / "writing"
     out = tmp_path / "out"
-    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    env = cli_env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
                PYCA_TEST_MARKER=marker)
     p = _start(["lddmm", *SMALL, "--out", str(out)] + ([] if report else ["--no-report"]), env=env)
     rc, _, err = _interrupt(p, marker.exists)
     assert rc == 130, (rc, err)
-    assert [ln for ln in _lines(err) if not re.match(r"lddmm \[(cpu|gpu)\]: ", ln)] == ["pyca lddmm: interrupted"], err
+    assert [ln for ln in nonblank_lines(err) if not re.match(r"lddmm \[(cpu|gpu)\]: ", ln)] == ["pyca lddmm: interrupted"], err
     assert out.is_dir()
     _assert_complete(out)  # files finished by other writer threads are whole; no half file, no temporary
     assert "summary.json" not in os.listdir(out)  # written last, only by a complete run
@@ -356,9 +322,9 @@ def test_a_report_that_cannot_be_drawn_is_one_line_and_exit_1(tmp_path):
     site.mkdir()
     (site / "sitecustomize.py").write_text(NO_PIL)
     out = tmp_path / "out"
-    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    env = cli_env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
     p = run("lddmm", *SMALL, "--no-progress", "--out", str(out), env=env, timeout=120)
-    _assert_one_line_error(p, 1, "report.png could not be drawn: ")
+    assert_one_line_error(p, 1, "report.png could not be drawn: ")
     names = os.listdir(out)
     assert "summary.json" not in names and "report.png" not in names  # the run is not reported complete
     assert {"phi.nii.gz", "phiinv.nii.gz", "deformed.nii.gz", "jacdet.nii.gz"} <= set(names)  # written whole
@@ -371,10 +337,10 @@ def test_without_nibabel_the_error_is_one_line(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import sys\nsys.modules['nibabel'] = None\n")
-    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    env = cli_env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
     p = run("lddmm", *SMALL, "--no-report", "--no-progress", "--device", "cpu", "--out", str(tmp_path / "out"), env=env,
             timeout=120)
-    _assert_one_line_error(p, 2, "nibabel")
+    assert_one_line_error(p, 2, "nibabel")
     assert not (tmp_path / "out").exists()
 
 
@@ -383,9 +349,9 @@ def test_without_nibabel_the_error_is_one_line(tmp_path):
 def test_progress_in_a_log_file_is_a_few_plain_lines(tmp_path):
     log = tmp_path / "log.txt"
     with open(log, "w") as fh:
-        p = subprocess.run([_console_script(), "lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations",
+        p = subprocess.run([console_script(), "lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations",
                             "30,20", "--time-steps", "2", "--no-report", "--out", str(tmp_path / "out")],
-                           stdout=fh, stderr=subprocess.STDOUT, timeout=120, env=_env())
+                           stdout=fh, stderr=subprocess.STDOUT, timeout=120, env=cli_env())
     assert p.returncode == 0
     text = log.read_text()
     assert "\r" not in text
@@ -410,7 +376,7 @@ def test_impossible_numbers_are_one_line_and_exit_2(tmp_path, args):
     out = tmp_path / "out"
     t0 = time.perf_counter()
     p = run("lddmm", *args, "--out", str(out), timeout=60)
-    line = _assert_one_line_error(p, 2)
+    line = assert_one_line_error(p, 2)
     assert line.startswith("pyca lddmm: error: argument " + args[0]), line
     assert not out.exists()
     assert time.perf_counter() - t0 < 60
@@ -418,17 +384,17 @@ def test_impossible_numbers_are_one_line_and_exit_2(tmp_path, args):
 
 def test_bad_value_of_a_library_check_is_one_line(tmp_path):
     p = run("lddmm", *SMALL, "--alpha", "nan", "--out", str(tmp_path / "o"))
-    _assert_one_line_error(p, 2, "alpha")
+    assert_one_line_error(p, 2, "alpha")
 
 
 # ------------------------------------------------------------------------------------------------
 # OpenMP: threads sleep while waiting unless the user chose otherwise
 def test_openmp_wait_policy_is_passive_unless_chosen():
     code = "import os, pyca; print(os.environ.get('OMP_WAIT_POLICY'))"
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=cli_env())
     assert p.stdout.strip() == "passive", p.stderr
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env=_env(OMP_WAIT_POLICY="active"))
+                       env=cli_env(OMP_WAIT_POLICY="active"))
     assert p.stdout.strip() == "active", p.stderr
 
 

@@ -9,7 +9,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -20,37 +19,11 @@ nib = pytest.importorskip("nibabel")
 
 import pyca as ca  # noqa: E402
 from pyca import io as pio  # noqa: E402
+from cli_helpers import assert_one_line_error, cli_env, console_script, run  # noqa: E402
 
 QUICK = ["--workers", "1", "--device", "cpu", "--no-report", "--no-progress", "-p", "iterations=3,2,1",
          "-p", "time_steps=2"]
 TMP_PREFIX = ".pyca-tmp-"
-
-
-def _console_script():
-    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
-
-
-def _env():
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
-    return env
-
-
-def run(*args, timeout=180, cwd=None):
-    return subprocess.run([_console_script(), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env=_env(), cwd=cwd)
-
-
-def one_line_error(p, code=2, needle=None):
-    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert p.returncode == code, (p.returncode, p.stderr)
-    assert len(err) == 1 and "Traceback" not in p.stderr, p.stderr
-    if needle:
-        assert needle in err[0], err[0]
-    return err[0]
 
 
 def listing(folder):
@@ -127,7 +100,7 @@ def _resume_refused(a, needle, via, *extra):
     """--resume refused in one line through the console script (via 'cli'), or the same check through
     atlas.build (via 'api': the command line adds nothing but its one line, proven by the 'cli' cases)."""
     if via == "cli":
-        one_line_error(run("atlas", "--resume", a, "--template-iterations", "2", *QUICK, *extra), 2, needle)
+        assert_one_line_error(run("atlas", "--resume", a, "--template-iterations", "2", *QUICK, *extra), 2, needle)
         return
     from pyca.apps import atlas
 
@@ -263,8 +236,8 @@ def _sigint_default():
 
 
 def _start(*args, env=None):
-    return subprocess.Popen([_console_script(), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env or _env(), start_new_session=True, preexec_fn=_sigint_default)
+    return subprocess.Popen([console_script(), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env or cli_env(), start_new_session=True, preexec_fn=_sigint_default)
 
 
 def _signal_after(p, needle, sig, group, extra_s=0.0, timeout=120):
@@ -325,7 +298,7 @@ def _start_at_marker(tmp_path, sitecustomize, *args):
     site, marker = tmp_path / "site", tmp_path / "marker"
     site.mkdir()
     (site / "sitecustomize.py").write_text(sitecustomize)
-    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    env = dict(cli_env(), PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
                PYCA_TEST_MARKER=str(marker))
     p = _start(*args, env=env)
     t0 = time.perf_counter()
@@ -429,7 +402,7 @@ def test_workers_are_bounded(tmp_path, workers, needle):
     t0 = time.perf_counter()
     p = run("atlas", "--out", tmp_path / "a", "--cohort", "3", "--cohort-size", "16,16,1", "--workers", workers,
             "--device", "cpu")
-    one_line_error(p, 2, f"--workers must be an integer from 1 to {os.cpu_count()}")
+    assert_one_line_error(p, 2, f"--workers must be an integer from 1 to {os.cpu_count()}")
     assert needle in p.stderr and time.perf_counter() - t0 < 30
     assert not (tmp_path / "a").exists()
 
@@ -445,7 +418,7 @@ def test_register_batch_checks_its_template_first(pair_files, tmp_path):
     for tmpl, needle in ((cut, "cut.nii.gz"), (nan, "nan.nii.gz")):
         p = run("register-batch", "--template", tmpl, "--subjects", files["moving"], files["fixed"], "--out",
                 tmp_path / "b", *QUICK)
-        msg = one_line_error(p, 2, needle)
+        msg = assert_one_line_error(p, 2, needle)
         assert "subjects onto" not in p.stderr, msg  # no cluster was started
         assert not (tmp_path / "b").exists()
 
@@ -455,10 +428,10 @@ def test_cohort_parameters_that_cannot_be_used_are_refused_and_not_offered(pair_
     for cmd in ("atlas", "register-batch"):
         h = run(cmd, "--help").stdout
         assert "moving_mask" not in h and "moving_labels" not in h and "names=" not in h, h
-    one_line_error(run("register-batch", "--template", files["fixed"], "--subjects", files["moving"], files["fixed"],
+    assert_one_line_error(run("register-batch", "--template", files["fixed"], "--subjects", files["moving"], files["fixed"],
                        "--out", tmp_path / "x", *QUICK, "-p", f"moving_labels={files['labels']}"), 2,
                    "takes no moving_labels")
-    one_line_error(run("atlas", "--out", tmp_path / "y", "-p", f"fixed_mask={files['mask']}"), 2, "fixed_mask")
+    assert_one_line_error(run("atlas", "--out", tmp_path / "y", "-p", f"fixed_mask={files['mask']}"), 2, "fixed_mask")
     # (the template's mask is a usable -p value of register-batch: test_register_batch_follows_lddmms_out_rule)
 
 
@@ -472,7 +445,7 @@ def test_register_batch_follows_lddmms_out_rule(pair_files, tmp_path, scheduler)
     before = listing(out)
     args = ["register-batch", "--template", files["fixed"], "--subjects", files["moving"], files["fixed"], "--out",
             out, *QUICK]
-    one_line_error(run(*args), 2, "pass --overwrite")
+    assert_one_line_error(run(*args), 2, "pass --overwrite")
     assert listing(out) == before  # its summary.json is lddmm's still
     (out / "notes.txt").write_text("mine")
     # (with the template's mask, a -p value register-batch takes: item 7)
@@ -492,7 +465,7 @@ def test_overwrite_never_removes_an_input(pair_files, tmp_path):
     inside = out / "deformed.nii.gz"
     shutil.copy(files["moving"], inside)
     before = listing(out)
-    one_line_error(run("lddmm", "--fixed", files["fixed"], "--moving", inside, "--out", out, "--overwrite",
+    assert_one_line_error(run("lddmm", "--fixed", files["fixed"], "--moving", inside, "--out", out, "--overwrite",
                        *LDDMM_QUICK), 2, "would be replaced")
     assert listing(out) == before
 
@@ -510,7 +483,7 @@ def test_a_second_run_on_the_same_out_is_refused_while_the_first_writes(pair_fil
             time.sleep(0.05)
         second = run("lddmm", "--fixed", files["fixed"], "--moving", files["moving"], "--out", out, "--overwrite",
                      *LDDMM_QUICK)
-        one_line_error(second, 2, "being written by another pyca command")
+        assert_one_line_error(second, 2, "being written by another pyca command")
     finally:
         os.kill(first.pid, signal.SIGINT)
         first.communicate(timeout=60)
@@ -521,10 +494,10 @@ def test_out_that_cannot_be_written_is_found_before_any_work(tmp_path, monkeypat
 
     f = tmp_path / "afile"
     f.write_text("x")
-    one_line_error(run("lddmm", "--size", "16,16,8", "--out", f, "--device", "cpu"), 2, "is not a folder")
+    assert_one_line_error(run("lddmm", "--size", "16,16,8", "--out", f, "--device", "cpu"), 2, "is not a folder")
     probe = "/sys/pyca-t41-probe"
     if os.path.exists("/sys") and not os.access("/sys", os.W_OK | os.X_OK) or _cannot_mkdir(probe):
-        one_line_error(run("lddmm", "--size", "16,16,8", "--out", probe, "--device", "cpu"), 2, "--out")
+        assert_one_line_error(run("lddmm", "--size", "16,16,8", "--out", probe, "--device", "cpu"), 2, "--out")
     # a full file system: the claim measures the free space against the outputs' size
     monkeypatch.setattr(_files.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
     with pytest.raises(OSError, match=r"1 MiB free .* need about 64 MiB"):
@@ -548,7 +521,7 @@ def test_same_subject_twice_and_a_constant_subject(built_atlas, tmp_path):
     paths, _ = _box_subjects(tmp_path / "in")
     link = tmp_path / "again.nii.gz"
     os.symlink(paths[0], link)
-    one_line_error(run("atlas", paths[0], paths[1], str(link), "--out", tmp_path / "o", *QUICK), 2,
+    assert_one_line_error(run("atlas", paths[0], paths[1], str(link), "--out", tmp_path / "o", *QUICK), 2,
                    "the same file is given twice")
     # the module's atlas had a constant subject: excluded at iteration 0, the others built on
     s = json.loads((built_atlas / "summary.json").read_text())

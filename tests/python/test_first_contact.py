@@ -1,32 +1,15 @@
 """What a newcomer meets first (issue 40): the README, the documentation's order and address, and
 the command line behaving the same way in every command. Each test here failed on the behaviour the
 issue reported."""
-import os
 import re
-import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
-
-
-def _console_script():
-    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
-
-
-def _run(*args, timeout=180, cwd=None):
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
-    return subprocess.run([_console_script(), *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=cwd)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -118,7 +101,7 @@ def test_documentation_url_in_metadata_and_help():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
     assert meta["Documentation"] == DOCS_URL
     for cmd in ("lddmm", "atlas", "register-batch", "register", "apply", None):  # None: `pyca --help`
-        p = _run(cmd, "--help") if cmd else _run("--help")
+        p = run(cmd, "--help") if cmd else run("--help")
         assert p.returncode == 0
         assert DOCS_URL in p.stdout, cmd
         assert "docs/" not in p.stdout.replace(DOCS_URL, ""), cmd  # no path into the source tree
@@ -131,7 +114,7 @@ def test_quiet_before_or_after_atlas(tmp_path, where):
     args = ["atlas", "--out", str(tmp_path / "a"), "--cohort", "2", "--cohort-size", "8,8,1",
             "--template-iterations", "1", "--workers", "1", "--device", "cpu", "-p", "iterations=2,2,2",
             "--no-report"]
-    p = _run(*(["-q", *args] if where == "before" else [*args, "-q"]))
+    p = run(*(["-q", *args] if where == "before" else [*args, "-q"]))
     assert p.returncode == 0, p.stderr
     assert p.stdout == "" and p.stderr == "", (p.stdout, p.stderr)
     assert (tmp_path / "a" / "template.nii.gz").is_file()
@@ -174,7 +157,7 @@ def test_lddmm_summary_records_version_command_inputs_device_and_memory(tmp_path
     for name, arr in (("f", fixed), ("m", moving)):
         files[name] = tmp_path / f"{name}.nii.gz"
         nib.save(nib.Nifti1Image(np.asarray(arr, np.float32), np.diag([2.0, 2.0, 2.0, 1.0])), files[name])
-    p = _run("lddmm", "--fixed", str(files["f"]), "--moving", str(files["m"]), "--scales", "2,1", "--iterations",
+    p = run("lddmm", "--fixed", str(files["f"]), "--moving", str(files["m"]), "--scales", "2,1", "--iterations",
              "2,2", "--out", str(tmp_path / "o"), "--device", "cpu", "-q")
     assert p.returncode == 0, p.stderr
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -210,7 +193,7 @@ def test_demo_jacobian_of_a_mild_deformation_is_around_one():
     """The demo's deformation moves the ball's edge by a voxel or two: its Jacobian determinant must
     bracket 1 (it showed [0.49, 0.80]: JacDetH per world unit on a 1 x 1 x 1.5 grid, 1/1.5 for the
     identity)."""
-    p = _run("demo", "--size", "24", "--device", "cpu")
+    p = run("demo", "--size", "24", "--device", "cpu")
     assert p.returncode == 0, p.stderr
     lo, hi = map(float, re.search(r"det range\s+[0-9.]+ ms\s+= \[([-0-9.]+), ([-0-9.]+)\]", p.stdout).groups())
     assert 0.5 < lo < 1.0 < hi < 2.0, (lo, hi)
@@ -231,14 +214,14 @@ def test_info_without_a_driver_says_so():
 
     if pyca.cuda_available() or not pyca.core.built_with_cuda() or _driver_loadable():
         pytest.skip("needs a CUDA build on a machine with no NVIDIA driver")
-    p = _run("info")
+    p = run("info")
     assert p.returncode == 0
     assert "no NVIDIA driver" in p.stdout, p.stdout
     assert "driver version is insufficient" not in p.stdout  # what the runtime says when there is none
 
 
 def test_progress_shows_the_step_in_voxels_and_energies_per_voxel(tmp_path):
-    p = _run("lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations", "4,4", "--time-steps", "2",
+    p = run("lddmm", "--size", "16,16,8", "--scales", "2,1", "--iterations", "4,4", "--time-steps", "2",
              "--device", "cpu", "--no-report", "--out", str(tmp_path / "o"))
     assert p.returncode == 0, p.stderr
     steps = [float(x) for x in re.findall(r"step=~([0-9.e+-]+) vox", p.stderr)]

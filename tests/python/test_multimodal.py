@@ -5,10 +5,6 @@ with ssd and lncc; a failed run says so (pyca.registration.quality): one line on
 summary.json, exit status 3 unless --allow-folds, a report headline that does not call it a success;
 through the real console script."""
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +13,8 @@ import scipy.ndimage as ndi
 import pyca as ca
 from pyca.apps import data, lddmm
 from pyca.registration import metrics, quality
+
+from cli_helpers import run
 
 needs_mni = pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn's MNI152 template (pip install nilearn)")
 RES = 6  # mm: 30 x 36 x 30 voxels, seconds per run on 2 cores
@@ -170,19 +168,6 @@ def test_t2_onto_t1_registers_with_mi_and_fails_with_ssd_and_lncc(t2_pair):
 
 # ------------------------------------------------------------------------------------------------
 # Through the console script
-def _console_script():
-    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
-
-
-def _run(*args):
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
-    return subprocess.run([_console_script(), *args], capture_output=True, text=True, timeout=300, env=env)
-
-
 @pytest.fixture(scope="module")
 def t2_files(t2_pair, tmp_path_factory):
     import nibabel as nib
@@ -205,7 +190,7 @@ def _args(files, out, metric):
 
 @needs_mni
 def test_cli_ssd_on_different_contrasts_fails_in_one_line_with_status_3(t2_files, tmp_path):
-    p = _run(*_args(t2_files, tmp_path / "ssd", "ssd"))
+    p = run(*_args(t2_files, tmp_path / "ssd", "ssd"), timeout=300)
     assert p.returncode == quality.EXIT_FAILED_REGISTRATION == 3, p.stderr
     err = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(err) == 1 and "Traceback" not in p.stderr, p.stderr
@@ -214,12 +199,12 @@ def test_cli_ssd_on_different_contrasts_fails_in_one_line_with_status_3(t2_files
     assert s["quality"]["ok"] is False and "contrast" in [x["code"] for x in s["quality"]["problems"]]
     assert (tmp_path / "ssd" / "report.png").exists()
     # --allow-folds: exit 0, the line and the summary still say so
-    p = _run(*_args(t2_files, tmp_path / "allowed", "ssd"), "--allow-folds")
+    p = run(*_args(t2_files, tmp_path / "allowed", "ssd"), "--allow-folds", timeout=300)
     assert p.returncode == 0, p.stderr
     assert "registration failed" in p.stderr and "accepted by --allow-folds" in p.stderr
     assert json.loads((tmp_path / "allowed" / "summary.json").read_text())["quality"]["ok"] is False
     # --help names the status
-    h = _run("lddmm", "--help")
+    h = run("lddmm", "--help", timeout=300)
     assert "--allow-folds" in h.stdout and "3 the registration ran but failed" in " ".join(h.stdout.split())
 
 
@@ -227,7 +212,7 @@ def test_cli_ssd_on_different_contrasts_fails_in_one_line_with_status_3(t2_files
 def test_cli_mi_registers_the_t2_pair(t2_files, t2_pair, tmp_path):
     import nibabel as nib
 
-    p = _run(*_args(t2_files, tmp_path / "mi", "mi"))
+    p = run(*_args(t2_files, tmp_path / "mi", "mi"), timeout=300)
     assert p.returncode == 0, p.stderr
     assert "registration failed" not in p.stderr
     s = json.loads((tmp_path / "mi" / "summary.json").read_text())

@@ -18,6 +18,8 @@ from scipy import ndimage
 import pyca as ca
 from pyca.apps import data, syn
 
+from cli_helpers import console_script
+
 needs_mni = pytest.mark.skipif(data.mni_dir() is None, reason="needs nilearn's MNI152 template (pip install nilearn)")
 needs_gpu = pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU (the CPU is the reference)")
 SHAPE = (22, 20, 16)
@@ -214,15 +216,6 @@ def test_metric_is_refused_or_taken_in_any_case():
     assert r.params["metric"] == "lncc" and r.params["smooth_update"] == 1.0
 
 
-def _console_script():
-    import shutil
-
-    for cand in (os.path.join(os.path.dirname(sys.executable), "pyca"), shutil.which("pyca")):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    pytest.skip("the pyca console script is not installed next to this Python or on PATH")
-
-
 def test_cli_metric_mi(tmp_path):
     """`pyca register --metric mi` on two files of different contrasts: it runs, summary.json says mi (and
     with --method lddmm); `--metric ssd` is refused in one line before any work."""
@@ -232,7 +225,7 @@ def test_cli_metric_mi(tmp_path):
     aff = np.diag([2.0, 2.0, 2.0, 1.0])
     nib.save(nib.Nifti1Image(f.numpy(), aff), tmp_path / "f.nii.gz")
     nib.save(nib.Nifti1Image(data.other_contrast(m.numpy(), "t2").astype(np.float32), aff), tmp_path / "m.nii.gz")
-    exe = _console_script()
+    exe = console_script()
     base = [exe, "register", "--fixed", str(tmp_path / "f.nii.gz"), "--moving", str(tmp_path / "m.nii.gz"),
             "--device", "cpu", "--scales", "2,1", "--iterations", "10,5", "--no-report"]
     r = subprocess.run(base + ["--out", str(tmp_path / "o"), "--metric", "mi"], capture_output=True, text=True,
