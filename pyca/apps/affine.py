@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import core as ca
+from ..registration import parameters
 from ..registration.metrics import MI_BINS, make_metric
 from ..registration.transforms import LINEAR_KINDS as KINDS
 from ..registration.transforms import affine_hfield, center_of_mass, centred_affine, coarse_grid, rotation, scratch_for
@@ -168,14 +169,19 @@ class _Scale:
         return E, grad, H
 
 
-def register(fixed, moving, kind="affine", *, metric="ssd", radius=2, mask=None, scales=(4, 2),
-             iterations=(100, 50), tol=1e-4, init=None, bins=MI_BINS):
+def register(fixed, moving, kind="affine", *, metric="ssd", radius=None, mask=None, scales=(4, 2),
+             iterations=(100, 50), tol=1e-4, init=None, bins=None):
     """Rigid or affine registration of `moving` onto `fixed` (Image3D, same memory type, any two grids,
     intensities comparable: normalise first, as pyca.apps.lddmm does). mask: optional 0/1 Image3D on the fixed
     grid (the metric counts only its voxels). init: optional 4 x 4 starting matrix (default: the
-    centres of mass aligned). Returns an AffineResult."""
+    centres of mass aligned). radius (metric lncc, default 2) and bins (metric mi, default MI_BINS): given
+    with another metric, refused (ValueError). Returns an AffineResult."""
     if kind not in KINDS:
         raise ValueError(f"affine: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    given = {"radius": radius, "bins": bins}
+    parameters.check_applies(dict(given, metric=metric), parameters.AFFINE_DECLARED, "affine",
+                             {k for k, v in given.items() if v is not None})
+    radius, bins = 2 if radius is None else radius, MI_BINS if bins is None else bins
     gf, gm, mem = fixed.grid(), moving.grid(), fixed.memType()
     if kind == "none":
         return identity(gf, gm)

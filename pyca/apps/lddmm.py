@@ -270,7 +270,8 @@ def register(fixed, moving, *, progress=False, **params):
     # LNCC's windows of a few voxels ignore flat regions and let it shrink an object (a phantom by
     # 21%: tests/python/test_registration.py, docs/lddmm.md).
     aff = affine.register(I1, Mn, kind, metric="mi" if _multimodal(p) else "ssd", mask=fmask,
-                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS, bins=p["bins"])
+                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS,
+                          bins=p["bins"] if _multimodal(p) else None)
     Haff = aff.hfield(mem)
     check_overlap(Haff, Mn.grid(), names)
     I0 = on_fixed(grid, Mn, Haff)

@@ -89,8 +89,11 @@ def time_steps_of(times, T):
     return steps
 
 
-def _checked(params, prog):
-    p = shoot.check(_parameters.merged(DEFAULTS, params, prog), prog)
+def _checked(params, prog, given=None, options=False):
+    """The full parameters of params, checked (shoot.check's rules; given: the names set explicitly, by
+    default the keywords whose value differs from DEFAULTS)."""
+    given = _parameters.explicit(params, DEFAULTS) if given is None else given
+    p = shoot.check(_parameters.merged(DEFAULTS, params, prog), prog, given, options)
     if tuple(int(f) for f in p["scales"]) != (1,):
         raise ValueError(f"{prog}: scales {tuple(p['scales'])} are not supported: geodesic regression runs at full "
                          "resolution (scales=(1,)); coarse to fine is pyca shoot's")
@@ -216,14 +219,15 @@ def add_parser(sub):
     p.add_argument("--out", default="pyca-regress-out", help="output folder (default %(default)s)")
     p.add_argument("--fixed-base", action="store_true", help="keep the earliest image as the base image I0 (default: "
                    "estimate it)")
-    shoot.add_model_arguments(p, DEFAULTS, scales=False)
+    # (full resolution, no band: regress takes neither --scales nor --band)
+    shoot.add_model_arguments(p, [q for q in _parameters.SHOOT_DECLARED if q.name not in ("scales", "band")])
     add_verbosity(p, False)
     p.set_defaults(func=run)
     return p
 
 
 def _load(a, params):
-    shoot.device_of(_checked(params, "regress"), "regress")
+    shoot.device_of(_checked(params, "regress", _parameters.given_of(a), options=True), "regress")
     obs = [(t, pio.load_image(path)) for t, path in a.observations]
     shoot.check_images([(f"{path} (time {t:g})", im) for (t, im), (_, path) in zip(obs, a.observations)], "regress")
     (t0, first), first_path = obs[0], a.observations[0][1]

@@ -18,7 +18,6 @@ docs/shoot.md says what is written and what each parameter does.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -41,36 +40,10 @@ from ._device import wait
 __all__ = ["register", "ShootResult", "DEFAULTS", "check", "kernel_of", "device_of", "write_outputs", "add_parser",
            "add_model_arguments", "model_params", "prepared", "OUTPUTS", "level_fit", "carried_start"]
 
-# The vector-momentum clients' operator and matching parameters (quicksilver's LDDMM settings: alpha
-# 0.01, beta 0.01, gamma 0.001, lpow 1); sigma for intensities normalised to [0, 1]; 10 time steps
-# give the clients' final energy (RK4, 5 steps) within 1% (docs/shoot.md).
-DEFAULTS = dict(device="auto", alpha=0.01, beta=0.01, gamma=0.001, lpow=1, sigma=0.1, time_steps=10,
-                scales=(1,), iterations=100, step="auto", max_step=0.5, tol=1e-3, normalize="percentiles", keep="auto",
-                percentiles=(0.5, 99.5), folding_steps="reject", min_jacobian=0.05, band=0)
+# The parameters, their defaults and --help texts: pyca.registration.parameters.SHOOT_DECLARED (why these
+# defaults: there).
+DEFAULTS = dict(_parameters.SHOOT_DEFAULTS)
 OUTPUTS = ("m0", "phiinv", "phi", "deformed", "jacdet")
-_HELP = {
-    "alpha": "weight of -Laplacian in L (larger: smoother velocities)",
-    "beta": "weight of -grad div in L",
-    "gamma": "weight of the identity in L (K's gain at the zero frequency is gamma^-lpow)",
-    "lpow": "power of L",
-    "sigma": "noise level of the image match (intensities normalised to [0, 1]): smaller, a closer match",
-    "time_steps": "time steps T of the geodesic",
-    "iterations": "gradient-descent iterations at most (per scale)",
-    "scales": "downsampling factors, coarse to fine, ending with 1, e.g. 4,2,1 (the initial velocity is carried up)",
-    "step": "'auto' (the first step changes the initial velocity by at most --max-step voxels) or a fixed step "
-            "on m0, as the clients' stepSize",
-    "max_step": "with --step auto: the largest change of the initial velocity of the first step, voxels",
-    "tol": "stop when the last 5 iterations gained less than 5 x this of the gain so far",
-    "normalize": "'percentiles': each image's 0.5-99.5 percentile range to [0, 1]; 'none': as they are",
-    "keep": "'all': keep m_t and v_t of every step (fastest); 'maps': only the maps (least memory); 'auto': "
-            "'all' while its fields take at most 6 GiB",
-    "folding_steps": "'reject': a descent step whose map would fold (det D phiinv <= --min-jacobian somewhere) is "
-                     "undone and halved; 'accept': steps are judged by their energy alone",
-    "min_jacobian": "with --folding-steps reject: the det D phiinv a step must stay above everywhere (0: only folds "
-                    "are refused; a margin keeps the map off the edge of collapse)",
-    "band": "keep the velocity's Fourier coefficients with |k| <= BAND on each axis (cycles over the image's box): a "
-            "band-limited geodesic on a coarser grid, FLASH-style, faster (docs/shoot.md); 0: every frequency",
-}
 
 
 @dataclass
@@ -111,8 +84,11 @@ class ShootResult:
                 "iterations": self.report.get("iterations"), "timings": self.timings, "energies": self.energies}
 
 
-def check(p, prog="shoot"):
-    """Refuses a bad parameter of p (a full dict) in one line naming it."""
+def check(p, prog="shoot", given=(), options=False):
+    """Refuses a bad parameter of p (a full dict) in one line naming it, and one of `given` (the names the
+    caller set explicitly) that the run would not use (parameters.check_applies: --max-step with a numeric
+    --step, --min-jacobian with --folding-steps accept, percentiles with normalize 'none'; options: named as
+    the command line's options)."""
     def real(k, lo, strict=True):
         v = p[k]
         ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
@@ -138,6 +114,7 @@ def check(p, prog="shoot"):
         raise ValueError(f"{prog}: folding_steps must be 'reject' or 'accept', not {p['folding_steps']!r}")
     if p["keep"] not in KEEP:
         raise ValueError(f"{prog}: keep must be one of {', '.join(KEEP)}, not {p['keep']!r}")
+    _parameters.check_applies(p, _parameters.SHOOT_DECLARED, prog, given, options)
     return p
 
 
@@ -250,7 +227,7 @@ def register(fixed, moving, *, progress=False, m0=None, **params):
     on the fixed grid). Returns a ShootResult."""
     from .._progress import progress_bar
 
-    p = check(_parameters.merged(DEFAULTS, params, "shoot"))
+    p = check(_parameters.merged(DEFAULTS, params, "shoot"), given=_parameters.explicit(params, DEFAULTS))
     t_start = time.perf_counter()
     mem, device = device_of(p)
     I1h, I0h = as_image(fixed, "fixed"), as_image(moving, "moving")
@@ -358,40 +335,11 @@ def write_outputs(res, out_dir, compress=True, names=None, extra=()):
 
 # ------------------------------------------------------------------------------------------------
 # The command line
-def _scales(text):
-    try:
-        return tuple(int(t) for t in str(text).replace(" ", "").split(",") if t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
-
-
-def _number(text):
-    return text if text == "auto" else float(text)
-
-
-def add_model_arguments(p, defaults, scales=True):
-    """The geodesic's and the descent's options (shared by `pyca shoot` and `pyca regress`; regress runs at
-    full resolution only: scales=False leaves out --scales)."""
-    p.add_argument("--device", default=defaults["device"], choices=["auto", "cpu", "gpu"],
-                   help="where to run (default %(default)s)")
-    g = p.add_argument_group("geodesic: L = (-alpha Laplacian - beta grad div + gamma)^lpow, K = L^-1")
-    for k, typ in (("alpha", float), ("beta", float), ("gamma", float), ("lpow", int), ("time_steps", int)):
-        g.add_argument("--" + k.replace("_", "-"), type=typ, default=defaults[k],
-                       help=f"{_HELP[k]} (default %(default)s)")
-    g.add_argument("--keep", choices=list(KEEP), default=defaults["keep"], help=f"{_HELP['keep']} (default %(default)s)")
-    g = p.add_argument_group("optimisation")
-    if scales:
-        g.add_argument("--scales", type=_scales, default=list(defaults["scales"]), help=f"{_HELP['scales']} (default "
-                       "%(default)s)")
-    for k, typ in (("sigma", float), ("iterations", int), ("step", _number), ("max_step", float), ("tol", float)):
-        g.add_argument("--" + k.replace("_", "-"), type=typ, default=defaults[k],
-                       help=f"{_HELP[k]} (default %(default)s)")
-    g.add_argument("--normalize", choices=["percentiles", "none"], default=defaults["normalize"],
-                   help=f"{_HELP['normalize']} (default %(default)s)")
-    g.add_argument("--folding-steps", choices=["reject", "accept"], default=defaults["folding_steps"],
-                   help=f"{_HELP['folding_steps']} (default %(default)s)")
-    g.add_argument("--min-jacobian", type=float, default=defaults["min_jacobian"],
-                   help=f"{_HELP['min_jacobian']} (default %(default)s)")
+def add_model_arguments(p, declared=_parameters.SHOOT_DECLARED):
+    """The geodesic's and the descent's options (`pyca shoot`'s; `pyca regress` leaves out --scales and --band:
+    it runs at full resolution), from their declaration (parameters.SHOOT_DECLARED: each option given is
+    recorded, parameters.given_of)."""
+    _parameters.add_arguments(p, declared, _parameters.SHOOT_GROUPS)
     p.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
 
@@ -412,8 +360,7 @@ def add_parser(sub):
     p.add_argument("--fixed", required=True, help="fixed (target) image")
     p.add_argument("--moving", required=True, help="moving image (placed on the fixed grid by its affine)")
     p.add_argument("--out", default="pyca-shoot-out", help="output folder (default %(default)s)")
-    add_model_arguments(p, DEFAULTS)
-    p.add_argument("--band", type=int, default=DEFAULTS["band"], help=f"{_HELP['band']} (default %(default)s)")
+    add_model_arguments(p)
     add_verbosity(p, False)
     p.set_defaults(func=run)
     return p
@@ -455,7 +402,7 @@ def claim(a, name, outputs, inputs):
 
 
 def _load(a, params):
-    device_of(check(_parameters.merged(DEFAULTS, params, "shoot")))
+    device_of(check(_parameters.merged(DEFAULTS, params, "shoot"), given=_parameters.given_of(a), options=True))
     fixed, moving = pio.load_image(a.fixed), pio.load_image(a.moving)
     check_images([("the fixed image", fixed), ("the moving image", moving)])
     check_world_overlap(fixed.grid(), moving.grid(), f"the fixed image {a.fixed}", f"the moving image {a.moving}",

@@ -331,8 +331,9 @@ def _mi_ranges(I1, Mn):
     return tuple(out)
 
 
-def _optimise(F, M, p, mask, f, n_it, energies):
-    """Greedy symmetric iterations of one scale on sides F, M; returns the scale's report."""
+def _optimise(F, M, p, mask, f, n_it, energies, pbar=None):
+    """Greedy symmetric iterations of one scale on sides F, M; returns the scale's report. pbar: a progress
+    bar (pyca._progress), advanced by each iteration and by the ones a stop leaves out."""
     g = F.g
     sig = _sigma(g, float(p["smooth_update"]))
     fsig = _sigma(g, float(p["smooth_field"])) if p["smooth_field"] > 0 else None
@@ -351,6 +352,9 @@ def _optimise(F, M, p, mask, f, n_it, energies):
         hist.append(e)
         energies.append({"scale": f, "iteration": it, "energy": e, "match": e, "reg": 0.0, "step": float(p["step"]),
                          "accepted": True})
+        if pbar is not None:
+            pbar.set_postfix_str(f"scale 1/{f} E={e:.4g}", refresh=False)
+            pbar.update(1)
         if len(hist) > max(5, int(p["min_iterations"])) and (hist[-6] - hist[-1]) < 5 * float(p["tol"]) * (hist[0] - hist[-1]):
             stop = f"converged (the last 5 iterations gained < {5 * p['tol']:g} of the scale's gain)"
             break
@@ -371,6 +375,8 @@ def _optimise(F, M, p, mask, f, n_it, energies):
                 if p["max_log_det"] > 0:
                     side.restore(scale, float(p["max_log_det"]), float(p["det_stiffness"]), rsig)
                 side.step(scale, fsig)
+    if pbar is not None and it + 1 < n_it:  # a stop: the scale's iterations not run
+        pbar.update(n_it - it - 1)
     F.invert(int(p["inverse_iterations"]), p["inverse"] == "newton")  # the inverses are not used by the iterations
     M.invert(int(p["inverse_iterations"]), p["inverse"] == "newton")
     return {"scale": f, "iterations": it + 1, "max_iterations": n_it, "stop": stop,
@@ -428,7 +434,8 @@ class SyNResult(lddmm.LDDMMResult):
 
 def register(fixed, moving, *, progress=False, **params):
     """Registers `moving` onto `fixed`: the linear stage of pyca lddmm, then greedy SyN; returns a
-    SyNResult (the fields of lddmm.LDDMMResult, velocity empty). Parameters: DEFAULTS (docs/syn.md)."""
+    SyNResult (the fields of lddmm.LDDMMResult, velocity empty). Parameters: DEFAULTS (docs/syn.md).
+    progress: a progress bar of the iterations (pyca._progress: tqdm on a terminal, plain lines else)."""
     metric = str(params.get("metric", DEFAULTS["metric"])).lower()  # its own defaults where not given
     defaults = {**DEFAULTS, **parameters.SYN_METRIC_DEFAULTS.get(metric, {})}
     p = parameters.merged(defaults, params, "syn.register")
@@ -454,7 +461,8 @@ def register(fixed, moving, *, progress=False, **params):
     kind = inputs.linear_kind(p["affine"], I1, Mn)
     # The linear stage: squared differences of the normalised images (one contrast); metric mi: MI
     aff = affine.register(I1, Mn, kind, metric="mi" if p["metric"] == "mi" else "ssd", mask=fmask,
-                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS, bins=p["bins"])
+                          scales=affine.STAGE_SCALES, iterations=affine.STAGE_ITERATIONS,
+                          bins=p["bins"] if p["metric"] == "mi" else None)
     Haff = aff.hfield(mem)
     inputs.check_overlap(Haff, Mn.grid(), names)
     I0 = inputs.on_fixed(grid, Mn, Haff)
@@ -472,22 +480,31 @@ def register(fixed, moving, *, progress=False, **params):
     timings = {"setup_s": time.perf_counter() - t_start - aff.seconds, "affine_s": aff.seconds, "scales": []}
     energies = []
     F = M = None
-    for f, n_it in zip(scales, iters):
-        t0 = time.perf_counter()
-        g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
-        if F is None:
-            F, M = _Side(g, mem, J1), _Side(g, mem, J0)
-        else:
-            F, M = F.carried_to(g, J1), M.carried_to(g, J0)
-        if f == 1:  # the moving image from its own grid; each image's interpolation blur removed
-            M.sample_once(Mn, aff)
-            if p["interp_blur"] == "matched":
-                F.match_interp_blur()
-                M.match_interp_blur()
-        info = _optimise(F, M, p, mk, f, n_it, energies)
-        wait(mem)
-        info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
-        timings["scales"].append(info)
+    pbar = None
+    if progress:
+        from .._progress import progress_bar  # tqdm on a terminal, a few plain lines in a log file
+
+        pbar = progress_bar(total=sum(iters), desc=f"syn [{device.split(' ')[0]}]")
+    try:
+        for f, n_it in zip(scales, iters):
+            t0 = time.perf_counter()
+            g, (J0, J1), mk = level_images(grid, f, (I0, I1), mask)
+            if F is None:
+                F, M = _Side(g, mem, J1), _Side(g, mem, J0)
+            else:
+                F, M = F.carried_to(g, J1), M.carried_to(g, J0)
+            if f == 1:  # the moving image from its own grid; each image's interpolation blur removed
+                M.sample_once(Mn, aff)
+                if p["interp_blur"] == "matched":
+                    F.match_interp_blur()
+                    M.match_interp_blur()
+            info = _optimise(F, M, p, mk, f, n_it, energies, pbar)
+            wait(mem)
+            info.update(grid=list(g.size()), seconds=time.perf_counter() - t0)
+            timings["scales"].append(info)
+    finally:
+        if pbar is not None:
+            pbar.close()
 
     t0 = time.perf_counter()
     phiinv, phi = ca.Field3D(grid, mem), ca.Field3D(grid, mem)

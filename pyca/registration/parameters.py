@@ -10,6 +10,11 @@ choices, unit and help text. Built from that one declaration:
   --help text; ``from_args(namespace)``: the parameters of a parsed command line;
 - ``parse_assignments(["alpha=2", ...])``: the -p KEY=VALUE options of `pyca atlas` and `pyca
   register-batch`, each value read as its declared kind.
+
+The other programs' parameters are declared the same way: ``SYN_DECLARED`` (pyca.apps.syn, `pyca
+register`), ``SHOOT_DECLARED`` (pyca.apps.shoot and regress, `pyca shoot` / `pyca regress`) and
+``AFFINE_DECLARED`` (pyca.apps.affine's match options). Where a parameter is used only by some runs, its
+``applies`` says so, and ``check_applies`` (the one rule) refuses it given where the run would ignore it.
 """
 from __future__ import annotations
 
@@ -21,10 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .metrics import DEFAULT_ALPHA, DEFAULT_ITERATIONS, DEFAULT_MOMENTUM, DEFAULT_SIGMA, DEFAULT_TOL, METRICS, MI_BINS
+from .geodesic import KEEP
 from .transforms import LINEAR_KINDS
 
 __all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_METRICS",
-           "SYN_METRIC_DEFAULTS", "SYN_DEFAULTS", "get",
+           "SYN_METRIC_DEFAULTS", "SYN_DEFAULTS", "SHOOT_DECLARED", "SHOOT_DEFAULTS", "SHOOT_GROUPS", "AFFINE_DECLARED",
+           "get",
            "merged", "check", "check_declared", "check_value", "check_applies", "explicit", "given_of",
            "schedule", "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
 
@@ -192,6 +199,21 @@ DEFAULTS = {q.name: q.default for q in DECLARED}
 # `pyca register`'s option group; scales and iterations are options of `pyca register` for either method
 # (their defaults depend on it), so they are not built from here.
 SYN = "syn"
+
+
+def _syn_percentiles(p):
+    """applies of syn's percentiles: not with normalize 'none'; with 'foreground' the low end of an image
+    without a mask is its minimum (pyca.apps.syn._range), so a low percentile other than 0 is used only when
+    both images have a mask."""
+    if p["normalize"] == "none":
+        return "normalize", "foreground or percentiles"
+    lo, hi = p["percentiles"]
+    if p["normalize"] == "foreground" and lo != 0 and (p.get("fixed_mask") is None or p.get("moving_mask") is None):
+        return ("normalize", "percentiles", f" (with 'foreground' the low end is the image's minimum where it has no "
+                f"mask: give percentiles=(0, {hi:g}) for the high end alone, normalize 'percentiles', or both masks)")
+    return None
+
+
 SYN_METRICS = ("lncc", "mi")  # the values of syn's metric (docs/syn.md, 'Images of different contrasts')
 # syn's defaults that differ with its metric, taken where the caller did not give the parameter
 # (docs/performance.md, 'The symmetric method with mi': smooth_update 1.5 with mi gained 0.002-0.011 on the
@@ -250,8 +272,9 @@ SYN_DECLARED = (
     Parameter("normalize", "choice", "foreground", "intensities: each image scaled by its own range ('foreground':"
               " its minimum and upper percentile above 1% of its range; 'percentiles'; 'none')",
               choices=("foreground", "percentiles", "none")),
-    Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range (low, high)", lo=0, hi=100,
-              applies=_when("normalize", lambda v: v != "none", "foreground or percentiles")),
+    Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range (low, high); with normalize "
+              "'foreground' the low end is each image's minimum (low 0) but inside a mask", lo=0, hi=100,
+              applies=_syn_percentiles),
     Parameter("affine", "choice", "auto", "linear stage", choices=("auto",) + LINEAR_KINDS),
     Parameter("fixed_mask", "file", None, "0/1 image on the fixed grid", assignable=False),
     Parameter("moving_mask", "file", None, "0/1 image on the moving grid", assignable=False),
@@ -259,6 +282,63 @@ SYN_DECLARED = (
     Parameter("names", "any", None, "role -> file name, for messages", assignable=False),
 )
 SYN_DEFAULTS = {q.name: q.default for q in SYN_DECLARED}
+
+# The parameters of pyca.apps.shoot.register (`pyca shoot`) and pyca.apps.regress.fit (`pyca regress`, which
+# takes all but scales and band), docs/shoot.md. Their values are checked by pyca.apps.shoot.check; the
+# vector-momentum clients' operator and matching parameters (quicksilver's LDDMM settings: alpha 0.01, beta
+# 0.01, gamma 0.001, lpow 1); sigma for intensities normalised to [0, 1]; 10 time steps give the clients'
+# final energy (RK4, 5 steps) within 1% (docs/shoot.md).
+SHOOT_GEODESIC = "geodesic: L = (-alpha Laplacian - beta grad div + gamma)^lpow, K = L^-1"
+SHOOT_GROUPS = (SHOOT_GEODESIC, _OPT)  # in the order of `pyca shoot --help`
+SHOOT_DECLARED = (
+    Parameter("device", "device", "auto", "where to run (default %(default)s)", choices=("auto", "cpu", "gpu"),
+              group=""),
+    Parameter("alpha", "real", 0.01, "weight of -Laplacian in L (larger: smoother velocities) (default %(default)s)",
+              group=SHOOT_GEODESIC),
+    Parameter("beta", "real", 0.01, "weight of -grad div in L (default %(default)s)", group=SHOOT_GEODESIC),
+    Parameter("gamma", "real", 0.001, "weight of the identity in L (K's gain at the zero frequency is gamma^-lpow) "
+              "(default %(default)s)", group=SHOOT_GEODESIC),
+    Parameter("lpow", "int", 1, "power of L (default %(default)s)", group=SHOOT_GEODESIC),
+    Parameter("time_steps", "int", 10, "time steps T of the geodesic (default %(default)s)", group=SHOOT_GEODESIC),
+    Parameter("keep", "choice", "auto", "'all': keep m_t and v_t of every step (fastest); 'maps': only the maps (least "
+              "memory); 'auto': 'all' while its fields take at most 6 GiB (default %(default)s)",
+              choices=KEEP, group=SHOOT_GEODESIC),
+    Parameter("scales", "ints", (1,), "downsampling factors, coarse to fine, ending with 1, e.g. 4,2,1 (the initial "
+              "velocity is carried up) (default %(default)s)", group=_OPT),
+    Parameter("sigma", "real", 0.1, "noise level of the image match (intensities normalised to [0, 1]): smaller, a "
+              "closer match (default %(default)s)", group=_OPT),
+    Parameter("iterations", "int", 100, "gradient-descent iterations at most (per scale) (default %(default)s)",
+              group=_OPT),
+    Parameter("step", "step", "auto", "'auto' (the first step changes the initial velocity by at most --max-step "
+              "voxels) or a fixed step on m0, as the clients' stepSize (default %(default)s)", group=_OPT),
+    Parameter("max_step", "real", 0.5, "with --step auto: the largest change of the initial velocity of the first "
+              "step, voxels (default %(default)s)", unit="voxels", group=_OPT,
+              applies=_when("step", lambda v: v == "auto", "auto")),
+    Parameter("tol", "real", 1e-3, "stop when the last 5 iterations gained less than 5 x this of the gain so far "
+              "(default %(default)s)", group=_OPT),
+    Parameter("normalize", "choice", "percentiles", "'percentiles': each image's 0.5-99.5 percentile range to [0, 1]; "
+              "'none': as they are (default %(default)s)", choices=("percentiles", "none"), group=_OPT),
+    Parameter("folding_steps", "choice", "reject", "'reject': a descent step whose map would fold (det D phiinv <= "
+              "--min-jacobian somewhere) is undone and halved; 'accept': steps are judged by their energy alone "
+              "(default %(default)s)", choices=("reject", "accept"), group=_OPT),
+    Parameter("min_jacobian", "real", 0.05, "with --folding-steps reject: the det D phiinv a step must stay above "
+              "everywhere (0: only folds are refused; a margin keeps the map off the edge of collapse) (default "
+              "%(default)s)", group=_OPT,
+              applies=_when("folding_steps", lambda v: v == "reject", "reject")),
+    Parameter("band", "int", 0, "keep the velocity's Fourier coefficients with |k| <= BAND on each axis (cycles over "
+              "the image's box): a band-limited geodesic on a coarser grid, FLASH-style, faster (docs/shoot.md); 0: "
+              "every frequency (default %(default)s)", group=""),
+    Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range of normalize 'percentiles' (low, high)",
+              applies=_when("normalize", lambda v: v != "none", "percentiles")),
+)
+SHOOT_DEFAULTS = {q.name: q.default for q in SHOOT_DECLARED}
+
+# The match term's options of pyca.apps.affine.register (a building block: no command of its own), where
+# each applies; their defaults (None): LNCC's radius 2, mi's MI_BINS.
+AFFINE_DECLARED = (
+    Parameter("radius", "int", None, "LNCC window radius, voxels", applies=_for_metrics("lncc")),
+    Parameter("bins", "int", None, "mi: bins per image of the joint histogram", applies=_for_metrics("mi")),
+)
 
 
 def get(name):

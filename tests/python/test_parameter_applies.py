@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyca.apps import atlas, batch, lddmm, syn
+from pyca.apps import affine, atlas, batch, lddmm, regress, shoot, syn
 from pyca.registration import parameters as P
+from pyca.registration.inputs import as_image
 
-from test_cli import SMALL, _assert_one_line_error, run
+from cli_helpers import SMALL, assert_one_line_error, run
 
 # (pyca lddmm's options, the refusal's words): each an option the run those options configure ignores
 LDDMM_REFUSED = [
@@ -38,7 +39,7 @@ REGISTER_REFUSED = [
 def test_pyca_lddmm_refuses_an_option_the_run_ignores(tmp_path, args, words):
     out = tmp_path / "out"
     p = run("lddmm", *SMALL, "--out", str(out), *args)
-    _assert_one_line_error(p, 2, words)
+    assert_one_line_error(p, 2, words)
     assert not out.exists() and p.stdout == ""
 
 
@@ -52,7 +53,40 @@ def test_pyca_register_refuses_an_option_the_run_ignores(tmp_path, args, words):
     out = tmp_path / "out"
     p = run("register", "--fixed", str(tmp_path / "f.nii.gz"), "--moving", str(tmp_path / "m.nii.gz"),
             "--out", str(out), *args)
-    _assert_one_line_error(p, 2, words)
+    assert_one_line_error(p, 2, words)
+    assert not out.exists() and p.stdout == ""
+
+SHOOT_REFUSED = [
+    (["--step", "0.1", "--max-step", "1"], "shoot: --max-step applies to --step auto, not 0.1"),
+    (["--step", "0.1", "--max-step", "0.5"], "shoot: --max-step applies to --step auto, not 0.1"),  # as its default
+    (["--folding-steps", "accept", "--min-jacobian", "0.1"],
+     "shoot: --min-jacobian applies to --folding-steps reject, not accept"),
+]
+
+
+def _files(tmp_path):
+    import nibabel as nib
+
+    for name in ("f", "m"):  # (refused before they are read)
+        nib.save(nib.Nifti1Image(np.random.default_rng(0).random((12, 12, 8), np.float32), np.eye(4)),
+                 str(tmp_path / f"{name}.nii.gz"))
+    return str(tmp_path / "f.nii.gz"), str(tmp_path / "m.nii.gz")
+
+
+@pytest.mark.parametrize("args,words", SHOOT_REFUSED, ids=[" ".join(a) for a, _ in SHOOT_REFUSED])
+def test_pyca_shoot_refuses_an_option_the_run_ignores(tmp_path, args, words):
+    f, m = _files(tmp_path)
+    out = tmp_path / "out"
+    p = run("shoot", "--fixed", f, "--moving", m, "--out", str(out), *args)
+    assert_one_line_error(p, 2, words)
+    assert not out.exists() and p.stdout == ""
+
+
+def test_pyca_regress_refuses_an_option_the_run_ignores(tmp_path):
+    f, m = _files(tmp_path)
+    out = tmp_path / "out"
+    p = run("regress", f"{f}:0", f"{m}:1", "--out", str(out), "--folding-steps", "accept", "--min-jacobian", "0")
+    assert_one_line_error(p, 2, "regress: --min-jacobian applies to --folding-steps reject, not accept")
     assert not out.exists() and p.stdout == ""
 
 
@@ -85,12 +119,67 @@ def _pair():
     (syn.register, dict(optimiser="greedy", adam_eps=0.5), "syn: adam_eps applies to optimiser adam, not greedy"),
     (syn.register, dict(normalize="none", percentiles=(1, 99)),
      "syn: percentiles applies to normalize foreground or percentiles, not none"),
+    # foreground's low end is the minimum: a low percentile is used only inside masks
+    (syn.register, dict(percentiles=(2, 98)), "syn: percentiles (2, 98) applies to normalize percentiles, not "
+     "foreground (with 'foreground' the low end is the image's minimum where it has no mask: give "
+     "percentiles=(0, 98) for the high end alone"),
+    (syn.register, dict(normalize="foreground", percentiles=(0.5, 98)), "not foreground"),
+    (shoot.register, dict(step=0.1, max_step=2.0), "shoot: max_step applies to step auto, not 0.1"),
+    (shoot.register, dict(folding_steps="accept", min_jacobian=0.1),
+     "shoot: min_jacobian applies to folding_steps reject, not accept"),
+    (shoot.register, dict(normalize="none", percentiles=(1, 99)),
+     "shoot: percentiles applies to normalize percentiles, not none"),
+    (lambda f, m, **kw: regress.fit([(0, f), (1, m)], **kw), dict(step=0.2, max_step=1.0),
+     "regress: max_step applies to step auto, not 0.2"),
+    (lambda f, m, **kw: regress.atlas([f, m], **kw), dict(folding_steps="accept", min_jacobian=0.2),
+     "atlas: min_jacobian applies to folding_steps reject, not accept"),
 ])
 def test_api_refuses_a_keyword_the_run_ignores(register, kw, words):
     fixed, moving = _pair()
     with pytest.raises(ValueError) as e:
         register(fixed, moving, device="cpu", **kw)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_syn_foreground_takes_the_high_percentile_it_is_given():
+    """normalize 'foreground' with percentiles=(0, high): the image's minimum and the high percentile of its
+    voxels above 1% of its range (NumPy's), the range the run scales by; without masks a low percentile
+    other than 0 is refused (above), with both masks both percentiles are used inside them."""
+    rng = np.random.default_rng(1)
+    a = np.zeros((20, 20, 10), np.float32)
+    a[4:16, 4:16, 2:8] = rng.random((12, 12, 6)) * 100 + 10
+    im = as_image(a, "fixed")
+    for hi in (99.5, 90.0):
+        p = dict(syn.DEFAULTS, percentiles=(0.0, hi))
+        fg = a[a > 0.01 * a.max()]
+        assert syn._range(im, p) == (0.0, pytest.approx(float(np.percentile(fg, hi)), rel=1e-6))
+    both = dict(syn.DEFAULTS, percentiles=(2.0, 98.0), fixed_mask="f", moving_mask="m")
+    P.check_declared(both, P.SYN_DECLARED, "syn", {"percentiles"})
+    with pytest.raises(ValueError, match="applies to normalize percentiles, not foreground"):
+        P.check_declared(dict(both, moving_mask=None), P.SYN_DECLARED, "syn", {"percentiles"})
+    mask = as_image((a > 50).astype(np.float32), "mask")
+    inside = a[a > 50]
+    assert syn._range(im, both, mask) == pytest.approx(tuple(np.percentile(inside, [2.0, 98.0])), rel=1e-6)
+
+
+def test_affine_register_refuses_a_match_option_its_metric_ignores():
+    import pyca as ca
+
+    z = np.zeros((16, 16, 8), np.float32)
+    z[4:12, 4:12, 2:6] = 1
+    g = ca.GridInfo(ca.Vec3Di(16, 16, 8))
+    F, M = (ca.Image3D.from_array(np.asfortranarray(x), g) for x in (z, np.roll(z, 1, 0)))
+    for kw, words in ((dict(metric="ssd", bins=32), "affine: bins applies to metric mi, not ssd"),
+                      (dict(metric="lncc", bins=16), "affine: bins applies to metric mi, not lncc"),
+                      (dict(metric="mi", radius=3), "affine: radius applies to metric lncc, not mi"),
+                      (dict(metric="ssd", radius=2), "affine: radius applies to metric lncc, not ssd")):
+        with pytest.raises(ValueError) as e:
+            affine.register(F, M, **kw)
+        assert words in str(e.value) and "\n" not in str(e.value)
+    # where they apply, they are used: mi's bins and lncc's radius change the energies
+    kw = dict(scales=(1,), iterations=(1,))
+    e = lambda **k: affine.register(F, M, **kw, **k).scales[0]["energy_start"]  # noqa: E731
+    assert e(metric="mi", bins=8) != e(metric="mi", bins=32) and e(metric="lncc", radius=1) != e(metric="lncc")
 
 
 def test_cohort_commands_refuse_before_their_cluster(tmp_path):
@@ -121,14 +210,21 @@ def test_check_applies_every_conditional_parameter():
         "lncc_eps": ({"metric": "mi"}, {"metric": "lncc"}),
         "det_stiffness": ({"max_log_det": 0.0}, {"max_log_det": 0.5}),
         "adam_eps": ({"optimiser": "greedy"}, {"optimiser": "adam"}),
-        "percentiles": ({"normalize": "none"}, {"normalize": "foreground"}),
+        "percentiles": ({"normalize": "none"}, {"normalize": "foreground", "percentiles": (0.0, 99.5)}),
+    }
+    shoot_cases = {
+        "max_step": ({"step": 0.1}, {"step": "auto"}),
+        "min_jacobian": ({"folding_steps": "accept"}, {"folding_steps": "reject"}),
+        "percentiles": ({"normalize": "none"}, {"normalize": "percentiles"}),
     }
     # the survey is complete: the cases are exactly the declared conditional parameters
     assert set(cases) == {q.name for q in P.DECLARED if q.applies is not None}
     assert set(syn_cases) == {q.name for q in P.SYN_DECLARED if q.applies is not None}
+    assert set(shoot_cases) == {q.name for q in P.SHOOT_DECLARED if q.applies is not None}
     for declared, defaults, table, check in (
             (P.DECLARED, P.DEFAULTS, cases, lambda p, g: P.check(p, given=g)),
-            (P.SYN_DECLARED, P.SYN_DEFAULTS, syn_cases, lambda p, g: P.check_declared(p, P.SYN_DECLARED, "syn", g))):
+            (P.SYN_DECLARED, P.SYN_DEFAULTS, syn_cases, lambda p, g: P.check_declared(p, P.SYN_DECLARED, "syn", g)),
+            (P.SHOOT_DECLARED, P.SHOOT_DEFAULTS, shoot_cases, lambda p, g: shoot.check(p, given=g))):
         for name, (off, on) in table.items():
             with pytest.raises(ValueError, match=f": {name}.* applies to "):
                 check({**defaults, **off}, {name})
