@@ -27,7 +27,7 @@ import threading
 from . import _pickle
 
 __all__ = ["visible_gpus", "local_cluster", "gpu_worker_specs", "open_client", "tree_reduce", "cached_image",
-           "worker_addresses", "bytes_sent", "check_workers", "Terminated", "command_session"]
+           "worker_addresses", "bytes_sent", "check_workers", "check_cluster", "Terminated", "command_session"]
 
 
 def visible_gpus():
@@ -95,6 +95,18 @@ def check_workers(n_workers, tasks=None, flag="--workers"):
         raise ValueError(f"{flag} must be an integer from 1 to {cores} (this machine's cores: each worker process "
                          f"runs one registration at a time on its share of them), got {n_workers}")
     return max(1, min(int(n_workers), tasks or int(n_workers)))
+
+
+def check_cluster(n_workers, scheduler=None, client=None, tasks=None, prog="pyca.distributed"):
+    """Before any work: n_workers sizes the embedded cluster only (refused in one line with an existing
+    cluster, a scheduler address or a client, whose own workers run), and check_workers' rule. Returns the
+    workers to start, or None."""
+    if n_workers is None:
+        return None
+    if scheduler is not None or client is not None:
+        raise ValueError(f"{prog}: --workers (n_workers) sizes the embedded cluster; an existing cluster "
+                         f"({'--scheduler' if scheduler is not None else 'client'}) runs its own workers")
+    return check_workers(n_workers, tasks)
 
 
 def gpu_worker_specs(gpus, omp="1"):

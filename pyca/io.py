@@ -34,7 +34,7 @@ import numpy as np
 from . import _metaimage, _nrrd, core
 from ._files import GzipWriter, atomic_path
 
-__all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "load_labels", "save_labels",
+__all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "load_labels", "save_labels", "stored_dtype",
            "read_array",
            "write_array", "check_writable", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
 
@@ -631,6 +631,30 @@ def load_labels(path):
     return np.asfortranarray(data), _to_grid(os.fspath(path), what, sp, org, direction, shape)
 
 
+def stored_dtype(path):
+    """The voxel type an image file stores (NIfTI: its header's; float32 when a scaling changes the stored
+    values; other formats: SimpleITK's pixel type), without reading the voxels; None when it cannot be
+    told (an unreadable file: load_image says why in its own words)."""
+    low = os.fspath(path).lower()
+    try:
+        if low.endswith((".nii", ".nii.gz", ".hdr", ".img", ".img.gz")):
+            import nibabel as nib
+
+            img = nib.load(path)
+            slope, inter = img.dataobj.slope, img.dataobj.inter
+            if (slope not in (None, 1.0) and np.isfinite(slope)) or (inter not in (None, 0.0) and np.isfinite(inter)):
+                return np.dtype(np.float32)  # scaled: the values are not the stored integers
+            return np.dtype(img.get_data_dtype())
+        import SimpleITK as sitk
+
+        r = sitk.ImageFileReader()
+        r.SetFileName(os.fspath(path))
+        r.ReadImageInformation()
+        return np.dtype(sitk.GetArrayViewFromImage(sitk.Image([1] * r.GetDimension(), r.GetPixelID())).dtype)
+    except Exception:  # noqa: BLE001 - load_image reports an unreadable file in its own words
+        return None
+
+
 def _check_palette_labels(path, what, data):
     """An indexed-colour picture (a PNG, BMP, GIF or TIFF with a palette) stores labels as palette
     indices, but SimpleITK reads its colours: refused unless each index's colour is the index itself."""
@@ -661,10 +685,11 @@ def _label_dtype(values):
     return np.uint64
 
 
-def save_labels(values, grid, path, description=""):
+def save_labels(values, grid, path, description="", dtype=None):
     """Write an integer label map (`values`: an integer array x, y, z, or anything with .numpy() and
-    .grid(), such as pyca.registration.inputs.LabelImage) on `grid` to `path`, in the smallest integer
-    type that holds its values (uint8, int16, ... int64), with the grid's affine."""
+    .grid(), such as pyca.registration.inputs.LabelImage) on `grid` to `path`, as `dtype` (an integer type
+    that holds every value: ValueError otherwise) or by default the smallest integer type that holds its
+    values (uint8, int16, ... int64), with the grid's affine."""
     if grid is None and hasattr(values, "grid"):
         grid = values.grid()
     a = np.asarray(values.numpy() if hasattr(values, "numpy") else values)
@@ -672,5 +697,11 @@ def save_labels(values, grid, path, description=""):
         raise TypeError(f"save_labels: expected integer label values, got dtype {a.dtype}")
     if tuple(a.shape[:3]) != tuple(grid.size())[: a.ndim]:
         raise ValueError(f"save_labels: values of shape {a.shape} on a grid of size {tuple(grid.size())}")
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        info = np.iinfo(dtype) if dtype.kind in "iu" else None
+        if info is None or (a.size and (int(a.min()) < info.min or int(a.max()) > info.max)):
+            raise ValueError(f"save_labels: the values ({a.min() if a.size else ''} .. {a.max() if a.size else ''}) "
+                             f"do not fit {dtype}")
     write_array(a, grid.spacing(), grid.origin(), path, vector=False, what="save_labels", description=description,
-                direction=grid.direction(), dtype=_label_dtype(a))
+                direction=grid.direction(), dtype=_label_dtype(a) if dtype is None else dtype)

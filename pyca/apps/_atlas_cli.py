@@ -90,11 +90,12 @@ def add_atlas_parser(sub):
                     help="write the per-subject files as .nii.gz (default .nii: gzip of fields is slow)")
     ap.add_argument("--max-failed", type=float, default=A["max_failed_fraction"],
                     help="stop when more than this fraction of the subjects fail (default %(default)s)")
+    # (not given: None, so that one given with inputs or --resume, where it would not apply, is refused)
     g = ap.add_argument_group("built-in cohort (without inputs)")
-    g.add_argument("--cohort", type=int, default=A["cohort"], help="subjects (default %(default)s)")
-    g.add_argument("--cohort-size", type=_ints, default=A["cohort_size"],
-                   help="grid x,y,z (default 32,32,32; z = 1 for 2-D)")
-    g.add_argument("--seed", type=int, default=A["seed"], help="random seed (default %(default)s)")
+    g.add_argument("--cohort", type=int, default=None, help=f"subjects (default {A['cohort']})")
+    g.add_argument("--cohort-size", type=_ints, default=None,
+                   help=f"grid x,y,z (default {','.join(map(str, A['cohort_size']))}; z = 1 for 2-D)")
+    g.add_argument("--seed", type=int, default=None, help=f"random seed (default {A['seed']})")
     ap.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous atlas in --out "
                     "(template, templates/, subjects/, cohort/, summary.json, report.png; other files are kept)")
     add_common_options(ap, cohort_defaults(DEFAULTS, ATLAS_EXCLUDE))
@@ -174,6 +175,13 @@ def _build(a, session):
         params["device"] = a.device
     if a.resume and a.inputs:
         raise ValueError("give inputs or --resume OUT, not both")
+    given = [f"--{k.replace('_', '-')}" for k in ("cohort", "cohort_size", "seed") if getattr(a, k) is not None]
+    if given and (a.inputs or a.resume):
+        raise ValueError(f"{', '.join(given)} make the built-in cohort; "
+                         + ("--resume continues the atlas's own subjects" if a.resume else "with inputs they do not apply"))
+    for k in ("cohort", "cohort_size", "seed"):
+        if getattr(a, k) is None:
+            setattr(a, k, atlas.ATLAS_DEFAULTS[k])
     if a.cohort < 2 or len(a.cohort_size) != 3 or min(a.cohort_size) < 1:
         raise ValueError("--cohort needs >= 2 subjects and --cohort-size three positive integers")
     return atlas.build(a.inputs or None, out=a.resume or a.out, template_iterations=a.template_iterations,

@@ -81,7 +81,8 @@ def add_parser(sub):
                    "matches worse than the linear stage (pyca.registration.quality; the line on stderr still says "
                    "so); without it such a run exits with 3")
     g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
-    g.add_argument("--no-progress", action="store_true", help="(accepted for pyca lddmm's command lines)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar (a few plain lines when stderr is "
+                   "not a terminal)")
     m = p.add_mutually_exclusive_group()
     m.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="say more")
     m.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print nothing but errors")
@@ -171,7 +172,8 @@ def _run(a, mod, fixed, moving, names, extra, params, device, note, say):
     say(f"pyca register ({a.method}): fixed {a.fixed}, moving {a.moving}")
     say(f"  device: {device}; {note}")
     try:
-        res = mod.register(fixed, moving, names=names, **extra, **params)
+        res = mod.register(fixed, moving, progress=not (a.no_progress or getattr(a, "quiet", False)), names=names,
+                           **extra, **params)
     except ValueError as e:
         return _fail(e)
     if getattr(res, "quality", None) is None:  # a method that does not assess itself: its Jacobian

@@ -86,33 +86,13 @@ def _check_not_an_input(out, inputs, what="--output"):
                               "file (an input is never replaced)")
 
 
-def _file_dtype(path):
-    """The stored voxel type of an image file (None when it cannot be told without reading it)."""
-    low = os.fspath(path).lower()
-    try:
-        if low.endswith((".nii", ".nii.gz", ".hdr", ".img", ".img.gz")):
-            import nibabel as nib
-
-            img = nib.load(path)
-            slope, inter = img.dataobj.slope, img.dataobj.inter
-            if (slope not in (None, 1.0) and np.isfinite(slope)) or (inter not in (None, 0.0) and np.isfinite(inter)):
-                return np.dtype(np.float32)  # scaled: the values are not the stored integers
-            return np.dtype(img.get_data_dtype())
-        import SimpleITK as sitk
-
-        r = sitk.ImageFileReader()
-        r.SetFileName(os.fspath(path))
-        r.ReadImageInformation()
-        return np.dtype(sitk.GetArrayViewFromImage(sitk.Image([1] * r.GetDimension(), r.GetPixelID())).dtype)
-    except Exception:  # noqa: BLE001 - pio.load_image reports an unreadable file in its own words
-        return None
-
-
 def _output_dtype(path, interpolation, labels):
     """Label maps stay integer images: 'label' writes the input's integer type (int32 for integer
     values stored as floats, int16 / uint8 when they fit and the input was so); 'nearest' keeps an
     integer input's type; 'linear' writes float32."""
-    dt = _file_dtype(path)
+    from .. import io as pio
+
+    dt = pio.stored_dtype(path)
     if interpolation == "linear":
         return np.dtype(np.float32)
     if dt is not None and dt.kind in "iu":
@@ -173,6 +153,7 @@ def cmd_apply(a):
     from .. import core as ca
     from .. import io as pio
     from ..registration import apply as pa
+    from ..registration.inputs import LabelImage
 
     say = (lambda *x: None) if a.quiet else (lambda *x: print(*x, flush=True))
     errors = (ValueError, TypeError, OSError, pio.ImageFileError, ca.CudaError, _InputError)
@@ -187,6 +168,10 @@ def cmd_apply(a):
         if a.points:
             if a.reference or a.input or a.interpolation != "linear":
                 raise _InputError("--points maps points: --reference, --input and --interpolation do not apply")
+        elif a.lps:
+            raise _InputError("--lps says how --points' coordinates are written; it does not apply to an image (its "
+                              "header gives its orientation)")
+        if a.points:
             header, data, cols, pts = read_points(a.points)
             chain = pa.load_transforms(items, pa.resolve_device(a.device, "pyca apply"), "--transforms")
         else:
@@ -196,9 +181,14 @@ def cmd_apply(a):
                 if not os.path.exists(path):
                     raise _InputError(f"{flag}: no such file: {path!r}")
             ref = pa.reference_grid(a.reference, "--reference")
-            img = pio.load_image(a.input)
-            labels = pa.check_labels(img, repr(a.input), "--input") if a.interpolation == "label" else None
-            dtype = _output_dtype(a.input, a.interpolation, labels if labels is not None else [])
+            labels = None
+            if a.interpolation != "linear" and (pio.stored_dtype(a.input) or np.dtype(np.float32)).kind in "iu":
+                img = LabelImage.load(a.input, f"--input {a.input!r}")  # integers as stored, exact at any size
+                dtype = img.numpy().dtype
+            else:
+                img = pio.load_image(a.input)
+                labels = pa.check_labels(img, repr(a.input), "--input") if a.interpolation == "label" else None
+                dtype = _output_dtype(a.input, a.interpolation, labels if labels is not None else [])
             mem = pa.resolve_device(a.device, "pyca apply")
             chain = pa.load_transforms(items, mem, "--transforms")
             pa.check_dimensions(chain, (ref, img.grid()), "--transforms")
@@ -213,7 +203,10 @@ def cmd_apply(a):
             return 0
         res = pa.apply_transforms(ref, img, chain, interpolation=a.interpolation, device=a.device, labels=labels)
         desc = f"pyca apply ({a.interpolation})"
-        pio.save_image(res, a.output, description=desc, dtype=dtype)
+        if isinstance(res, LabelImage):
+            pio.save_labels(res, None, a.output, description=desc, dtype=dtype)
+        else:
+            pio.save_image(res, a.output, description=desc, dtype=dtype)
     except errors as e:  # a grid that the transforms do not cover, found while mapping
         return _fail(e)
     say(f"pyca apply: {a.input} onto {a.reference}'s grid through {len(chain)} transform(s), {a.interpolation} "

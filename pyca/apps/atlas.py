@@ -284,6 +284,15 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
     if not 0 <= max_failed_fraction < 1:
         raise ValueError(f"atlas: max_failed_fraction must be in [0, 1), got {max_failed_fraction}")
+    if resume and images is not None:
+        raise ValueError("atlas: give images or resume, not both (resume continues with the atlas's own subjects)")
+    if resume and overwrite:
+        raise ValueError("atlas: overwrite starts a new atlas in out; resume continues the one there: give one")
+    chosen = [k for k, v in (("cohort", cohort), ("cohort_size", tuple(cohort_size)), ("seed", seed))
+              if v != ATLAS_DEFAULTS[k]]
+    if chosen and (images is not None or resume):
+        raise ValueError(f"atlas: {', '.join(chosen)} make the built-in cohort; "
+                         + ("resume continues the atlas's own subjects" if resume else "with images they do not apply"))
     iterations = template_iterations
     if iterations is not None and (int(iterations) != iterations or iterations < 0):
         raise ValueError(f"atlas: template_iterations must be an integer >= 0, got {iterations}")
@@ -305,8 +314,7 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
                 cohort=cohort, cohort_size=tuple(int(s) for s in cohort_size), seed=seed, compress=compress)
     if saved and iterations is not None:
         saved["target_iterations"] = int(iterations)
-    if n_workers is not None and scheduler is None and client is None:
-        pdist.check_workers(n_workers)
+    pdist.check_cluster(n_workers, scheduler, client, prog="atlas")
     if not saved and not overwrite and os.path.isfile(os.path.join(out, "summary.json")):
         raise AtlasError(f"atlas: {out!r} already holds an atlas (summary.json); use resume (--resume {out}), "
                          "--overwrite, or another output folder")

@@ -61,8 +61,7 @@ def register_batch(template, subjects, out="pyca-batch-out", *, client=None, sch
     sources = [os.path.abspath(s) for s in sources]
     names = subject_names(sources)
     out = os.path.abspath(os.fspath(out))
-    if n_workers is not None and scheduler is None and client is None:
-        pdist.check_workers(n_workers, len(sources))
+    pdist.check_cluster(n_workers, scheduler, client, len(sources), prog="register-batch")
     previous = _previous_subjects(out) if overwrite else []
     # each subject's folder holds lddmm's outputs: floats per template voxel (fields: 3)
     need = len(sources) * 16 * 4 * int(tmpl.grid().nVox())

@@ -28,10 +28,11 @@ import numpy as np
 from .. import core as ca
 from .. import io as pio
 from . import transform_files as tf
+from .inputs import LabelImage
 from .transforms import affine_hfield, scratch_for, vox2world
 
 __all__ = ["apply_transforms", "transform_points", "resolve_transforms", "load_transforms", "transform_hfield",
-           "check_labels", "check_dimensions", "resolve_device", "reference_grid", "Chain", "INTERPOLATIONS", "MIN_COVERAGE"]
+           "check_labels", "check_float32_labels", "check_dimensions", "resolve_device", "reference_grid", "Chain", "INTERPOLATIONS", "MIN_COVERAGE"]
 
 INTERPOLATIONS = ("linear", "nearest", "label")
 MIN_COVERAGE = 0.1  # a displacement field must hold at least this fraction of the reference's points
@@ -52,6 +53,9 @@ def resolve_transforms(transforms, inverse=False, whichtoinvert=None, what="appl
     if not items:
         raise ValueError(f"{what}: no transforms given")
     if len(items) == 1 and isinstance(items[0], (str, os.PathLike)) and os.path.isdir(items[0]):
+        if whichtoinvert is not None:
+            raise ValueError(f"{what}: whichtoinvert applies to a list of files; a pyca output folder's transforms "
+                             "are inverted as its list says (inverse=True picks its inverse list)")
         return _folder_list(os.fspath(items[0]), inverse, what)
     if inverse:
         raise ValueError(f"{what}: inverse=True (--inverse) picks a pyca output folder's inverse transforms; for "
@@ -270,13 +274,27 @@ def apply_transforms(reference, image, transforms, inverse=False, interpolation=
     indicator interpolated trilinearly, the largest wins: ANTs' genericLabel; the values must be
     integers, the result holds the same labels). reference: a GridInfo, an Image3D or a file; image: an
     Image3D or a file.
-    labels: the label values when already known (check_labels)."""
+    labels: the label values when already known (check_labels).
+    An integer label map whose values an Image3D (float32) cannot hold (beyond 2^24, e.g. 16777217) is given
+    as a pyca.registration.inputs.LabelImage (interpolation 'nearest' or 'label'), and comes back as one,
+    its values exact; such a file given by its path is refused (ValueError) rather than rounded."""
     what = "apply_transforms"
     if interpolation not in INTERPOLATIONS:
         raise ValueError(f"{what}: interpolation must be one of {', '.join(INTERPOLATIONS)}, not {interpolation!r}")
+    if labels is not None and interpolation != "label":
+        raise ValueError(f"{what}: labels applies to interpolation 'label', not {interpolation!r}")
     mem = resolve_device(device, what)
     rg = reference_grid(reference, what)
-    img = _as_image(image, "image", what)
+    table = None
+    if isinstance(image, LabelImage):  # resampled as indices into its table of values (exact in float32)
+        if interpolation == "linear":
+            raise ValueError(f"{what}: a LabelImage is resampled with interpolation 'nearest' or 'label', not 'linear'")
+        img, table = image.indices()
+        labels = np.arange(table.size, dtype=np.float64) if interpolation == "label" else None
+    else:
+        if isinstance(image, (str, os.PathLike)) and interpolation != "linear":
+            check_float32_labels(image, what)
+        img = _as_image(image, "image", what)
     if interpolation == "label" and labels is None:
         labels = check_labels(img, f"{image!r}" if isinstance(image, (str, os.PathLike)) else "(the image)", what)
     chain = _chain(transforms, inverse, whichtoinvert, mem, what)
@@ -293,7 +311,20 @@ def apply_transforms(reference, image, transforms, inverse=False, interpolation=
         ca.ApplyH(out, src, H, ca.BACKGROUND_STRATEGY_CLAMP,
                   ca.INTERP_LINEAR if interpolation == "linear" else ca.INTERP_NN)
     ca.Mul_I(out, mask)
-    return out
+    return out if table is None else LabelImage.from_indices(out, table, image.what)
+
+
+def check_float32_labels(path, what="apply_transforms"):
+    """Refuses (ValueError naming the file) an integer image file holding values float32 cannot hold
+    (|v| > 2^24): as an Image3D they would be rounded to other labels (load it as a LabelImage)."""
+    hdr = pio.stored_dtype(path)
+    if hdr is None or hdr.kind not in "iu" or hdr.itemsize < 4:
+        return
+    values, _ = pio.load_labels(path)
+    big = values[np.abs(values.astype(np.float64)) > (1 << 24)]
+    if big.size:
+        raise ValueError(f"{what} {os.fspath(path)!r}: label values such as {int(big.flat[0])} are beyond 2^24, "
+                         "which an Image3D (float32) cannot hold; load it as pyca.registration.inputs.LabelImage")
 
 
 def _generic_label(out, src, H, labels):
