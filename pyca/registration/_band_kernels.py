@@ -119,6 +119,25 @@ def _image_at(I0: ca.Image3D, qx: float, qy: float, qz: float) -> float:
                  I0[a0, b1, c1], I0[a1, b1, c1], cx - a0, cy - b0, cz - c0)
 
 
+@ca.func
+def _along(v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: float, px: float, py: float, pz: float,
+           wx: float, wy: float, wz: float, rx: float, ry: float, rz: float, sx: float, sy: float, sz: float,
+           cubic: bool):
+    """The midpoint rule's step from p (voxels of a grid r times finer than v's, per axis, the same box):
+    p + sign dt d / spacing, d = w(p + sign dt/2 w_p / spacing), w_p = (wx, wy, wz) the velocity at p and
+    w = a v + b vp sampled at the position's centre on v's grid, r q + (r - 1) / 2 (Resample's centres),
+    clamped into it. On a grid of one voxel in z, z stays."""
+    mx, my, mz = v.shape
+    cx = min(max(rx * (px + sign * 0.5 * dt * wx / sx) + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
+    cy = min(max(ry * (py + sign * 0.5 * dt * wy / sy) + 0.5 * (ry - 1.0), 0.0), my - 1.0)
+    cz = min(max(rz * (pz + sign * 0.5 * dt * wz / sz) + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)
+    qx = px + sign * dt * (a * d0 + b * e0) / sx
+    qy = py + sign * dt * (a * d1 + b * e1) / sy
+    qz = pz + sign * dt * (a * d2 + b * e2) / sz if mz > 1 else pz
+    return qx, qy, qz
+
+
 @ca.kernel(register=False, block=BLOCK)
 def coad(out: ca.Field3D, g: ca.Field3D, m: ca.Field3D, out2: ca.Field3D, m2: ca.Field3D, c2: float, sx: float,
          sy: float, sz: float, with2: bool, cubic: bool):
@@ -197,14 +216,9 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
     Catmull-Rom cubic with clamped taps), then out = q, or out = h(q) (compose: h extended beyond the grid
     by its border displacement, LDDMMComposeStep's rule; its displacement h - id sampled cubically, taps clamped)."""
     i, j, k = ca.index()
-    nx, ny, nz = out.shape
-    px = min(max(i + sign * 0.5 * dt * (a * v[i, j, k, 0] + b * vp[i, j, k, 0]) / sx, 0.0), nx - 1.0)
-    py = min(max(j + sign * 0.5 * dt * (a * v[i, j, k, 1] + b * vp[i, j, k, 1]) / sy, 0.0), ny - 1.0)
-    pz = min(max(k + sign * 0.5 * dt * (a * v[i, j, k, 2] + b * vp[i, j, k, 2]) / sz, 0.0), nz - 1.0)
-    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, px, py, pz, cubic, False, False)  # w = a v + b vp there
-    qx = i + sign * dt * (a * d0 + b * e0) / sx
-    qy = j + sign * dt * (a * d1 + b * e1) / sy
-    qz = k + sign * dt * (a * d2 + b * e2) / sz if nz > 1 else 1.0 * k
+    qx, qy, qz = _along(v, vp, a, b, dt, sign, 1.0 * i, 1.0 * j, 1.0 * k, a * v[i, j, k, 0] + b * vp[i, j, k, 0],
+                        a * v[i, j, k, 1] + b * vp[i, j, k, 1], a * v[i, j, k, 2] + b * vp[i, j, k, 2], 1.0, 1.0, 1.0,
+                        sx, sy, sz, cubic)
     if not compose:
         out[i, j, k, 0] = qx
         out[i, j, k, 1] = qy
@@ -240,17 +254,9 @@ def trace(y: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: 
     cx = min(max(rx * px + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
     cy = min(max(ry * py + 0.5 * (ry - 1.0), 0.0), my - 1.0)
     cz = min(max(rz * pz + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
-    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)
-    qx = px - 0.5 * dt * (a * d0 + b * e0) / sx
-    qy = py - 0.5 * dt * (a * d1 + b * e1) / sy
-    qz = pz - 0.5 * dt * (a * d2 + b * e2) / sz
-    cx = min(max(rx * qx + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
-    cy = min(max(ry * qy + 0.5 * (ry - 1.0), 0.0), my - 1.0)
-    cz = min(max(rz * qz + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
-    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)
-    px = px - dt * (a * d0 + b * e0) / sx
-    py = py - dt * (a * d1 + b * e1) / sy
-    pz = pz - dt * (a * d2 + b * e2) / sz if mz > 1 else pz
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)  # w at p
+    px, py, pz = _along(v, vp, a, b, dt, -1.0, px, py, pz, a * d0 + b * e0, a * d1 + b * e1, a * d2 + b * e2, rx, ry,
+                        rz, sx, sy, sz, cubic)
     y[i, j, k, 0] = px
     y[i, j, k, 1] = py
     y[i, j, k, 2] = pz
