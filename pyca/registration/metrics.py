@@ -168,8 +168,8 @@ class MI(Metric):
         self.sigma2 = float(sigma) ** 2
         self.mask = mask
         self.bins = int(bins)
-        if not 4 <= self.bins <= 1024:
-            raise ValueError(f"mi: bins must be in [4, 1024], got {bins}")
+        if not 4 <= self.bins <= 256:
+            raise ValueError(f"mi: bins must be in [4, 256], got {bins}")
         self.fixed_range = fixed_range
         self.moving_range = moving_range
         self.grid = grid
