@@ -179,9 +179,16 @@ class MI(Metric):
         self._hJ = None
         self._fixed = None
 
-    @staticmethod
-    def _range(im):
-        lo, hi = ca.MinMax(im)
+    def _range(self, im):
+        """The image's intensity range over the voxels the histogram counts (mask > 0; all without one)."""
+        if self.mask is None:
+            lo, hi = ca.MinMax(im)
+        else:
+            import numpy as np
+
+            inside = np.asarray(self.mask.numpy()) > 0
+            v = np.asarray(im.numpy())[inside] if inside.any() else np.asarray(im.numpy())
+            lo, hi = np.nanmin(v), np.nanmax(v)
         lo, hi = float(lo), float(hi)
         if not hi > lo:
             hi = lo + 1.0
