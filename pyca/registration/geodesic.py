@@ -8,11 +8,12 @@ A geodesic is fixed by its initial momentum m0 (a Field3D, world units): with K 
 kernel (FluidKernelFFT: L = (-alpha Laplacian - beta grad div + gamma)^lpow, PyCA's operator, not
 normalised), the momentum is carried by the coadjoint action and the velocity is its smoothing,
 
-    m_t = Ad*_{phi_{t,0}} m0 = |D phi_{t,0}| (D phi_{t,0})^T m0 o phi_{t,0}    (ca.CoAd)
+    m_t = Ad*_{phi_{t,0}} m0 = |D phi_{t,0}| (D phi_{t,0})^T m0 o phi_{t,0}    (CoAd)
     v_t = K m_t,      d/dt phi_{t,0} = -D phi_{t,0} v_t
 
 and <m_t, v_t> is the same at every t (EPDiff conserves the energy). `Geodesic.shoot` integrates this
-in T steps (dt = 1 / T): m_j = CoAd(h_j, m0), v_j = K m_j, h_{j+1} = h_j o (x - dt v_j)
+in T steps (dt = 1 / T): m_j = CoAd(h_j, m0) (D h_j one-sided at the border, Geodesic.coad_border),
+v_j = K m_j, h_{j+1} = h_j o (x - dt v_j)
 (LDDMMComposeStep: h_j extended beyond the grid by its border displacement), h_j the H-field
 phi_{t_j,0}.
 
@@ -87,6 +88,11 @@ class Geodesic:
     # the adjoint sweep's step in time steps: 2 (two at once where no measurement lies between: about T / 2
     # kernel applications K) or 1 (one per time step, the discrete adjoint of the shooting)
     adjoint_stride = 2
+    # m_j = CoAd(h_j, m0) at the grid's border: "one-sided" (D h_j by the one-sided difference there, so the
+    # identity carries m0 to itself: _band_kernels.coad with trilinear samples, ca.CoAd's meaning inside) or
+    # "pyca" (ca.CoAd, which halves the one-sided difference as PyCA and the vector-momentum clients did:
+    # m_1 loses half of m0's momentum at the border, and the geodesic's energy with it; docs/shoot.md)
+    coad_border = "one-sided"
 
     def __init__(self, grid, mem, T, K, keep="auto"):
         if int(T) < 1:
@@ -119,8 +125,13 @@ class Geodesic:
     def _mv(self, j, out_m, out_v):
         if j == 0:
             ca.Copy(out_m, self.m0)
-        else:
+        elif self.coad_border == "pyca":
             ca.CoAd(out_m, self.hs[j - 1], self.m0)
+        else:
+            from . import _band_kernels as bk
+
+            bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, 1.0, *(float(x) for x in self.grid.spacing()),
+                    False, False)
         self.K.applyInverseOperator(out_v, out_m)
 
     def momentum(self, j):
