@@ -88,8 +88,9 @@ def add_atlas_parser(sub):
                     help=f"template iterations (default {A['template_iterations']}, or the saved count with --resume)")
     ap.add_argument("--compress", action="store_true",
                     help="write the per-subject files as .nii.gz (default .nii: gzip of fields is slow)")
-    ap.add_argument("--max-failed", type=float, default=A["max_failed_fraction"],
-                    help="stop when more than this fraction of the subjects fail (default %(default)s)")
+    ap.add_argument("--max-failed", type=float, default=None,
+                    help=f"stop when more than this fraction of the subjects fail (default {A['max_failed_fraction']}, "
+                    "or the atlas's own with --resume)")
     # (not given: None, so that one given with inputs or --resume, where it would not apply, is refused)
     g = ap.add_argument_group("built-in cohort (without inputs)")
     g.add_argument("--cohort", type=int, default=None, help=f"subjects (default {A['cohort']})")

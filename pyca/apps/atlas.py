@@ -218,9 +218,7 @@ def _start(images, out, saved, params, opts, say):
     """The state to run from: a fresh one (inputs resolved, synthetic cohort written) or the saved
     one (resume)."""
     summary_path = os.path.join(out, "summary.json")
-    if saved is not None:
-        if images is not None:
-            raise ValueError("atlas: give inputs or resume, not both (resume takes them from summary.json)")
+    if saved is not None:  # (images with resume: refused by build)
         saved["params"] = _jsonable(params)
         say(f"pyca atlas: resuming {out} after iteration {saved['completed_iteration']} "
             f"({len(saved['names'])} subjects, {len(saved['excluded'])} excluded)")
@@ -262,7 +260,7 @@ def _start(images, out, saved, params, opts, say):
 
 
 def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client=None, scheduler=None,
-          n_workers=None, max_failed_fraction=0.25, resume=False, progress=True, report=True, quiet=False, cohort=16,
+          n_workers=None, max_failed_fraction=None, resume=False, progress=True, report=True, quiet=False, cohort=16,
           cohort_size=(32, 32, 32), seed=0, compress=False, on_iteration=None, worker_log=None, overwrite=False,
           **params):
     """Builds an unbiased template; returns an AtlasResult (template, output folder, summary).
@@ -272,7 +270,8 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
     template_iterations: template iterations (each registers every subject once; default 5, or the
     saved count when resuming). client / scheduler: an existing Dask cluster (else an embedded one
     sized to this machine, n_workers caps its workers).
-    max_failed_fraction: the atlas stops (AtlasError) when more subjects than this fraction fail.
+    max_failed_fraction: the atlas stops (AtlasError) when more subjects than this fraction fail (default
+    0.25, or the saved fraction when resuming: given, it replaces it, e.g. to continue after failures).
     compress: write the per-subject files (rewritten every iteration) as .nii.gz instead of .nii.
     resume: continue the atlas in `out` after its last complete iteration (`template_iterations` may
     change the count). overwrite: `out` may hold a previous atlas, whose files are removed first (others
@@ -282,8 +281,10 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
     registration parameters (DEFAULTS; meanings in docs/lddmm.md), device ('auto' | 'cpu' | 'gpu').
     """
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
-    if not 0 <= max_failed_fraction < 1:
+    if max_failed_fraction is not None and not 0 <= max_failed_fraction < 1:
         raise ValueError(f"atlas: max_failed_fraction must be in [0, 1), got {max_failed_fraction}")
+    if resume and compress:
+        raise ValueError("atlas: compress is the atlas's own when resuming (its subjects' files keep their type)")
     if resume and images is not None:
         raise ValueError("atlas: give images or resume, not both (resume continues with the atlas's own subjects)")
     if resume and overwrite:
@@ -310,10 +311,14 @@ def build(images=None, *, out="pyca-atlas-out", template_iterations=None, client
                              "change them for the remaining iterations only: start a new atlas instead")
         params = {**kept, **params}
     p = _check_params(params)
-    opts = dict(iterations=5 if iterations is None else int(iterations), max_failed_fraction=max_failed_fraction,
+    opts = dict(iterations=5 if iterations is None else int(iterations),
+                max_failed_fraction=ATLAS_DEFAULTS["max_failed_fraction"] if max_failed_fraction is None
+                else max_failed_fraction,
                 cohort=cohort, cohort_size=tuple(int(s) for s in cohort_size), seed=seed, compress=compress)
     if saved and iterations is not None:
         saved["target_iterations"] = int(iterations)
+    if saved and max_failed_fraction is not None:
+        saved["max_failed_fraction"] = max_failed_fraction
     pdist.check_cluster(n_workers, scheduler, client, prog="atlas")
     if not saved and not overwrite and os.path.isfile(os.path.join(out, "summary.json")):
         raise AtlasError(f"atlas: {out!r} already holds an atlas (summary.json); use resume (--resume {out}), "

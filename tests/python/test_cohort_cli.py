@@ -153,6 +153,21 @@ def test_resume_refuses_a_replaced_subject_and_changed_parameters(built_atlas, t
     assert listing(a) == before
 
 
+def test_resume_takes_a_new_max_failed_and_refuses_compress(built_atlas, tmp_path, scheduler):
+    """--max-failed given with --resume was ignored (the saved fraction ruled): now it replaces it (to
+    continue after failures); not given, the saved one stays. --compress with --resume is refused (the
+    subjects' files keep their type)."""
+    a = _edited_copy(built_atlas, tmp_path, lambda s: None)
+    assert json.loads((a / "summary.json").read_text())["max_failed_fraction"] == 0.5
+    for iters, given, want in (("2", ["--max-failed", "0.75"], 0.75), ("3", [], 0.75)):  # (one more iteration each)
+        p = run("atlas", "--resume", a, "--template-iterations", iters, "--scheduler", scheduler, *SHARED, *given)
+        assert p.returncode == 0, p.stderr
+        assert json.loads((a / "summary.json").read_text())["max_failed_fraction"] == want
+    before = listing(a)
+    assert_one_line_error(run("atlas", "--resume", a, "--compress", *QUICK), 2, "compress is the atlas's own")
+    assert listing(a) == before
+
+
 # ------------------------------------------------------------------------------------------------
 # Items 2 and 11: masks and labels placed by their own affine; label values kept as integers
 LDDMM_QUICK = ["--scales", "2,1", "--iterations", "3,3", "--time-steps", "2", "--device", "cpu", "--no-report",
