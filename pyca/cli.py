@@ -121,6 +121,8 @@ documentation: {DOCS_URL}"""
 
 
 def _parser():
+    from .apps._register_cli import add_output_options
+    from .apps.data import DEFAULT_SIZE
     from .registration import parameters
 
     common = add_verbosity
@@ -143,19 +145,13 @@ def _parser():
                     "files are removed before the new ones are written; other files are kept)")
     parameters.add_arguments(lp)  # --device and the registration parameters, in their groups
     g = lp.add_argument_group("built-in data (without --fixed/--moving)")
-    g.add_argument("--size", type=_size, default=None, help="grid size x,y,z of the built-in pair (default 64,64,48)")
-    g = lp.add_argument_group("output")
-    g.add_argument("--no-report", action="store_true", help="skip report.png")
-    g.add_argument("--allow-folds", action="store_true", help="exit 0 even when the registration failed its checks "
-                   "(folds, collapse, a match worse than the linear stage's, different contrasts: the line on stderr "
-                   "and summary.json's 'quality' still say so); without it such a run exits with 3")
-    g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz (faster; 15%% larger)")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar (a few plain lines when stderr is "
-                   "not a terminal)")
+    g.add_argument("--size", type=_size, default=None, help="grid size x,y,z of the built-in pair (default "
+                   f"{','.join(map(str, DEFAULT_SIZE))})")
+    add_output_options(lp)
     common(lp, False)
 
     dp = sub.add_parser("demo", help="build an image on the best device, run a few operations, say what happened")
-    dp.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"], help="default %(default)s")
+    dp.add_argument("--device", default="auto", choices=parameters.DEVICES, help="default %(default)s")
     dp.add_argument("--size", type=_bounded("size", 4, 1024), default=64, help="grid size per axis (default "
                     "%(default)s)")
     common(dp, False)

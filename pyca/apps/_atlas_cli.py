@@ -44,7 +44,7 @@ def registration_params(pairs, defaults):
 
 def add_common_options(p, defaults):
     from ..cli import add_verbosity
-    from ..registration.parameters import DECLARED
+    from ..registration.parameters import DECLARED, DEVICES
 
     settable = {q.name for q in DECLARED if q.assignable}
     keys = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in defaults.items()
@@ -53,7 +53,7 @@ def add_common_options(p, defaults):
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", default=[],
                    help=f"a registration parameter (pyca lddmm --help), repeatable; defaults: {keys}"
                    + (f"; files: {', '.join(f'{k}=FILE' for k in files)} (the template's)" if files else ""))
-    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default=None,
+    p.add_argument("--device", choices=DEVICES, default=None,
                    help="where registrations run (default auto: each worker's GPU when it has one)")
     g = p.add_argument_group("Dask cluster")
     g.add_argument("--scheduler", metavar="ADDRESS",

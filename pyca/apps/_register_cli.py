@@ -35,9 +35,23 @@ def _floats_or_ints(kind):
     return parse
 
 
+def add_output_options(p):
+    """The output options of `pyca lddmm` and `pyca register` (their outputs are the same files)."""
+    g = p.add_argument_group("output")
+    g.add_argument("--no-report", action="store_true", help="skip report.png")
+    g.add_argument("--allow-folds", action="store_true", help="exit 0 even when the registration failed its checks "
+                   "(folds, collapse, a match worse than the linear stage's, different contrasts: the line on stderr "
+                   "and summary.json's 'quality' still say so); without it such a run exits with 3")
+    g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz (faster; 15%% larger)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar (a few plain lines when stderr is "
+                   "not a terminal)")
+    return g
+
+
 def add_parser(sub):
     from ..registration import parameters
     from ..registration.metrics import METRICS
+    from ..registration.transforms import LINEAR_KINDS
 
     S = parameters.SYN_DEFAULTS
 
@@ -53,7 +67,7 @@ def add_parser(sub):
                    "non-empty one is refused unless --overwrite")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of a previous run in --out")
     p.add_argument("--method", default="syn", choices=["syn", "lddmm"], help="default %(default)s")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"], help="default %(default)s")
+    p.add_argument("--device", default="auto", choices=parameters.DEVICES, help="default %(default)s")
     g = p.add_argument_group(parameters.SYN)
     g.add_argument("--scales", type=_floats_or_ints(int), default=None,
                    help=f"downsampling factors, coarse to fine, ending with 1 (default {','.join(map(str, S['scales']))};"
@@ -69,20 +83,13 @@ def add_parser(sub):
     # the parameters whose default depends on the metric (parameters.SYN_METRIC_DEFAULTS): given or not
     p.set_defaults(**{k: None for d in parameters.SYN_METRIC_DEFAULTS.values() for k in d})
     g = p.add_argument_group("linear stage, masks and labels")
-    g.add_argument("--affine", default="auto", choices=["auto", "none", "rigid", "affine"],
+    g.add_argument("--affine", default="auto", choices=("auto",) + LINEAR_KINDS,
                    help="linear stage (default %(default)s: affine when the grids or the centres of mass differ)")
     g.add_argument("--fixed-mask", help="0/1 image on the fixed grid: the match term counts only its voxels")
     g.add_argument("--moving-mask", help="0/1 image on the moving grid")
     g.add_argument("--moving-labels", help="integer label image on the moving grid, warped by nearest neighbour "
                    "into labels.nii.gz")
-    g = p.add_argument_group("output")
-    g.add_argument("--no-report", action="store_true", help="skip report.png")
-    g.add_argument("--allow-folds", action="store_true", help="exit 0 even when the result folds, collapses or "
-                   "matches worse than the linear stage (pyca.registration.quality; the line on stderr still says "
-                   "so); without it such a run exits with 3")
-    g.add_argument("--no-compress", action="store_true", help="write .nii instead of .nii.gz")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar (a few plain lines when stderr is "
-                   "not a terminal)")
+    add_output_options(p)
     m = p.add_mutually_exclusive_group()
     m.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="say more")
     m.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print nothing but errors")

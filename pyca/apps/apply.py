@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from .._docs import page
+from ..registration.parameters import DEVICES
 
 __all__ = ["add_parser", "cmd_apply", "read_points", "write_points"]
 
@@ -47,7 +48,7 @@ def add_parser(sub):
     p.add_argument("--interpolation", choices=["linear", "nearest", "label"], default="linear",
                    help="linear (default), nearest, or label (per-label linear, the largest wins; integer maps)")
     p.add_argument("--lps", action="store_true", help="the points are in ITK's LPS world (default: NIfTI's RAS)")
-    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto", help="default %(default)s")
+    p.add_argument("--device", choices=DEVICES, default="auto", help="default %(default)s")
     p.add_argument("--output", "-o", required=True, metavar="OUT", help="the output image (or CSV with --points)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(func=cmd_apply)

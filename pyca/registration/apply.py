@@ -29,6 +29,7 @@ from .. import core as ca
 from .. import io as pio
 from . import transform_files as tf
 from .inputs import LabelImage
+from .parameters import DEVICES
 from .transforms import affine_hfield, scratch_for, vox2world
 
 __all__ = ["apply_transforms", "transform_points", "resolve_transforms", "load_transforms", "transform_hfield",
@@ -245,7 +246,7 @@ def _as_image(x, role, what):
 
 def resolve_device(device, what):
     d = str(device).lower()
-    if d not in ("auto", "cpu", "gpu"):
+    if d not in DEVICES:
         raise ValueError(f"{what}: device must be 'auto', 'cpu' or 'gpu', not {device!r}")
     if d == "gpu" and not ca.cuda_available():
         raise ca.CudaError(f"{what}: device 'gpu' requested but no GPU can be used: {ca.cuda_unavailable_reason()}")

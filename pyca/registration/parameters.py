@@ -29,12 +29,13 @@ from .metrics import DEFAULT_ALPHA, DEFAULT_ITERATIONS, DEFAULT_MOMENTUM, DEFAUL
 from .geodesic import KEEP
 from .transforms import LINEAR_KINDS
 
-__all__ = ["Parameter", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_METRICS",
+__all__ = ["Parameter", "DEVICES", "DECLARED", "DEFAULTS", "NORMALIZE", "GROUPS", "SYN", "SYN_DECLARED", "SYN_METRICS",
            "SYN_METRIC_DEFAULTS", "SYN_DEFAULTS", "SHOOT_DECLARED", "SHOOT_DEFAULTS", "SHOOT_GROUPS", "AFFINE_DECLARED",
            "get",
            "merged", "check", "check_declared", "check_value", "check_applies", "explicit", "given_of",
            "schedule", "add_arguments", "from_args", "files_of", "parse_value", "parse_assignments"]
 
+DEVICES = ("auto", "cpu", "gpu")  # where a program runs ('auto': the GPU when one can be used)
 NORMALIZE = ("percentiles", "histogram", "none")  # the values of normalize (docs/lddmm.md, 'Intensities')
 # The blur trilinear interpolation gives the warped moving image, on average: at fraction t along an
 # axis the two weights 1 - t, t have variance t (1 - t), whose mean over t is 1/6 (voxels^2).
@@ -114,7 +115,7 @@ def _when(other, test, wanted):
 _INF = float("inf")
 DECLARED = (
     Parameter("device", "device", "auto", "where to run (default: %(default)s: the GPU when one can be used)",
-              choices=("auto", "cpu", "gpu"), group=""),
+              choices=DEVICES, group=""),
     Parameter("alpha", "real", None, "larger: a wider kernel, a smoother map (default: the metric's, "
               f"{_per_metric(DEFAULT_ALPHA)})",
               unit="per world unit", lo=0, lo_open=True, group=_REG),
@@ -221,7 +222,7 @@ SYN_METRICS = ("lncc", "mi")  # the values of syn's metric (docs/syn.md, 'Images
 SYN_METRIC_DEFAULTS = {"lncc": {}, "mi": {"smooth_update": 1.5, "smooth_field": 0.42}}
 _SYN_SMOOTH_UPDATE = 1.0
 SYN_DECLARED = (
-    Parameter("device", "device", "auto", choices=("auto", "cpu", "gpu")),
+    Parameter("device", "device", "auto", choices=DEVICES),
     Parameter("scales", "ints", (4, 2, 1), "downsampling factors, coarse to fine, ending with 1", lo=1),
     Parameter("iterations", "ints", (80, 50, 25), "iterations per scale", lo=0, hi=_INF),
     Parameter("metric", "choice", "lncc", "the match of the two images at the midpoint: lncc (local normalised "
@@ -291,7 +292,7 @@ SYN_DEFAULTS = {q.name: q.default for q in SYN_DECLARED}
 SHOOT_GEODESIC = "geodesic: L = (-alpha Laplacian - beta grad div + gamma)^lpow, K = L^-1"
 SHOOT_GROUPS = (SHOOT_GEODESIC, _OPT)  # in the order of `pyca shoot --help`
 SHOOT_DECLARED = (
-    Parameter("device", "device", "auto", "where to run (default %(default)s)", choices=("auto", "cpu", "gpu"),
+    Parameter("device", "device", "auto", "where to run (default %(default)s)", choices=DEVICES,
               group=""),
     Parameter("alpha", "real", 0.01, "weight of -Laplacian in L (larger: smoother velocities) (default %(default)s)",
               group=SHOOT_GEODESIC),
