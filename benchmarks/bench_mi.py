@@ -5,7 +5,7 @@ speed beside LNCC and the copy rate, and determinism, on one device, in one run.
   GPU also the pass itself, without the call's fixed costs (launch, the histogram's copy to the host,
   the wait): the slope t(2 V) - t(V) of JointHistogram on the volume stacked twice along z against
   Copy's slope, for each histogram kernel in --variants (PYCA_MI_HIST: "copies,block,aggregation",
-  copies 1 or 2, aggregation none, uniform or match: cuda/src/ops/mutual_information.cu; every
+  copies 1 or 2, aggregation none, uniform, match or edges: cuda/src/ops/mutual_information.cu; every
   variant's histogram must equal the CPU's);
 - op: the time of MutualInformation (histogram + gradient), of MutualInformationGradients (one histogram, both
   images' gradients: syn's call) and of LNCC (radius 3) on a grid of

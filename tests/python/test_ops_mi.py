@@ -283,7 +283,8 @@ def _background_case(seed):
 
 
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("kind", ["2,1024,uniform", "2,1024,none", "1,512,match", "1,256,uniform"])
+@pytest.mark.parametrize("kind", ["2,1024,uniform", "2,1024,none", "1,512,match", "1,256,uniform", "1,1024,edges",
+                                  "2,512,edges"])
 def test_every_gpu_histogram_kind_has_the_cpu_bits(kind, monkeypatch):
     """Each kernel PYCA_MI_HIST selects (kept for measurement: benchmarks/bench_mi.py) gives the CPU's
     histogram bit for bit, with a background, a fractional mask, 32 bins and 50; a malformed choice is

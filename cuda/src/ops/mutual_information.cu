@@ -33,9 +33,12 @@ constexpr std::size_t kMaxBlockVoxels = 65535;
 
 // How a warp adds its 32 voxels' weights: kAggNone each lane its own four; kAggUniform, when all 32 lanes
 // share one knot cell (the background), the four sums (__reduce_add_sync: at most 2^21) by one lane, else
-// each lane its own; kAggMatch the lanes of each cell (__match_any_sync) summed, one lane per cell adding.
-// Every way gives the same integers. Cards before sm_80 (no __reduce_add_sync) add lane by lane.
-enum { kAggNone = 0, kAggUniform = 1, kAggMatch = 2 };
+// each lane its own; kAggMatch the lanes of each cell (__match_any_sync) summed, one lane per cell adding;
+// kAggEdges as kAggUniform, and a voxel whose weights all lie in knot row 0 (I at its range's low end: a
+// background) or column 0 (J's) adds them to its lane's private copy of that row or column (32 copies: the
+// lanes of a warp never add to one address together, however the background's noise spreads them), merged
+// at the end. Every way gives the same integers. Cards before sm_80 (no __reduce_add_sync) add lane by lane.
+enum { kAggNone = 0, kAggUniform = 1, kAggMatch = 2, kAggEdges = 3 };
 
 __device__ __forceinline__ void addSplat(unsigned* T, int nfJ, int key, const unsigned* w) {
   unsigned* c = T + key;
@@ -45,35 +48,49 @@ __device__ __forceinline__ void addSplat(unsigned* T, int nfJ, int key, const un
   if (w[3]) atomicAdd(c + nfJ + 1, w[3]);
 }
 
-// A warp's voxels (key -1: no voxel in this lane) added to its tables T (this lane's copy).
+// A warp's voxels (in: a voxel in this lane) added to its tables T (this lane's copy); EI, EJ: this
+// lane's copies of knot row 0 (nfJ words) and column 0 (nfI words), for kAggEdges.
 template <int Agg>
-__device__ __forceinline__ void addWarp(unsigned* T, int nfJ, int key, const unsigned* w) {
+__device__ __forceinline__ void addWarp(unsigned* T, unsigned* EI, unsigned* EJ, int nfJ, bool in,
+                                        const math::MiSplat& s) {
+  const int key = in ? s.key : -1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned lane = threadIdx.x & 31u;
-  if (Agg == kAggUniform) {
+  if (Agg == kAggUniform || Agg == kAggEdges) {
     const int k0 = __shfl_sync(0xffffffffu, key, 0);
     if (__all_sync(0xffffffffu, key == k0)) {
-      const unsigned s[4] = {__reduce_add_sync(0xffffffffu, w[0]), __reduce_add_sync(0xffffffffu, w[1]),
-                             __reduce_add_sync(0xffffffffu, w[2]), __reduce_add_sync(0xffffffffu, w[3])};
-      if (lane == 0 && key >= 0) addSplat(T, nfJ, key, s);
+      const unsigned w[4] = {__reduce_add_sync(0xffffffffu, s.w[0]), __reduce_add_sync(0xffffffffu, s.w[1]),
+                             __reduce_add_sync(0xffffffffu, s.w[2]), __reduce_add_sync(0xffffffffu, s.w[3])};
+      if (lane == 0 && key >= 0) addSplat(T, nfJ, key, w);
       return;
     }
   } else if (Agg == kAggMatch) {
     const unsigned group = __match_any_sync(0xffffffffu, key);
-    const unsigned s[4] = {__reduce_add_sync(group, w[0]), __reduce_add_sync(group, w[1]),
-                           __reduce_add_sync(group, w[2]), __reduce_add_sync(group, w[3])};
-    if (lane == unsigned(__ffs(int(group)) - 1) && key >= 0) addSplat(T, nfJ, key, s);
+    const unsigned w[4] = {__reduce_add_sync(group, s.w[0]), __reduce_add_sync(group, s.w[1]),
+                           __reduce_add_sync(group, s.w[2]), __reduce_add_sync(group, s.w[3])};
+    if (lane == unsigned(__ffs(int(group)) - 1) && key >= 0) addSplat(T, nfJ, key, w);
     return;
   }
 #endif
-  if (key >= 0) addSplat(T, nfJ, key, w);
+  if (key < 0) return;
+  if (Agg == kAggEdges && s.uI == 0 && !(s.w[2] | s.w[3])) {
+    if (s.w[0]) atomicAdd(EI + s.uJ, s.w[0]);
+    if (s.w[1]) atomicAdd(EI + s.uJ + 1, s.w[1]);
+  } else if (Agg == kAggEdges && s.uJ == 0 && !(s.w[1] | s.w[3])) {
+    if (s.w[0]) atomicAdd(EJ + s.uI, s.w[0]);
+    if (s.w[2]) atomicAdd(EJ + s.uI + 1, s.w[2]);
+  } else {
+    addSplat(T, nfJ, key, s.w);
+  }
 }
 
 // The joint histogram of the voxels of this block, in units of math::kMiScale, added into H. The block's
 // chunks of Block kUnroll voxels are chunks blockIdx.x, blockIdx.x + gridDim.x, ... (every block sees
 // brain and background alike), at most kMaxBlockVoxels voxels in all (the launch sees to it). Shared:
-// Copies knot tables of nf = nfI nfJ words (lane l adds to copy l % Copies), then, after they are summed
-// into the first, the block's convolution along J (nfI x nJ uint64, at word `gAt`).
+// Copies knot tables of nf = nfI nfJ words (lane l adds to copy l % Copies), with kAggEdges 32 copies of
+// row 0 (nfJ words each) and of column 0 (nfI words each: the strides odd, so one knot of the 32 copies
+// lies in 32 banks); then, after all are summed into the first table, the block's convolution along J
+// (nfI x nJ uint64, at word `gAt`).
 template <int Block, int Copies, int Agg, bool Masked>
 __global__ void __launch_bounds__(Block)
     miHistKnotsKernel(unsigned long long* __restrict__ H, const float* __restrict__ a,
@@ -81,10 +98,13 @@ __global__ void __launch_bounds__(Block)
                       math::MiGrid g, int gAt) {
   extern __shared__ unsigned sh[];
   const int nf = g.nfI * g.nfJ;
-  for (int k = threadIdx.x; k < Copies * nf; k += Block) sh[k] = 0u;
+  const int edges = Agg == kAggEdges ? 32 * (g.nfI + g.nfJ) : 0;
+  for (int k = threadIdx.x; k < Copies * nf + edges; k += Block) sh[k] = 0u;
   __syncthreads();
   const unsigned lane = threadIdx.x & 31u;
   unsigned* const T = sh + std::size_t(lane % Copies) * std::size_t(nf);
+  unsigned* const EI = sh + std::size_t(Copies) * nf + std::size_t(lane) * g.nfJ;
+  unsigned* const EJ = sh + std::size_t(Copies) * nf + std::size_t(32) * g.nfJ + std::size_t(lane) * g.nfI;
   constexpr std::size_t chunk = std::size_t(Block) * kUnroll;
   for (std::size_t c0 = blockIdx.x * chunk; c0 < nv; c0 += std::size_t(gridDim.x) * chunk) {
     const std::size_t i0 = c0 + threadIdx.x;
@@ -98,14 +118,29 @@ __global__ void __launch_bounds__(Block)
     }
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
-      const bool in = i0 + std::size_t(k) * Block < nv;
       const math::MiSplat s = math::miSplat(u[k], v[k], Masked ? math::miMaskSteps(m[k]) : math::kMiFrac, g);
-      addWarp<Agg>(T, g.nfJ, in ? s.key : -1, s.w);
+      addWarp<Agg>(T, EI, EJ, g.nfJ, i0 + std::size_t(k) * Block < nv, s);
     }
   }
   __syncthreads();
   for (int c = 1; c < Copies; ++c)
     for (int k = threadIdx.x; k < nf; k += Block) sh[k] += sh[std::size_t(c) * nf + k];
+  if (Agg == kAggEdges) {  // row 0 from its 32 copies, then column 0 from its
+    __syncthreads();
+    const unsigned* const rows = sh + std::size_t(Copies) * nf;
+    for (int k = threadIdx.x; k < g.nfJ; k += Block) {
+      unsigned e = 0u;
+      for (int l = 0; l < 32; ++l) e += rows[std::size_t(l) * g.nfJ + k];
+      sh[k] += e;
+    }
+    __syncthreads();
+    const unsigned* const cols = rows + std::size_t(32) * g.nfJ;
+    for (int k = threadIdx.x; k < g.nfI; k += Block) {
+      unsigned e = 0u;
+      for (int l = 0; l < 32; ++l) e += cols[std::size_t(l) * g.nfI + k];
+      sh[std::size_t(k) * g.nfJ] += e;
+    }
+  }
   __syncthreads();
   unsigned long long* const G = reinterpret_cast<unsigned long long*>(sh + gAt);
   const int nJ = g.b.nJ;
@@ -145,8 +180,8 @@ __global__ void miTapSumKernel(unsigned long long* __restrict__ out,
 }
 
 // The histogram kernel's launch: "copies,block,aggregation" (PYCA_MI_HIST; copies 1 or 2 knot tables,
-// block 256, 512 or 1024 threads, aggregation none, uniform or match: addWarp), parsed again only when the
-// variable changes. For measurement (benchmarks/bench_mi.py); every choice gives the same histogram.
+// block 256, 512 or 1024 threads, aggregation none, uniform, match or edges: addWarp), parsed again only when
+// the variable changes. For measurement (benchmarks/bench_mi.py); every choice gives the same histogram.
 struct HistChoice {
   int copies, block, agg;
 };
@@ -167,9 +202,11 @@ HistChoice histChoice(const char* op) {
   if (!ok)
     throw ValueError(std::string(op) +
                      ": PYCA_MI_HIST must be 'copies,block,aggregation' (copies 1 or 2, block 256, 512 or "
-                     "1024, aggregation none, uniform or match), not '" +
+                     "1024, aggregation none, uniform, match or edges), not '" +
                      e + "'");
-  parsed = HistChoice{copies, block, is("none") ? kAggNone : (is("uniform") ? kAggUniform : kAggMatch)};
+  parsed = HistChoice{
+      copies, block,
+      is("none") ? kAggNone : (is("uniform") ? kAggUniform : (is("match") ? kAggMatch : kAggEdges))};
   seen = e;
   return parsed;
 }
@@ -248,6 +285,8 @@ void launchKnotsAgg(const HistChoice& c, unsigned long long* H, const float* I, 
     launchKnotsMasked<Block, Copies, kAggUniform>(H, I, J, mask, nv, g, gAt, bytes, dev, op);
   } else if (c.agg == kAggMatch) {
     launchKnotsMasked<Block, Copies, kAggMatch>(H, I, J, mask, nv, g, gAt, bytes, dev, op);
+  } else if (c.agg == kAggEdges) {
+    launchKnotsMasked<Block, Copies, kAggEdges>(H, I, J, mask, nv, g, gAt, bytes, dev, op);
   } else {
     launchKnotsMasked<Block, Copies, kAggNone>(H, I, J, mask, nv, g, gAt, bytes, dev, op);
   }
@@ -324,8 +363,9 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
     const DeviceInfo dev = deviceInfo(op);
     // the knot tables, then (over the second copy, or after the first) the convolution along J, 8-aligned
     const int gAt = int((nf + 1) / 2 * 2);
+    const std::size_t edges = choice.agg == kAggEdges ? 32 * std::size_t(g.nfI + g.nfJ) : 0;
     const auto bytesFor = [&](int copies) {
-      return std::max(std::size_t(copies) * nf, std::size_t(gAt) + 2 * std::size_t(g.nfI) * b.nJ) *
+      return std::max(std::size_t(copies) * nf + edges, std::size_t(gAt) + 2 * std::size_t(g.nfI) * b.nJ) *
              sizeof(unsigned);
     };
     const int copies = bytesFor(choice.copies) <= std::size_t(dev.optin) ? choice.copies : 1;

@@ -206,12 +206,12 @@ PYCA_HD int miMaskSteps(float m) {
   return m > 0.f ? (m < 1.f ? int(addRn(mulRn(m, float(kMiFrac)), 0.5f)) : kMiFrac) : 0;
 }
 
-// One voxel's share of the fine table F: its cell (key = uI nfJ + uJ, F row-major) and the weights w of
-// the knots (uI, uJ), (uI, uJ + 1), (uI + 1, uJ), (uI + 1, uJ + 1): the bilinear products (kMiFrac - fI
-// or fI)(kMiFrac - fJ or fJ), each times the mask's steps mq / kMiFrac rounded (halves up) where mq <
-// kMiFrac. Each weight <= kMiFrac^2 = 2^16, their sum too.
+// One voxel's share of the fine table F: its cell (knots uI, uJ; key = uI nfJ + uJ, F row-major) and the
+// weights w of the knots (uI, uJ), (uI, uJ + 1), (uI + 1, uJ), (uI + 1, uJ + 1): the bilinear products
+// (kMiFrac - fI or fI)(kMiFrac - fJ or fJ), each times the mask's steps mq / kMiFrac rounded (halves up)
+// where mq < kMiFrac. Each weight <= kMiFrac^2 = 2^16, their sum too.
 struct MiSplat {
-  int key;
+  int key, uI, uJ;
   unsigned w[4];
 };
 PYCA_HD MiSplat miSplat(float i, float j, int mq, const MiGrid& g) {
@@ -219,7 +219,7 @@ PYCA_HD MiSplat miSplat(float i, float j, int mq, const MiGrid& g) {
   const MiKnot kJ = miKnot(j, g.b.jLo, g.b.jHi, g.nfJ, g.sJ);
   const unsigned gI = unsigned(kMiFrac - kI.f), fI = unsigned(kI.f);
   const unsigned gJ = unsigned(kMiFrac - kJ.f), fJ = unsigned(kJ.f);
-  MiSplat s{kI.u * g.nfJ + kJ.u, {gI * gJ, gI * fJ, fI * gJ, fI * fJ}};
+  MiSplat s{kI.u * g.nfJ + kJ.u, kI.u, kJ.u, {gI * gJ, gI * fJ, fI * gJ, fI * fJ}};
   if (mq < kMiFrac)
     for (unsigned& w : s.w) w = (unsigned(mq) * w + unsigned(kMiFrac / 2)) / unsigned(kMiFrac);
   return s;
