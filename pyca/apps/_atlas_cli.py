@@ -42,6 +42,17 @@ def registration_params(pairs, defaults):
     return {**parse_assignments(rest, defaults), **files}
 
 
+def command_params(a, defaults):
+    """The registration parameters of a cohort command line: -p KEY=VALUE (registration_params) and
+    --device (-p device=... and --device together: refused, one would be ignored)."""
+    params = registration_params(a.param, defaults)
+    if a.device:
+        if "device" in params:
+            raise ValueError(f"give --device {a.device} or -p device={params['device']}, not both")
+        params["device"] = a.device
+    return params
+
+
 def add_common_options(p, defaults):
     from ..cli import add_verbosity
     from ..registration.parameters import DECLARED, DEVICES
@@ -171,9 +182,7 @@ def cmd_atlas(a):
 def _build(a, session):
     from . import atlas
 
-    params = registration_params(a.param, cohort_defaults(atlas.DEFAULTS, ATLAS_EXCLUDE))
-    if a.device:
-        params["device"] = a.device
+    params = command_params(a, cohort_defaults(atlas.DEFAULTS, ATLAS_EXCLUDE))
     if a.resume and a.inputs:
         raise ValueError("give inputs or --resume OUT, not both")
     given = [f"--{k.replace('_', '-')}" for k in ("cohort", "cohort_size", "seed") if getattr(a, k) is not None]

@@ -157,12 +157,10 @@ def add_parser(sub):
 
 
 def cmd_register_batch(a):
-    from ._atlas_cli import cohort_defaults, registration_params, run_command
+    from ._atlas_cli import cohort_defaults, command_params, run_command
 
     def work(session):
-        params = registration_params(a.param, cohort_defaults(lddmm.DEFAULTS))
-        if a.device:
-            params["device"] = a.device
+        params = command_params(a, cohort_defaults(lddmm.DEFAULTS))
         return register_batch(a.template, a.subjects, a.out, scheduler=a.scheduler, n_workers=a.workers,
                               max_failed_fraction=a.max_failed, progress=not a.no_progress, report=not a.no_report,
                               quiet=a.quiet, worker_log=session["worker_log"], overwrite=a.overwrite, **params)

@@ -159,7 +159,10 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
     template as base image) with a damped Gauss-Newton update of the template from the subjects' base
     image gradients (the adjoint's I^_0: T <- T + sigma^2 / n sum_i I^_0,i, which is the Jacobian-weighted
     mean of the subjects pulled back when the Jacobians are near 1). images: Image3D, arrays or paths,
-    placed on the first one's grid; the template starts as their mean. Python only (no command)."""
+    placed on the first one's grid; the template starts as their mean. progress: a bar of the subjects'
+    descents (template_iterations x subjects). Python only (no command)."""
+    from .._progress import progress_bar
+
     p = _checked(dict(params, iterations=iterations), "atlas")
     mem, _ = shoot.device_of(p, "atlas")
     hosts = [(f"image {k}", as_image(im, f"image {k}")) for k, im in enumerate(images)]
@@ -178,19 +181,25 @@ def atlas(images, *, template_iterations=5, iterations=10, progress=False, **par
     ms = [None] * n
     acc = ca.Image3D(grid, mem)
     energies = []
-    for _ in range(int(template_iterations)):
-        ca.SetMem(acc, 0.0)
-        total = 0.0
-        for i, J in enumerate(ims):
-            fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i],
-                                reject_folds=p["folding_steps"] == "reject", min_jacobian=p["min_jacobian"])
-            optimisers.descend(fit_i, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"])
-            m, _ = fit_i.forward()
-            total += m + fit_i.reg_energy()
-            ca.Add_I(acc, fit_i.gradients())  # the base image's I^_0 for this subject
-            ms[i] = fit_i.m0
-        energies.append(total)
-        ca.Add_MulC_I(template, acc, fit_i.sigma2 / n)
+    pbar = progress_bar(int(template_iterations) * n, "geodesic atlas", unit="fit", disable=not progress)
+    try:
+        for k in range(int(template_iterations)):
+            ca.SetMem(acc, 0.0)
+            total = 0.0
+            for i, J in enumerate(ims):
+                fit_i = GeodesicFit(geo, template, [(T, J)], p["sigma"], m0=ms[i],
+                                    reject_folds=p["folding_steps"] == "reject", min_jacobian=p["min_jacobian"])
+                optimisers.descend(fit_i, p["iterations"], step=p["step"], max_step=p["max_step"], tol=p["tol"])
+                m, _ = fit_i.forward()
+                total += m + fit_i.reg_energy()
+                ca.Add_I(acc, fit_i.gradients())  # the base image's I^_0 for this subject
+                ms[i] = fit_i.m0
+                pbar.set_postfix_str(f"template iteration {k + 1}, subject {i + 1}", refresh=False)
+                pbar.update(1)
+            energies.append(total)
+            ca.Add_MulC_I(template, acc, fit_i.sigma2 / n)
+    finally:
+        pbar.close()
     return AtlasResult(template=template, m0=ms, energies=energies, params=p)
 
 

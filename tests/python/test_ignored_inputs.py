@@ -139,3 +139,26 @@ def test_apply_keeps_label_values_float32_cannot_hold(tmp_path, interpolation):
     with pytest.raises(ValueError, match="label values such as 16777217 are beyond 2\\^24"):
         pa.apply_transforms(ref, str(tmp_path / "lab.nii.gz"), [str(tmp_path / "shift.txt")],
                             interpolation=interpolation, device="cpu")
+
+
+def test_regress_atlas_shows_the_progress_it_is_asked_for(capsys):
+    """regress.atlas(progress=True) was accepted and ignored: a bar of the subjects' descents now."""
+    from pyca.apps import regress
+
+    ims = [_box(shift=s) for s in (0, 1, 2)]
+    regress.atlas(ims, template_iterations=2, iterations=2, device="cpu", progress=True)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and all(line.startswith("geodesic atlas: ") for line in err), err
+    assert "6/6 fit (100%)" in err[-1], err
+    regress.atlas(ims, template_iterations=1, iterations=1, device="cpu")
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", ["atlas", "register-batch"])
+def test_cohort_commands_refuse_device_twice(tmp_path, command):
+    """-p device=... and --device: the -p value was silently replaced by --device's."""
+    f, m = _save(tmp_path / "f.nii.gz", _box()), _save(tmp_path / "m.nii.gz", _box(shift=1))
+    args = (f, m) if command == "atlas" else ("--template", f, "--subjects", m, f)
+    p = run(command, *args, "--out", str(tmp_path / "o"), "-p", "device=gpu", "--device", "cpu")
+    assert_one_line_error(p, 2, "give --device cpu or -p device=gpu, not both")
+    assert not (tmp_path / "o").exists()
