@@ -2,8 +2,10 @@
 images and fields and the extension-dispatching LoadImage / SaveImage / LoadField / SaveField.
 
 The .npz layout is PyCA's: arrays ``data`` ([x, y, z] for an image, [x, y, z, 3] for a field),
-``origin`` and ``spacing`` (3 numbers each), so files written by PyCA load here and back. Exported
-by pyca.common.
+``origin`` and ``spacing`` (3 numbers each), so files written by PyCA load here and back. A grid whose
+direction is not the identity (an oblique or flipped scan, which PyCA's grids could not hold) also
+writes ``direction`` (3 x 3, its columns the axes' world directions), read back here (PyCA's own
+loader ignores it) rather than dropped. Exported by pyca.common.
 """
 from __future__ import annotations
 
@@ -33,6 +35,29 @@ def _vec3(npz, key, fname, what):
     return core.Vec3Df(*v.tolist())
 
 
+def _save_npz(obj, fname, useCompression):
+    """data, origin, spacing (PyCA's layout) and, when not the identity, direction."""
+    g = obj.grid()
+    save = np.savez_compressed if useCompression else np.savez
+    extra = {}
+    d = np.asarray(g.direction(), dtype=np.float64)
+    if not np.array_equal(d, np.eye(3)):
+        extra["direction"] = d
+    save(fname, data=obj.numpy(), origin=g.origin().tolist(), spacing=g.spacing().tolist(), **extra)
+
+
+def _with_direction(obj, npz, fname, what):
+    """obj with the file's direction (when it has one: 3 x 3 finite, invertible)."""
+    if "direction" not in npz:
+        return obj
+    d = np.asarray(npz["direction"], dtype=np.float64)
+    if d.shape != (3, 3) or not np.all(np.isfinite(d)) or abs(np.linalg.det(d)) < 1e-6:
+        raise ValueError(f"{what}: {fname!r}: direction must be an invertible 3 x 3 matrix, got {d.tolist()}")
+    g = obj.grid()
+    obj.setGrid(core.GridInfo(g.size(), g.spacing(), g.origin(), d))
+    return obj
+
+
 def SaveImageNPY(Im, fname):
     """Writes the voxels of an Image3D (any memory type) as a .npy array [x, y, z] (no spacing/origin)."""
     np.save(fname, Im.numpy())
@@ -44,10 +69,9 @@ def LoadImageNPY(fname, mType=core.MEM_HOST):
 
 
 def SaveImageNPZ(Im, fname, useCompression=True):
-    """Writes an Image3D as PyCA's .npz: data [x, y, z], origin, spacing."""
-    g = Im.grid()
-    save = np.savez_compressed if useCompression else np.savez
-    save(fname, data=Im.numpy(), origin=g.origin().tolist(), spacing=g.spacing().tolist())
+    """Writes an Image3D as PyCA's .npz: data [x, y, z], origin, spacing (and direction, when not the
+    identity)."""
+    _save_npz(Im, fname, useCompression)
 
 
 def LoadImageNPZ(fname, mType=core.MEM_HOST):
@@ -56,14 +80,16 @@ def LoadImageNPZ(fname, mType=core.MEM_HOST):
         sp, org = _vec3(npz, "spacing", fname, "LoadImageNPZ"), _vec3(npz, "origin", fname, "LoadImageNPZ")
         if "data" not in npz:
             raise ValueError(f"LoadImageNPZ: {fname!r} has no 'data' array (not a PyCA .npz file)")
-        return _common().ImFromNPArr(npz["data"], mType=mType, sp=sp, orig=org)
+        im = _with_direction(_common().ImFromNPArr(npz["data"], mType=core.MEM_HOST, sp=sp, orig=org), npz, fname,
+                             "LoadImageNPZ")
+    im.toType(mType)
+    return im
 
 
 def SaveFieldNPZ(v, fname, useCompression=True):
-    """Writes a Field3D as PyCA's .npz: data [x, y, z, 3], origin, spacing."""
-    g = v.grid()
-    save = np.savez_compressed if useCompression else np.savez
-    save(fname, data=v.numpy(), origin=g.origin().tolist(), spacing=g.spacing().tolist())
+    """Writes a Field3D as PyCA's .npz: data [x, y, z, 3], origin, spacing (and direction, when not the
+    identity)."""
+    _save_npz(v, fname, useCompression)
 
 
 def LoadFieldNPZ(fname, mType=core.MEM_HOST):
@@ -72,7 +98,10 @@ def LoadFieldNPZ(fname, mType=core.MEM_HOST):
         sp, org = _vec3(npz, "spacing", fname, "LoadFieldNPZ"), _vec3(npz, "origin", fname, "LoadFieldNPZ")
         if "data" not in npz:
             raise ValueError(f"LoadFieldNPZ: {fname!r} has no 'data' array (not a PyCA .npz file)")
-        return _common().FieldFromNPArr(npz["data"], mType=mType, sp=sp, orig=org)
+        f = _with_direction(_common().FieldFromNPArr(npz["data"], mType=core.MEM_HOST, sp=sp, orig=org), npz, fname,
+                            "LoadFieldNPZ")
+    f.toType(mType)
+    return f
 
 
 def LoadImageDCM(fname, mType=core.MEM_HOST):

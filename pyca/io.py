@@ -34,9 +34,8 @@ import numpy as np
 from . import _metaimage, _nrrd, core
 from ._files import GzipWriter, atomic_path
 
-__all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "load_labels", "save_labels", "stored_dtype",
-           "read_array",
-           "write_array", "check_writable", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
+__all__ = ["ImageFileError", "load_image", "save_image", "load_field", "save_field", "load_labels", "save_labels",
+           "stored_dtype", "read_array", "write_array", "check_writable", "simpleitk_available", "FORMATS", "LPS_TO_RAS"]
 
 # Extensions and the library that handles them.
 _NIFTI_EXT = (".nii", ".nii.gz", ".hdr", ".img", ".img.gz")

@@ -188,7 +188,8 @@ def _build(a, session):
     given = [f"--{k.replace('_', '-')}" for k in ("cohort", "cohort_size", "seed") if getattr(a, k) is not None]
     if given and (a.inputs or a.resume):
         raise ValueError(f"{', '.join(given)} make the built-in cohort; "
-                         + ("--resume continues the atlas's own subjects" if a.resume else "with inputs they do not apply"))
+                         + ("--resume continues the atlas's own subjects" if a.resume
+                            else "with inputs they do not apply"))
     for k in ("cohort", "cohort_size", "seed"):
         if getattr(a, k) is None:
             setattr(a, k, atlas.ATLAS_DEFAULTS[k])

@@ -33,7 +33,8 @@ from .parameters import DEVICES
 from .transforms import affine_hfield, scratch_for, vox2world
 
 __all__ = ["apply_transforms", "transform_points", "resolve_transforms", "load_transforms", "transform_hfield",
-           "check_labels", "check_float32_labels", "check_dimensions", "resolve_device", "reference_grid", "Chain", "INTERPOLATIONS", "MIN_COVERAGE"]
+           "check_labels", "check_float32_labels", "check_dimensions", "resolve_device", "reference_grid", "Chain",
+           "INTERPOLATIONS", "MIN_COVERAGE"]
 
 INTERPOLATIONS = ("linear", "nearest", "label")
 MIN_COVERAGE = 0.1  # a displacement field must hold at least this fraction of the reference's points

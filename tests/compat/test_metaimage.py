@@ -182,3 +182,28 @@ def test_npz_files_in_pycas_layout(tmp_path):
     np.savez(str(tmp_path / "bad.npz"), data=a, origin=[1.0, 2.0], spacing=[1.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="origin must be 3 finite numbers"):
         common.LoadImageNPZ(str(tmp_path / "bad.npz"))
+
+
+def test_npz_keeps_an_oblique_grids_direction(tmp_path):
+    """PyCA's .npz has no direction: an image or field on a rotated, flipped grid was written without it
+    and read back on the identity (its world positions silently moved). The direction is now written
+    beside PyCA's three arrays and read back; an identity grid's file stays PyCA's layout (above)."""
+    d = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+    g = ca.GridInfo(ca.Vec3Di(6, 5, 4), ca.Vec3Df(0.5, 1.5, 2.0), ca.Vec3Df(1.0, 2.0, 3.0), d)
+    a = np.random.default_rng(6).uniform(-1, 1, (6, 5, 4)).astype(np.float32)
+    im = ca.Image3D.from_array(np.asfortranarray(a), g)
+    fl = ca.Field3D(g, ca.MEM_HOST)
+    ca.SetToIdentity(fl)
+    common.SaveImage(im, str(tmp_path / "o.npz"))
+    common.SaveField(fl, str(tmp_path / "f.npz"))
+    with np.load(str(tmp_path / "o.npz")) as z:
+        assert sorted(z.files) == ["data", "direction", "origin", "spacing"]
+    back, fb = common.LoadImage(str(tmp_path / "o.npz")), common.LoadField(str(tmp_path / "f.npz"))
+    assert back.grid() == g and fb.grid() == g
+    np.testing.assert_array_equal(back.grid().direction(), d)
+    np.testing.assert_array_equal(back.numpy(), a)
+    np.testing.assert_array_equal(fb.numpy(), fl.numpy())
+    np.savez(str(tmp_path / "bad.npz"), data=a, origin=[1.0, 2.0, 3.0], spacing=[1.0, 1.0, 1.0],
+             direction=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="LoadImageNPZ: .*direction must be an invertible 3 x 3 matrix"):
+        common.LoadImageNPZ(str(tmp_path / "bad.npz"))
