@@ -329,9 +329,15 @@ def LoadPNGImage(fname, mType=core.MEM_HOST, sp=_ONE, orig=_ZERO):
 
 
 def SavePNGImage(im, fname, rng=None, cmap="gray"):
+    """A 2-D image (z = 1, or any one axis of size > 1 dropped) as a PNG picture through `cmap`. A 3-D
+    image is refused (matplotlib would take 3 or 4 slices for RGB(A) colour channels): save a slice."""
     from matplotlib import image as mpimg
 
     arr = np.squeeze(AsNPCopy(im))
+    if arr.ndim != 2:
+        size = " x ".join(str(int(n)) for n in im.size())
+        raise ValueError(f"SavePNGImage: a PNG holds one 2-D picture; the image is {size} voxels ({fname!r}: save "
+                         "a slice, e.g. with pyca.display.SaveSlice, or use NIfTI)")
     vmin, vmax = (None, None) if rng is None else (rng[0], rng[1])
     mpimg.imsave(fname, arr, cmap=cmap, vmin=vmin, vmax=vmax)
 

@@ -145,6 +145,12 @@ def test_png_round_trip(tmp_path):
     back = common.LoadPNGImage(fname)
     assert back.size().tolist() == [20, 30, 1]
     np.testing.assert_allclose(common.AsNPCopy(back)[:, :, 0], arr, atol=0.02)
+    # a 3-D image: matplotlib took 3 or 4 slices as colour channels (a 6 x 5 x 4 image came back one grey
+    # 6 x 5 picture of mixed slices): refused, nothing written
+    vol = common.ImFromNPArr(np.random.default_rng(2).random((6, 5, 4)))
+    with pytest.raises(ValueError, match="SavePNGImage: a PNG holds one 2-D picture; the image is 6 x 5 x 4"):
+        common.SavePNGImage(vol, str(tmp_path / "vol.png"))
+    assert not (tmp_path / "vol.png").exists()
 
 
 @both_memory()
