@@ -607,10 +607,16 @@ def save_field(f, path, description="", intent="vector"):
     with `intent`: 'vector' as ITK writes displacement fields, or 'pointset' for an H-field, whose
     vectors are positions (voxel coordinates), not displacements) with its grid's affine (spacing,
     origin, direction). The vectors are written as they are (not rotated into the world frame): an
-    ITK displacement field is written by pyca.registration.transform_files."""
+    ITK displacement field is written by pyca.registration.transform_files. 'pointset' is NIfTI's: another
+    format has no intent to hold it (ValueError, rather than a file read back as a displacement field)."""
     arr = _host_array(f, "save_field")
     if not isinstance(f, core.Field3D):
         raise TypeError("save_field: expected a Field3D (use save_image for an Image3D)")
+    if intent not in ("vector", "pointset"):
+        raise ValueError(f"save_field: intent must be 'vector' or 'pointset', not {intent!r}")
+    if intent == "pointset" and _kind(os.fspath(path)) != "nifti":
+        raise ValueError(f"save_field: intent 'pointset' (an H-field's positions) is recorded in NIfTI files only; "
+                         f"{os.fspath(path)!r} would be read back as a displacement field: write .nii or .nii.gz")
     g = f.grid()
     write_array(arr, g.spacing(), g.origin(), path, vector=True, what="save_field", description=description,
                 direction=g.direction(), intent=intent)

@@ -375,3 +375,19 @@ def test_nifti_and_metaimage_agree(tmp_path, rng):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_allclose(a.grid().affine(), b.grid().affine(), atol=1e-6)
     assert os.path.getsize(tmp_path / "a.mha") > 0
+
+
+def test_save_field_refuses_an_intent_the_file_cannot_hold(tmp_path):
+    """intent 'pointset' (an H-field) to a MetaImage was written as a plain vector image, the intent dropped;
+    an unknown intent raised nibabel's KeyError (NIfTI) or was ignored (MetaImage). Both refused in one line."""
+    f = ca.Field3D(ca.GridInfo(ca.Vec3Di(4, 4, 3)), ca.MEM_HOST)
+    ca.SetToIdentity(f)
+    for name, intent, words in (("h.mha", "pointset", "recorded in NIfTI files only"),
+                                ("h.nrrd", "pointset", "recorded in NIfTI files only"),
+                                ("h.nii", "other", "intent must be 'vector' or 'pointset', not 'other'"),
+                                ("h.mha", "other", "intent must be")):
+        with pytest.raises(ValueError, match=f"save_field: .*{words}"):
+            pio.save_field(f, str(tmp_path / name), intent=intent)
+        assert not (tmp_path / name).exists()
+    pio.save_field(f, str(tmp_path / "h.nii"), intent="pointset")
+    assert nib.load(str(tmp_path / "h.nii")).header.get_intent()[0] == "pointset"
