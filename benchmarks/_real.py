@@ -209,9 +209,9 @@ def main(a):
             ref = {k: pair.get(k) for k in ("fixed_labels", "fixed_brain", "fixed_affine", "moving_affine", "prob")}
             ref["hd95"] = not getattr(a, "no_hd95", False)
             m0 = identity_map(pair)
-            from bench_brain import _nn_map
+            from bench_brain import nn_map
 
-            rows.append({"pair": d, **score("none (identity)", None, _nn_map(pair, m0), 0.0, ref)})
+            rows.append({"pair": d, **score("none (identity)", None, nn_map(pair, m0), 0.0, ref)})
             _print(d, rows[-1])
             for peer in peers:
                 try:

@@ -282,7 +282,7 @@ def main(argv=None):
         rows.append({**tag, **evaluate("none (identity)", identity_map(pair), _nn_identity(pair), 0.0, pair, brain)})
         if not a.pair_file and not a.no_exact:  # the exact map: what a perfect tool reaches through NN labels
             m = data.brain_pair_true_map(seed=seed, resolution=a.resolution)
-            rows.append({**tag, **evaluate("exact map", m, _nn_map(pair, m), 0.0, pair, brain)})
+            rows.append({**tag, **evaluate("exact map", m, nn_map(pair, m), 0.0, pair, brain)})
         for method, prm, label in settings:
             mvox, lab, sec, _, res = _real.run_pyca(method, pair, a.device, prm)
             rows.append({**tag, **evaluate(f"pyca-{label} ({a.device})", mvox, lab, sec, pair, brain),
@@ -317,7 +317,7 @@ def main(argv=None):
     return 0
 
 
-def _nn_map(pair, m):
+def nn_map(pair, m):
     """The moving labels through a map (fixed voxel -> moving voxel), nearest neighbour, 0 outside."""
     from scipy import ndimage
 
@@ -325,7 +325,7 @@ def _nn_map(pair, m):
 
 
 def _nn_identity(pair):
-    return _nn_map(pair, identity_map(pair))
+    return nn_map(pair, identity_map(pair))
 
 
 def load_pair(path):

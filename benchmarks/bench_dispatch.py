@@ -31,7 +31,7 @@ def _f32(rng, shape):
     return np.asfortranarray(rng.uniform(-1, 1, shape).astype(np.float32))
 
 
-def _per_call(fn, n=CALLS, sync=None):
+def per_call(fn, n=CALLS, sync=None):
     """Seconds per call of fn() over n back-to-back calls (then one sync), best of 5."""
     best = float("inf")
     for _ in range(5):
@@ -72,8 +72,8 @@ def run_cpu(table: Table):
     gt = ca.GridInfo((TINY_N,) * 3)
     a, b, o = (ca.Image3D(gt, ca.MEM_HOST) for _ in range(3))
     op = ca.ext.squared_diff
-    t_d = _per_call(lambda: op(o, a, b))
-    t_c = _per_call(lambda: op.cpu(o, a, b))
+    t_d = per_call(lambda: op(o, a, b))
+    t_c = per_call(lambda: op.cpu(o, a, b))
     table.add("dispatched call, host", f"{TINY_N}^3", t_d, "CPU function called directly", t_c,
               f"overhead {1e6 * (t_d - t_c):.2f} us/call")
 
@@ -135,8 +135,8 @@ def run_gpu(table: Table):
     op(o, a, b)
     pyca_sync()
     fn = op.gpu
-    t_dispatch = _per_call(lambda: op(o, a, b), sync=pyca_sync)
-    t_function = _per_call(lambda: fn(o, a, b), sync=pyca_sync)
+    t_dispatch = per_call(lambda: op(o, a, b), sync=pyca_sync)
+    t_function = per_call(lambda: fn(o, a, b), sync=pyca_sync)
     best = float("inf")
     for _ in range(5):
         pyca_sync()
@@ -159,7 +159,7 @@ def run_gpu(table: Table):
         ca_, cb_, co_ = (cp.zeros(TINY_N ** 3, cp.float32) for _ in range(3))
         nn = np.int32(TINY_N ** 3)
         k((2,), (256,), (co_, ca_, cb_, nn))
-        t_cupy = _per_call(lambda: k((2,), (256,), (co_, ca_, cb_, nn)), sync=cp.cuda.Device().synchronize)
+        t_cupy = per_call(lambda: k((2,), (256,), (co_, ca_, cb_, nn)), sync=cp.cuda.Device().synchronize)
         table.add("dispatched call, device", tiny, t_dispatch, "cupy.RawKernel call", t_cupy,
                   f"{1e6 * t_dispatch:.2f} vs {1e6 * t_cupy:.2f} us/call")
 

@@ -42,7 +42,7 @@ RUN = dict(metric="ssd", alpha=1.0, gamma=0.04, lpow=2, sigma=0.002, normalize="
            fixed_blur=0.0)
 
 
-def _pair(n, mem):
+def synthetic_pair(n, mem):
     from pyca.apps import data
 
     # The built-in shapes on an n^3 grid covering the same 64^3 world-unit box.
@@ -54,7 +54,7 @@ def time_pyca(n, iterations, device, T, fused=True):
     from pyca.apps import _lddmm_solver, lddmm
 
     mem = ca.MEM_DEVICE if device == "gpu" else ca.MEM_HOST
-    fixed, moving = _pair(n, mem)
+    fixed, moving = synthetic_pair(n, mem)
     old = getattr(_lddmm_solver.Level, "fused", True)  # (a pyca without the fused path ignores it)
     _lddmm_solver.Level.fused = fused
     try:

@@ -14,12 +14,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import pyca as ca  # noqa: E402
 from _harness import pyca_sync  # noqa: E402
-from bench_dispatch import CALLS, _per_call  # noqa: E402
+from bench_dispatch import CALLS, per_call as seconds_per_call  # noqa: E402
 
 
 def per_call(fn, sync=None):
     """Microseconds per call (bench_dispatch's measure: 2000 back-to-back calls, one sync, best of 5)."""
-    return 1e6 * _per_call(fn, sync=sync)
+    return 1e6 * seconds_per_call(fn, sync=sync)
 
 
 def main():
@@ -37,7 +37,7 @@ def main():
         rows.append((f"{tag}: plan C function (checks{' + launch' if tag == 'device' else ''})",
                      per_call(lambda: op._ccall(op._this, args, None, None, None, 0), sync)))
         if mem == ca.MEM_DEVICE:
-            loop = _per_call(lambda: op.launch_repeated(o, a, b, n=CALLS), n=1, sync=sync) / CALLS
+            loop = seconds_per_call(lambda: op.launch_repeated(o, a, b, n=CALLS), n=1, sync=sync) / CALLS
             rows.append(("device: cudaLaunchKernel loop, arguments packed once", 1e6 * loop))
         else:
             rows.append(("host: CPU function alone", per_call(lambda: op.cpu(o, a, b))))

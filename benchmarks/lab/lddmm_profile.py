@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pyca as ca  # noqa: E402
-from bench_lddmm import RUN, _pair  # noqa: E402
+from bench_lddmm import RUN, synthetic_pair  # noqa: E402
 from pyca.apps import lddmm  # noqa: E402
 
 
@@ -29,7 +29,7 @@ def main():
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    fixed, moving = _pair(a.n, ca.MEM_DEVICE)
+    fixed, moving = synthetic_pair(a.n, ca.MEM_DEVICE)
     kw = dict(scales=(1,), time_steps=10, device="gpu", tol=0.0, affine="none", **RUN)
     lddmm.register(fixed, moving, iterations=3, **kw)  # warm-up: FFT plans, kernel caches
     t0 = time.perf_counter()

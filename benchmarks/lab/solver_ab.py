@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pyca as ca  # noqa: E402
-from bench_lddmm import RUN, _pair  # noqa: E402
+from bench_lddmm import RUN, synthetic_pair  # noqa: E402
 from pyca.apps import _lddmm_solver, lddmm  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def main(argv=None):
     mem = ca.MEM_DEVICE if a.device == "gpu" else ca.MEM_HOST
     for spec in a.sizes.split(","):
         n, its = (int(x) for x in spec.split(":"))
-        f, m = _pair(n, mem)
+        f, m = synthetic_pair(n, mem)
         kw = dict(scales=(1,), time_steps=10, device=a.device, tol=0.0, affine="none", **RUN)
         per_it = {"old": [], "new": []}
         for rep in range(a.repeat):
