@@ -166,14 +166,19 @@ def device_of(p, prog="shoot"):
         raise type(e)(str(e).replace("lddmm:", f"{prog}:", 1)) from None
 
 
-def prepared(im, mem, p, what, prog="shoot"):
-    """im in mem, normalised as p['normalize'] says; a constant image or one holding NaN or infinite
-    values is refused in one line."""
+def _check_registrable(im, what, prog):
+    """A constant image or one holding NaN or infinite values, refused in one line naming it."""
     lo, hi = (float(x) for x in ca.MinMax(im))
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise ValueError(f"{prog}: {what} holds NaN or infinite values")
     if not hi > lo:
         raise ValueError(f"{prog}: {what} is constant ({lo:g}): nothing to register")
+
+
+def prepared(im, mem, p, what, prog="shoot"):
+    """im in mem, normalised as p['normalize'] says; a constant image or one holding NaN or infinite
+    values is refused in one line."""
+    _check_registrable(im, what, prog)
     return intensities.normalised(im, mem, p)
 
 
@@ -182,11 +187,7 @@ def check_images(images, prog="shoot"):
     constant; refused in one line naming the image otherwise."""
     first_what, first = images[0]
     for what, im in images:
-        lo, hi = (float(x) for x in ca.MinMax(im))
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            raise ValueError(f"{prog}: {what} holds NaN or infinite values")
-        if not hi > lo:
-            raise ValueError(f"{prog}: {what} is constant ({lo:g}): nothing to register")
+        _check_registrable(im, what, prog)
         if (im.grid().size().z == 1) != (first.grid().size().z == 1):
             raise ValueError(f"{prog}: cannot register a 2-D image with a 3-D one ({first_what} "
                              f"{tuple(first.grid().size())}, {what} {tuple(im.grid().size())})")
