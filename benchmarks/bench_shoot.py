@@ -365,8 +365,10 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
         _band.OVERSAMPLE = int(r)
     if interp:
         _band.BandGeodesic.cubic = interp == "cubic"
-    if fmap:
-        _band.BandFit.fine_map = None if fmap == "coarse" else fmap
+    keep_s = _band.BandFit.trace_stride
+    if fmap:  # coarse, linear, cubic; linear2, cubic2: traced two time steps at once
+        _band.BandFit.fine_map = None if fmap == "coarse" else fmap.rstrip("2")
+        _band.BandFit.trace_stride = 2 if fmap.endswith("2") else 1
     stream = contextlib.nullcontext()
     if graph == "graph" and int(mem) == int(ca.MEM_DEVICE):
         from pyca import cuda_graph
@@ -420,6 +422,7 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
     finally:
         _band.OVERSAMPLE, _band.BandGeodesic.cubic, _band.BandFit.fine_map, _band.BandFit.graphs = (keep_r, keep_c,
                                                                                                     keep_m, keep_g)
+        _band.BandFit.trace_stride = keep_s
 
 
 def _dice(lab_a, lab_b):
@@ -504,7 +507,8 @@ def main():
     ap.add_argument("--bands", default="", help="also pyca shoot's band-limited geodesic (--band B) with each band, "
                     "e.g. 8,16 (B:R: with its coarse grid at least R B + 1 voxels per axis, band.OVERSAMPLE; B:R:linear or "
                     "B:R:cubic: the coarse geodesic's samples, BandGeodesic.cubic; B:R:I:M with M coarse, linear or cubic: "
-                    "the map on the images' grid, BandFit.fine_map; B:R:I:M:graph: with CUDA graphs, BandFit.graphs)")
+                    "the map on the images' grid, BandFit.fine_map, linear2 or cubic2 two time steps at once; "
+                    "B:R:I:M:graph: with CUDA graphs, BandFit.graphs)")
     ap.add_argument("--parity", action="store_true", help="also the same 32^3 run on the CPU and the GPU")
     ap.add_argument("--brains", type=int, default=0, help="also Colin27 <-> MNI152 at this resolution (1 or 2 mm): "
                     "pyca shoot beside pyca lddmm (tissue Dice, mismatch, time)")

@@ -31,7 +31,15 @@ def kernel_stats(path, its):
         if b > end:
             busy += b - max(a, end)
             end = b
-    return sum(b - a for a, b in ks) / its / 1e3, busy / its / 1e3, len(ks) / its
+    by = {}
+    for e in ev:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            name = e.get("name", "?")[:60]
+            c, t = by.get(name, (0, 0.0))
+            by[name] = (c + 1, t + e["dur"])
+    top = sorted(by.items(), key=lambda kv: -kv[1][1])[:14]
+    rows = "\n".join(f"      {t / its / 1e3:7.3f} ms {c / its:5.1f} x  {name}" for name, (c, t) in top)
+    return sum(b - a for a, b in ks) / its / 1e3, busy / its / 1e3, len(ks) / its, rows
 
 
 def main():
@@ -83,12 +91,14 @@ def main():
                 ca.synchronize()
             path = os.path.join(a.trace_dir, f"shoot_trace_{'graph' if graphs else 'eager'}.json")
             prof.export_chrome_trace(path)
-            k, busy, cnt = kernel_stats(path, n)
+            k, busy, cnt, rows = kernel_stats(path, n)
             nodes = [g.nodes for g in fit._graphs.values() if g] if graphs else "-"
             print(f"band {a.band} T {a.time_steps} map {a.map} {'graphs' if graphs else 'eager'} (nodes {nodes}): "
                   f"wall {wall:.3f} ms/iteration; device: kernels+copies {k:.3f} ms summed, busy {busy:.3f} ms, "
                   f"{cnt:.0f} per iteration; host share {max(0.0, wall - busy):.3f} ms; energy "
                   f"{fit.match() + fit.reg_energy():.6g}", flush=True)
+            if not graphs:
+                print(rows, flush=True)
             os.remove(path)
 
 

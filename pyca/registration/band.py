@@ -129,6 +129,10 @@ class BandGeodesic(Geodesic):
         self._dot_pending = False
         return self._v0_dot
 
+    def dot_stale(self):
+        """<m0, K m0> to be read again by ca.Dot (after shoot() ran as a replayed graph, pyca.cuda_graph)."""
+        self._dot_pending = "dot"
+
     @v0_dot.setter
     def v0_dot(self, value):
         self._v0_dot, self._dot_pending = value, False
@@ -224,6 +228,9 @@ class BandFit(GeodesicFit):
     # or by Catmull-Rom cubics ("cubic"): T passes of the fine grid, no map sampled, FLASH's way; or (None) the
     # coarse map h_T brought over by a cubic
     fine_map = None
+    # the traced map's steps: 1 (the shooting's T steps) or 2 (two time steps at once along the mid-step
+    # velocity, the adjoint sweep's steps: about T / 2 passes of the fine grid)
+    trace_stride = 1
     # forward's and gradients' device work as two CUDA graphs, recorded at their second call (the GPU only)
     graphs = False
 
@@ -282,6 +289,8 @@ class BandFit(GeodesicFit):
     def forward(self):
         geo = self.geo
         self._run("forward", self._forward_device)
+        if self._graphs_on:  # a replay runs no Python: <m0, K m0> is read afresh (ca.Dot)
+            geo.dot_stale()
         self._det_min = self._admissible = None
         r = self.resid[0]
         self._match = float(ca.Sum2(r)) / (2.0 * self.sigma2 * self.N)
@@ -294,11 +303,12 @@ class BandFit(GeodesicFit):
         geo = self.geo
         h = geo.shoot(self.m0)
         (_, J), r = self.meas[0], self.resid[0]
-        if self.fine_map:  # phi_{1,0} traced on the fixed grid through the T coarse velocities, last first
-            for j in range(geo.T - 1, -1, -1):
-                dt, a, b, v, vk = geo.sweep_field(j, 1)
-                bk.trace(self.phi, v, vk, a, b, dt, *self._ratio, *self._spf, j == geo.T - 1,
-                         self.fine_map == "cubic", self._IT, self.base, r, J, j == 0)
+        if self.fine_map:  # phi_{1,0} traced on the fixed grid through the coarse velocities, last first
+            steps = [(j, 1) for j in range(geo.T - 1, -1, -1)] if self.trace_stride == 1 else geo.sweep_steps()
+            for n, (j, st) in enumerate(steps):
+                dt, a, b, v, vk = geo.sweep_field(j, st)
+                bk.trace(self.phi, v, vk, a, b, dt, *self._ratio, *self._spf, n == 0, self.fine_map == "cubic",
+                         self._IT, self.base, r, J, j == 0)
         else:  # phi_{1,0} on the fixed grid (cubic, as every transfer between the grids), I0 o phi_{1,0} and
             # the residual in one pass
             bk.upsample(self.phi, h, *self._ratio, self._IT, self.base, r, J, True, True)

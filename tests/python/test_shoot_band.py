@@ -364,8 +364,8 @@ def test_the_traced_map_step_equals_numpy(mem, cubic):
 
 def test_the_traced_map_on_the_whole_grid_is_the_geodesics_map():
     """With the band's grid the images' (the band on the whole grid), phi_{1,0} traced through the T
-    velocities (BandFit.fine_map) is the geodesic's own map h_T, up to the maps' sampling (< 0.05 voxel
-    where the map moves 1.5 voxels)."""
+    velocities (BandFit.fine_map; one or two time steps a pass) is the geodesic's own map h_T, up to the
+    maps' sampling (< 0.05 voxel where the map moves 1.5 voxels)."""
     I0, I1 = _images(32)
     keep = band.OVERSAMPLE
     band.OVERSAMPLE = 7
@@ -378,13 +378,13 @@ def test_the_traced_map_on_the_whole_grid_is_the_geodesics_map():
     fit.gradients()
     fit.update(4e-5)
     maps = {}
-    for fine in (None, "linear", "cubic"):
-        fit.fine_map = fine
+    for fine, stride in ((None, 1), ("linear", 1), ("cubic", 1), ("linear", 2)):
+        fit.fine_map, fit.trace_stride = fine, stride
         fit.forward()
-        maps[fine] = fit.final_map().clone(MEM).numpy().copy()
+        maps[fine if stride == 1 else "linear2"] = fit.final_map().clone(MEM).numpy().copy()
     idx = np.stack(np.indices((32, 32, 32)), -1)
     assert 0.5 < np.abs(maps[None] - idx).max() < 3
-    for fine in ("linear", "cubic"):
+    for fine in ("linear", "cubic", "linear2"):
         assert np.abs(maps[fine] - maps[None]).max() < 0.05
 
 
