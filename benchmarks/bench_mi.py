@@ -4,9 +4,9 @@ speed beside LNCC and the copy rate, and determinism, on one device, in one run.
 - histogram: the time of JointHistogram (reads I and J, 8 bytes a voxel) against ca.Copy's rate; on the
   GPU also the pass itself, without the call's fixed costs (launch, the histogram's copy to the host,
   the wait): the slope t(2 V) - t(V) of JointHistogram on the volume stacked twice along z against
-  Copy's slope, for each histogram kernel in --variants (PYCA_MI_HIST: "copies,block,aggregation",
-  copies 1 or 2, aggregation none, uniform, match or edges: cuda/src/ops/mutual_information.cu; every
-  variant's histogram must equal the CPU's);
+  Copy's slope, for each histogram kernel in --variants (PYCA_MI_HIST: "legacy" or
+  "copies,block,kind", kind plain, magic, always, compact or compact-grouped: cuda/src/ops/mutual_information.cu;
+  every variant's histogram must equal the CPU's);
 - op: the time of MutualInformation (histogram + gradient), of MutualInformationGradients (one histogram, both
   images' gradients: syn's call) and of LNCC (radius 3) on a grid of
   --size voxels (default 192 x 224 x 192, a 1 mm brain), with the bytes MI moves (the histogram pass
@@ -21,7 +21,7 @@ speed beside LNCC and the copy rate, and determinism, on one device, in one run.
 
     python benchmarks/bench_mi.py --device cpu --size 96,112,96
     python benchmarks/bench_mi.py --device gpu --threads 16        # 1 mm on the GPU host
-    python benchmarks/bench_mi.py --device gpu --images mni --variants 2,1024,none 2,1024,match 1,1024,uniform
+    python benchmarks/bench_mi.py --device gpu --images mni --variants legacy 32,1024,compact 32,1024,magic
 
 --images mni: the MNI152 T1 at 1 mm and its FLAIR-like contrast (pyca.apps.data.other_contrast), a
 brain with its background, in place of the built-in phantom and its T2-like contrast.

@@ -178,7 +178,7 @@ DECLARED = (
     Parameter("radius", "int", 3, "LNCC window radius in voxels (default %(default)s)", unit="voxels", lo=1, hi=_INF,
               group=_MATCH,
               applies=_for_metrics("lncc")),
-    Parameter("bins", "int", MI_BINS, "mi: bins per image of the joint histogram (default %(default)s)", lo=4, hi=256,
+    Parameter("bins", "int", MI_BINS, "mi: bins per image of the joint histogram (default %(default)s)", lo=4, hi=1024,
               group=_MATCH,
               applies=_for_metrics("mi")),
     Parameter("affine", "choice", "auto", "linear stage before LDDMM (default %(default)s: affine when the grids or "

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/similarity_cuda.h"
+#include "ops/similarity_simd.h"
 #include "pyca/detail/checks.h"
 #include "pyca/detail/parallel.h"
 #include "pyca/errors.h"
@@ -135,15 +136,15 @@ double lncc(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* ma
 // ---- Mutual information (docs/design/mutual-information.md) ---------------------------------------
 
 math::MiBins miBins(const char* op, int nI, int nJ, float iMin, float iMax, float jMin, float jMax) {
-  if (nI < 4 || nJ < 4 || nI > 256 || nJ > 256) {
-    throw ValueError(std::string(op) + ": the number of bins must be in [4, 256] per image, not " +
+  if (nI < 4 || nJ < 4 || nI > 1024 || nJ > 1024) {
+    throw ValueError(std::string(op) + ": the number of bins must be in [4, 1024] per image, not " +
                      std::to_string(nI) + (nI == nJ ? "" : " x " + std::to_string(nJ)));
   }
   const auto range = [op](const char* lo, const char* hi, float a, float b) {
-    if (!(std::isfinite(a) && std::isfinite(b) && a < b && std::isfinite(b - a))) {
+    if (!(std::isfinite(a) && std::isfinite(b) && a < b)) {
       throw ValueError(std::string(op) + ": arguments '" + lo + "' < '" + hi +
-                       "' must be finite and increasing, their difference a float, not " + std::to_string(a) +
-                       ", " + std::to_string(b));
+                       "' must be finite and increasing, not " + std::to_string(a) + ", " +
+                       std::to_string(b));
     }
   };
   range("iMin", "iMax", iMin, iMax);
@@ -151,57 +152,49 @@ math::MiBins miBins(const char* op, int nI, int nJ, float iMin, float iMax, floa
   return math::MiBins{nI, nJ, iMin, iMax, jMin, jMax};
 }
 
-// The voxels a uint64 histogram holds (each adds at most math::kMiScale, about 2^33.2).
-constexpr std::size_t kMiMaxVoxels = std::size_t(1) << 30;
+// Voxels per block of the CPU's MI loops (a block is one call of the SIMD loops).
+constexpr std::size_t kMiBlock = 4096;
 
-void checkMiVoxels(const char* op, std::size_t n) {
-  if (n > kMiMaxVoxels)
-    throw ValueError(std::string(op) + ": at most 2^30 voxels (the histogram's 64-bit counts), not " +
-                     std::to_string(n));
-}
-
-// The integer joint histogram H (nI nJ entries, row-major by the bin of I) of I and J on the CPU: each
-// voxel's four weights (math::miSplat) into a private knot table per thread, the tables added, then
-// convolved into the bins (math::miTapSum: along J, then along I). Integer sums: the same bits for any
-// number of threads and any order, and the GPU's.
+// The integer joint histogram H (nI nJ entries, row-major by the bin of I) of I and J on the CPU:
+// one private histogram per thread, added into H; integer sums, so the same bits for any number of
+// threads and any order.
 void miHistogramCpu(std::vector<std::uint64_t>& H, const float* a, const float* b, const float* w,
                     std::size_t n, const math::MiBins& bins) {
-  const math::MiGrid g = math::miGrid(bins);
-  const std::size_t nf = std::size_t(g.nfI) * std::size_t(g.nfJ);
-  const std::size_t nfJ = std::size_t(g.nfJ);
-  std::vector<std::uint64_t> F(nf, 0);
+  const std::size_t nb = std::size_t(bins.nI) * std::size_t(bins.nJ);
+  H.assign(nb, 0);
 #pragma omp parallel num_threads(detail::threadsFor(n))
   {
-    std::vector<std::uint64_t> local(nf, 0);
+    std::vector<std::uint64_t> local(nb, 0);
+    // Adds the weights of `count` voxels equal to (u, v, m): a run of math::MiRuns.
+    const auto add = [&](float u, float v, float m, std::uint64_t count) {
+      int bI, bJ;
+      std::uint64_t q[16];
+      math::miVoxelWeights(u, v, m, bins, &bI, &bJ, q);
+      for (int r = 0; r < 4; ++r) {
+        std::uint64_t* row = &local[std::size_t(bI + r) * std::size_t(bins.nJ) + std::size_t(bJ)];
+        for (int c = 0; c < 4; ++c) row[c] += q[4 * r + c] * count;
+      }
+    };
+    // Blocks of kMiBlock voxels, eight at once where the CPU has AVX-512 (ops/similarity_simd.cpp: the
+    // same integers), else one by one.
+    const std::ptrdiff_t blocks = std::ptrdiff_t((n + kMiBlock - 1) / kMiBlock);
 #pragma omp for schedule(static)
-    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i) {
-      const math::MiSplat s = math::miSplat(a[i], b[i], w ? math::miMaskSteps(w[i]) : math::kMiFrac, g);
-      std::uint64_t* c = &local[std::size_t(s.key)];
-      c[0] += s.w[0];
-      c[1] += s.w[1];
-      c[nfJ] += s.w[2];
-      c[nfJ + 1] += s.w[3];
+    for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+      const std::size_t i0 = std::size_t(k) * kMiBlock, i1 = std::min(n, i0 + kMiBlock);
+      if (simd16::miHistogramRange(local.data(), a, b, w, i0, i1, bins)) continue;
+      math::MiRuns<std::uint64_t> runs;
+      for (std::size_t i = i0; i < i1; ++i) runs.push(a[i], b[i], w ? w[i] : 1.f, add);
+      runs.finish(add);
     }
 #pragma omp critical(pyca_mi_histogram)
-    for (std::size_t k = 0; k < nf; ++k) F[k] += local[k];
+    for (std::size_t k = 0; k < nb; ++k) H[k] += local[k];
   }
-  const int nJ = bins.nJ;
-  std::vector<std::uint64_t> G(std::size_t(g.nfI) * std::size_t(nJ));
-  for (int u = 0; u < g.nfI; ++u)
-    for (int c = 0; c < nJ; ++c)
-      G[std::size_t(u) * std::size_t(nJ) + std::size_t(c)] =
-          math::miTapSum(&F[std::size_t(u) * nfJ], 1, g.nfJ, c);
-  H.assign(std::size_t(bins.nI) * std::size_t(nJ), 0);
-  for (int r = 0; r < bins.nI; ++r)
-    for (int c = 0; c < nJ; ++c)
-      H[std::size_t(r) * std::size_t(nJ) + std::size_t(c)] =
-          math::miTapSum(&G[std::size_t(c)], std::size_t(nJ), g.nfI, r);
 }
 
 // The integer histogram on either backend (arguments already checked).
 void miHistogram(std::vector<std::uint64_t>& H, bool dev, const char* op, const Image3D& I, const Image3D& J,
                  const Image3D* mask, const math::MiBins& bins) {
-  checkMiVoxels(op, I.nVox());
+  (void)op;  // named by the CUDA call's errors only
   const float* w = mask ? mask->data() : nullptr;
   if (dev) {
     H.assign(std::size_t(bins.nI) * std::size_t(bins.nJ), 0);
@@ -240,33 +233,28 @@ void jointHistogram(Image3D& hist, const Image3D& I, const Image3D& J, const Ima
   std::copy(out.begin(), out.end(), hist.data());
 }
 
-// The factor of miGradAt from miFromHistogram's gscale (kMiScale / N).
-double miGradFactor(float gscale) { return double(gscale) / (math::kMiScale * double(math::kMiFrac)); }
-
 // grad = the derivative of the match of the table L (miFromHistogram's or nmiFromHistogram's) with respect
-// to every voxel of A (B the other image, bins: A's first), on either backend (arguments already checked):
-// L spread onto the knots (the slope table, math::miSlopeValue), then math::miGradI per voxel.
+// to every voxel of A (B the other image, bins: A's first), on either backend (arguments already checked).
 void miGradientPass(Image3D& grad, bool dev, const char* op, const Image3D& A, const Image3D& B,
                     const float* w, const math::MiBins& bins, const std::vector<float>& L, float gscale) {
   (void)op;  // named by the CUDA call's errors only
-  const double gk = miGradFactor(gscale);
   if (dev) {
-    PYCA_CUDA_CALL(op,
-                   cuda_impl::MIGradient(grad.data(), A.data(), B.data(), w, A.nVox(), bins, L.data(), gk));
+    PYCA_CUDA_CALL(
+        op, cuda_impl::MIGradient(grad.data(), A.data(), B.data(), w, A.nVox(), bins, L.data(), gscale));
     return;
   }
-  const math::MiGrid g = math::miGrid(bins);
-  std::vector<double> D(std::size_t(g.nfI - 1) * std::size_t(g.nfJ));
-#pragma omp parallel for schedule(static) num_threads(detail::threadsFor(D.size() * 64))
-  for (std::ptrdiff_t k = 0; k < std::ptrdiff_t(D.size()); ++k)
-    D[std::size_t(k)] = math::miSlopeValue(L.data(), bins.nI, bins.nJ, int(k / g.nfJ), int(k % g.nfJ));
   const float* a = A.data();
   const float* b = B.data();
-  float* out = grad.data();
+  float* g = grad.data();
   const std::size_t n = A.nVox();
+  const std::ptrdiff_t blocks = std::ptrdiff_t((n + kMiBlock - 1) / kMiBlock);
 #pragma omp parallel for schedule(static) num_threads(detail::threadsFor(n))
-  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(n); ++i)
-    out[i] = math::miGradI(a[i], b[i], w ? math::miMaskSteps(w[i]) : math::kMiFrac, g, D.data(), gk);
+  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+    const std::size_t i0 = std::size_t(k) * kMiBlock, i1 = std::min(n, i0 + kMiBlock);
+    if (simd16::miGradientRange(g, a, b, w, i0, i1, bins, L.data(), gscale)) continue;
+    for (std::size_t i = i0; i < i1; ++i)
+      g[i] = math::miGradAt(a[i], b[i], w ? w[i] : 1.f, bins, L.data(), gscale);
+  }
 }
 
 double mutualInformation(Image3D& grad, const Image3D& I, const Image3D& J, const Image3D* mask, int nbins,
@@ -318,9 +306,9 @@ double mutualInformationGradients(Image3D& gradI, Image3D& gradJ, const Image3D&
   const double value = table(H.data(), bins.nI, bins.nJ, LI.data(), &gscale);
   table(HT.data(), bins.nJ, bins.nI, LJ.data(), &gscale);
   const float* w = mask ? mask->data() : nullptr;
-  if (dev) {  // one pass for both (math::miGradI, miGradJ: the same expressions as the two passes below)
+  if (dev) {  // one pass for both (math::miGradPairAt: the same expressions as the two passes below)
     PYCA_CUDA_CALL(op, cuda_impl::MIGradients(gradI.data(), gradJ.data(), I.data(), J.data(), w, I.nVox(),
-                                              bins, LI.data(), LJ.data(), miGradFactor(gscale)));
+                                              bins, LI.data(), LJ.data(), gscale));
     return value;
   }
   miGradientPass(gradI, dev, op, I, J, w, bins, LI, gscale);

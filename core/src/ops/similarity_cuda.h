@@ -24,15 +24,15 @@ double LNCC(float* grad, const float* I, const float* J, const float* mask, cons
 void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const float* mask, std::size_t nv,
                  const math::MiBins& b);
 
-// grad = dMI/dI (math::miGradI) from the table hostL (b.nI b.nJ floats of miFromHistogram), its slope
-// table built on the device (math::miSlopeValue), and gk.
+// grad = dMI/dI from the table hostL (b.nI b.nJ floats of miFromHistogram) and gscale.
 void MIGradient(float* grad, const float* I, const float* J, const float* mask, std::size_t nv,
-                const math::MiBins& b, const float* hostL, double gk);
+                const math::MiBins& b, const float* hostL, float gscale);
 
 // gradI = dMI/dI and gradJ = dMI/dJ from one pass: the tables hostLI (of H) and hostLJ (of H transposed),
-// b.nI b.nJ floats each, and gk (math::miGradI, miGradJ).
+// b.nI b.nJ floats each, and gscale (math::miGradPairAt).
 void MIGradients(float* gradI, float* gradJ, const float* I, const float* J, const float* mask,
-                 std::size_t nv, const math::MiBins& b, const float* hostLI, const float* hostLJ, double gk);
+                 std::size_t nv, const math::MiBins& b, const float* hostLI, const float* hostLJ,
+                 float gscale);
 
 // n floats from host memory to a device array (waits).
 void CopyToDevice(float* dst, const float* hostSrc, std::size_t n);

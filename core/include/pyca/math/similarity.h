@@ -17,10 +17,12 @@
 // that is s(x) (J(x) S[alpha] - S[alpha mu_J] - I(x) S[beta] + S[beta mu_I]) with S[.] the same box sums
 // (s(x) = 1 without a support).
 //
-// Mutual information (MI) of I and J from a Parzen-windowed joint histogram (Mattes-style; the window the
-// cubic B-spline interpolated linearly between knots, kMiSub to a bin), summed in integers so that sums in
-// any order give the same bits; MI and its table L(a, b) = log(p(a, b) / p_I(a)) come from the integer
-// histogram, and the gradient from L spread onto the knots. Design: docs/design/mutual-information.md.
+// Mutual information (MI) of I and J from a Parzen-windowed joint histogram (Mattes-style): every
+// voxel adds cubic B-spline weights beta3(t_I - a) beta3(t_J - b) to the 4 x 4 bins (a, b) around its
+// bin coordinates t_I, t_J, in integer fixed point (kMiScale units per unit of weight), so that sums
+// in any order give the same bits. MI and its table L(a, b) = log(p(a, b) / p_I(a)) come from the
+// integer histogram; dMI/dI(x) = m (kMiScale / N) (dt_I/dI) sum_a beta3'(t_I - a) sum_b beta3(t_J - b)
+// L(a, b). Design: docs/design/mutual-information.md.
 #pragma once
 
 #include <cmath>
@@ -99,23 +101,11 @@ PYCA_HD float lnccMaskedGradAt(float I, float J, float m, float sAlpha, float sA
 }
 
 // ---- Mutual information -------------------------------------------------------------------------
-// (docs/design/mutual-information.md) Each image's bin coordinate t = 1 + (clamp(v) - lo) / (hi - lo) (n -
-// 3) in [1, n - 2] is placed on a fine grid of knots, kMiSub per bin (knot u at t = 1 + u / kMiSub), between
-// its knots u and u + 1 at f / kMiFrac (f an integer in [0, kMiFrac]). A voxel adds four integer weights,
-// the bilinear products (kMiFrac - fI or fI)(kMiFrac - fJ or fJ), to a fine table F(u, v) (its knots, nf =
-// (n - 3) kMiSub + 1 per image); the joint histogram is F convolved with the cubic B-spline sampled at the
-// knots (integers miTap): H(a, b) = sum_uv F(u, v) c(u, a) c(v, b). Its Parzen window is the cubic
-// B-spline's piecewise-linear interpolant at 1 / kMiSub of a bin (non-negative, a partition of unity),
-// every sum an integer: the same bits in any order, on either backend.
 
-// Knots per bin, and the steps of a voxel's position between two knots.
-constexpr int kMiSub = 4;
-constexpr int kMiFrac = 256;
-// The integer taps c(j) = kMiTapOne beta3(j / kMiSub) (kMiTapOne = 6 kMiSub^3: integers), and the
-// histogram's units per unit of Parzen weight: kMiFrac^2 for the bilinear weights times kMiTapOne^2.
-// A voxel adds at most kMiScale (about 2^33.2) in all: a uint64 histogram holds 2^30 voxels.
-constexpr int kMiTapOne = 6 * kMiSub * kMiSub * kMiSub;
-constexpr double kMiScale = double(kMiFrac) * double(kMiFrac) * double(kMiTapOne) * double(kMiTapOne);
+// Histogram units per unit of Parzen weight (2^32). A voxel adds at most 16 products of two cubic
+// B-spline weights times a mask weight in [0, 1] (each product <= 4/9, their sum 1 up to rounding),
+// so a uint64 histogram holds 2^32 voxels without overflow.
+constexpr double kMiScale = 4294967296.0;
 
 // Bins and intensity ranges of a joint histogram: n bins per image, intensities of I in [iLo, iHi]
 // and of J in [jLo, jHi] (lo < hi).
@@ -125,7 +115,17 @@ struct MiBins {
 };
 
 // Products and sums that the CUDA compiler may not contract into fused multiply-adds (the CPU build
-// contracts none): the same values on both backends.
+// contracts none): the histogram's weights are the same doubles, so the same integers, on both. The
+// template is the CPU's vector of doubles (core/src/ops/similarity_simd.cpp, compiled without
+// contraction): lane by lane the same product and sum.
+template <class T>
+PYCA_HD_LANES T mulRn(T a, T b) {
+  return a * b;
+}
+template <class T>
+PYCA_HD_LANES T addRn(T a, T b) {
+  return a + b;
+}
 PYCA_HD double mulRn(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __dmul_rn(a, b);
@@ -140,149 +140,208 @@ PYCA_HD double addRn(double a, double b) {
   return a + b;
 #endif
 }
-PYCA_HD float mulRn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-PYCA_HD float addRn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 
-// The knots of an axis of n bins: (n - 3) kMiSub + 1.
-PYCA_HD int miKnots(int n) { return (n - 3) * kMiSub + 1; }
-
-// c(j) = kMiTapOne beta3(j / kMiSub), beta3 the cubic B-spline: 4 K^3 - 6 K j^2 + 3 |j|^3 for |j| < K,
-// (2 K - |j|)^3 for K <= |j| < 2 K, else 0 (K = kMiSub). Knot u of an axis weighs c(kMiSub (1 - a) + u)
-// on bin a; the taps of one knot sum to kMiTapOne.
-PYCA_HD std::int64_t miTap(int j) {
-  constexpr std::int64_t K = kMiSub;
-  const std::int64_t a = j < 0 ? -std::int64_t(j) : std::int64_t(j);
-  if (a >= 2 * K) return 0;
-  if (a < K) return 4 * K * K * K - 6 * K * a * a + 3 * a * a * a;
-  return (2 * K - a) * (2 * K - a) * (2 * K - a);
-}
-
-// The fine grid of a histogram: MiBins, the knots of each axis and each axis' steps per unit of intensity,
-// kMiFrac kMiSub (n - 3) / (hi - lo) (a double's quotient rounded to a float once: the same on both
-// backends).
-struct MiGrid {
-  MiBins b;
-  int nfI, nfJ;
-  float sI, sJ;
+// The lane operations the MI formulas below need beyond + - * and comparisons, for T = double (one
+// voxel: the GPU and the scalar CPU loop); the CPU's SIMD loops specialise it for a vector of doubles
+// (core/src/ops/similarity_simd.cpp), so that every lane computes what the scalar functions compute.
+template <class T>
+struct MiLanes {
+  using Int = int;
+  using Mask = bool;
+  PYCA_HD_LANES static T splat(double a) { return a; }
+  PYCA_HD_LANES static Mask greater(T a, double b) { return a > b; }  // false for NaN
+  PYCA_HD_LANES static Mask less(T a, double b) { return a < b; }     // false for NaN
+  PYCA_HD_LANES static Mask both(Mask a, Mask b) { return a && b; }
+  PYCA_HD_LANES static T select(Mask c, T a, T b) { return c ? a : b; }
+  PYCA_HD_LANES static Int truncate(T t) { return Int(t); }
+  PYCA_HD_LANES static T toReal(Int k) { return T(k); }
+  // k > hi ? hi : (k < 0 ? 0 : k), for hi >= 0
+  PYCA_HD_LANES static Int clampInt(Int k, int hi) { return k > hi ? hi : (k < 0 ? 0 : k); }
+  // double(L[k]): the table of miFromHistogram at index k (the GPU keeps its floats as doubles in shared
+  // memory: the same values, converted once)
+  PYCA_HD_LANES static T table(const float* L, Int k) { return T(L[k]); }
+  PYCA_HD_LANES static T table(const double* L, Int k) { return T(L[k]); }
 };
-inline MiGrid miGrid(const MiBins& b) {
-  const auto steps = [](int n, float lo, float hi) {
-    return float(double(kMiFrac) * double(kMiSub * (n - 3)) / (double(hi) - double(lo)));
-  };
-  return MiGrid{b, miKnots(b.nI), miKnots(b.nJ), steps(b.nI, b.iLo, b.iHi), steps(b.nJ, b.jLo, b.jHi)};
-}
 
-// Where intensity v lies on an axis of nf knots over [lo, hi] (`steps` per unit of intensity): v clamped to
-// [lo, hi] (a NaN counts as lo), its position R = round((v - lo) steps) in 1/kMiFrac of a knot spacing
-// (floats, halves up), the lower knot of its cell u = min(R / kMiFrac, nf - 2) and its place in the cell f =
-// min(R - kMiFrac u, kMiFrac). inside: v strictly inside (lo, hi) (outside, the clamp's derivative is 0).
-struct MiKnot {
-  int u, f;
-  bool inside;
-};
-PYCA_HD MiKnot miKnot(float v, float lo, float hi, int nf, float steps) {
-  const bool above = v > lo, below = v < hi;  // both false for NaN
-  const float x = above ? (below ? v : hi) : lo;
-  const int R = int(addRn(mulRn(addRn(x, -lo), steps), 0.5f));  // >= 0
-  const int u = R / kMiFrac < nf - 2 ? R / kMiFrac : nf - 2;
-  const int f = R - kMiFrac * u < kMiFrac ? R - kMiFrac * u : kMiFrac;
-  return MiKnot{u, f, above && below};
-}
-
-// The mask weight m clamped to [0, 1] (a NaN counts as 0) in 1/kMiFrac, rounded (halves up).
-PYCA_HD int miMaskSteps(float m) {
-  return m > 0.f ? (m < 1.f ? int(addRn(mulRn(m, float(kMiFrac)), 0.5f)) : kMiFrac) : 0;
-}
-
-// One voxel's share of the fine table F: its cell (knots uI, uJ; key = uI nfJ + uJ, F row-major) and the
-// weights w of the knots (uI, uJ), (uI, uJ + 1), (uI + 1, uJ), (uI + 1, uJ + 1): the bilinear products
-// (kMiFrac - fI or fI)(kMiFrac - fJ or fJ), each times the mask's steps mq / kMiFrac rounded (halves up)
-// where mq < kMiFrac. Each weight <= kMiFrac^2 = 2^16, their sum too.
-struct MiSplat {
-  int key, uI, uJ;
-  unsigned w[4];
-};
-PYCA_HD MiSplat miSplat(float i, float j, int mq, const MiGrid& g) {
-  const MiKnot kI = miKnot(i, g.b.iLo, g.b.iHi, g.nfI, g.sI);
-  const MiKnot kJ = miKnot(j, g.b.jLo, g.b.jHi, g.nfJ, g.sJ);
-  const unsigned gI = unsigned(kMiFrac - kI.f), fI = unsigned(kI.f);
-  const unsigned gJ = unsigned(kMiFrac - kJ.f), fJ = unsigned(kJ.f);
-  MiSplat s{kI.u * g.nfJ + kJ.u, kI.u, kJ.u, {gI * gJ, gI * fJ, fI * gJ, fI * fJ}};
-  if (mq < kMiFrac)
-    for (unsigned& w : s.w) w = (unsigned(mq) * w + unsigned(kMiFrac / 2)) / unsigned(kMiFrac);
-  return s;
-}
-
-// sum over the knots x of an axis of nf knots of v[x stride] c(kMiSub (1 - a) + x): the fine values v
-// (a row or column of F, or of its convolution along the other axis) on bin a, an integer.
-template <class V>
-PYCA_HD std::uint64_t miTapSum(const V* v, std::size_t stride, int nf, int a) {
-  const int x0 = kMiSub * (a - 3) + 1 > 0 ? kMiSub * (a - 3) + 1 : 0;
-  const int x1 = kMiSub * (a + 1) - 1 < nf - 1 ? kMiSub * (a + 1) - 1 : nf - 1;
-  std::uint64_t s = 0;
-  for (int x = x0; x <= x1; ++x)
-    s += std::uint64_t(v[std::size_t(x) * stride]) * std::uint64_t(miTap(kMiSub * (1 - a) + x));
-  return s;
-}
-
-// The knot table of the gradient: LF(u, v) = sum_a c(u, a) sum_b c(v, b) L[a nB + b] (L the table of
-// miFromHistogram, nA x nB, as doubles; c as miTap), every product and sum rounded on its own in a fixed
-// order; and D(u, v) = LF(u + 1, v) - LF(u, v) for u < nfA - 1, the table miGradAt reads.
-PYCA_HD double miKnotValue(const float* L, int nA, int nB, int u, int v) {
-  // the bins within reach of knots u and v (miTap is 0 beyond), in increasing order
-  const int a1 = u / kMiSub + 4 < nA ? u / kMiSub + 4 : nA, b1 = v / kMiSub + 4 < nB ? v / kMiSub + 4 : nB;
-  double s = 0.0;
-  for (int a = u / kMiSub; a < a1; ++a) {
-    const std::int64_t ca = miTap(kMiSub * (1 - a) + u);
-    if (!ca) continue;
-    double r = 0.0;
-    for (int b = v / kMiSub; b < b1; ++b) {
-      const std::int64_t cb = miTap(kMiSub * (1 - b) + v);
-      if (cb) r = addRn(r, mulRn(double(cb), double(L[std::size_t(a) * nB + b])));
-    }
-    s = addRn(s, mulRn(double(ca), r));
+// Parzen window of intensity v on an axis of n >= 4 bins over [lo, hi]: v clamped to [lo, hi] (a NaN
+// counts as lo) has the bin coordinate t = 1 + (v - lo) / (hi - lo) (n - 3) in [1, n - 2], so its four
+// bins base .. base + 3 (base = min(floor(t) - 1, n - 4)) lie inside the histogram. w[k] = beta3(t -
+// base - k), beta3 the cubic B-spline, written as the four pieces of the fraction f = t - base - 1 in
+// [0, 1] (no branch per weight); dw[k] = d w[k] / dv (0 where v was clamped), unless dw is null.
+// Returns base. T: double (v a float's value), or the CPU's vector of doubles (MiLanes).
+template <class T>
+PYCA_HD_LANES typename MiLanes<T>::Int miParzen(T v, float lo, float hi, int n, T* w, T* dw) {
+  using L = MiLanes<T>;
+  using Int = typename MiLanes<T>::Int;
+  const double span = double(hi) - double(lo);
+  const double dtdv = double(n - 3) / span;
+  // v <= lo or NaN: lo, slope 0; v >= hi: hi, slope 0; else v, slope dt/dv
+  const auto above = L::greater(v, double(lo));
+  const auto below = L::less(v, double(hi));
+  const T x = L::select(above, L::select(below, v, L::splat(double(hi))), L::splat(double(lo)));
+  const T slope = L::select(L::both(above, below), L::splat(dtdv), L::splat(0.0));
+  const T t = addRn(L::splat(1.0), mulRn(x - double(lo), L::splat(dtdv)));
+  const Int base = L::clampInt(L::truncate(t) - 1, n - 4);  // t >= 1: truncation is floor
+  const T f = t - L::toReal(base + 1), g = 1.0 - f;
+  const T f2 = mulRn(f, f), g2 = mulRn(g, g);
+  const T f3 = mulRn(f2, f), g3 = mulRn(g2, g);
+  w[0] = mulRn(g3, L::splat(1.0 / 6.0));                     // beta3(1 + f)
+  w[1] = addRn((2.0 / 3.0) - f2, mulRn(L::splat(0.5), f3));  // beta3(f)
+  w[2] = addRn((2.0 / 3.0) - g2, mulRn(L::splat(0.5), g3));  // beta3(f - 1)
+  w[3] = mulRn(f3, L::splat(1.0 / 6.0));                     // beta3(f - 2)
+  if (dw) {  // -g^2 / 2, -2 f + 3 f^2 / 2, 2 g - 3 g^2 / 2, f^2 / 2, times the slope (no contraction)
+    dw[0] = mulRn(mulRn(L::splat(-0.5), g2), slope);
+    dw[1] = mulRn(addRn(mulRn(L::splat(-2.0), f), mulRn(L::splat(1.5), f2)), slope);
+    dw[2] = mulRn(addRn(mulRn(L::splat(2.0), g), mulRn(L::splat(-1.5), g2)), slope);
+    dw[3] = mulRn(mulRn(L::splat(0.5), f2), slope);
   }
-  return s;
-}
-PYCA_HD double miSlopeValue(const float* L, int nA, int nB, int u, int v) {
-  return addRn(miKnotValue(L, nA, nB, u + 1, v), -miKnotValue(L, nA, nB, u, v));
+  return base;
 }
 
-// dMI/dA at one voxel (a of image A, b of the other image B, mask steps mq): the derivative of the
-// histogram's window along A (piecewise constant: the difference of the two knots' taps times ds/da)
-// with B's weights as the histogram has them: steps mq ((kMiFrac - fB) D(uA, uB) + fB D(uA, uB + 1)) gk,
-// gk = gscale / (kMiScale kMiFrac) (miFromHistogram's gscale = kMiScale / N; steps = kMiFrac ds/da), D the
-// slope table (rows the knot cells of A, nfB columns); +0 where a is clamped (the clamp's derivative). Order
-// of operations fixed.
-PYCA_HD float miGradAt(float a, float b, int mq, float loA, float hiA, int nfA, float sA, float loB,
-                       float hiB, int nfB, float sB, const double* D, double gk) {
-  const MiKnot kA = miKnot(a, loA, hiA, nfA, sA);
-  if (!kA.inside || mq == 0) return 0.f;
-  const MiKnot kB = miKnot(b, loB, hiB, nfB, sB);
-  const double* row = D + std::size_t(kA.u) * std::size_t(nfB) + std::size_t(kB.u);
-  const double s = addRn(mulRn(double(kMiFrac - kB.f), row[0]), mulRn(double(kB.f), row[1]));
-  return float(mulRn(mulRn(mulRn(s, double(mq)), double(sA)), gk));
+// The mask weight m clamped to [0, 1] (a NaN counts as 0).
+template <class T>
+PYCA_HD_LANES T miMaskWeight(T m) {
+  using L = MiLanes<T>;
+  return L::select(L::greater(m, 0.0), L::select(L::less(m, 1.0), m, L::splat(1.0)), L::splat(0.0));
 }
 
-// miGradAt for image I (A = I, D = DI) and for image J (A = J, D = DJ, the slope table of the transposed
-// histogram's L, rows the knot cells of J) of a grid.
-PYCA_HD float miGradI(float i, float j, int mq, const MiGrid& g, const double* DI, double gk) {
-  return miGradAt(i, j, mq, g.b.iLo, g.b.iHi, g.nfI, g.sI, g.b.jLo, g.b.jHi, g.nfJ, g.sJ, DI, gk);
+// The 16 fixed-point Parzen weights of one voxel (intensities i of I, j of J, mask weight m):
+// q[4 a + b] = round(miMaskWeight(m) wI[a] wJ[b] kMiScale) for bin (bI + a, bJ + b), as doubles
+// (each below 2^63: converted to an integer by the caller, through a signed integer).
+template <class T>
+PYCA_HD_LANES void miVoxelProducts(T i, T j, T m, const MiBins& b, typename MiLanes<T>::Int* bI,
+                                   typename MiLanes<T>::Int* bJ, T* q) {
+  T wI[4], wJ[4];
+  *bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, static_cast<T*>(nullptr));
+  *bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, static_cast<T*>(nullptr));
+  const T mm = miMaskWeight(m);
+  for (int a = 0; a < 4; ++a) {
+    const T ma = mulRn(mulRn(mm, wI[a]), MiLanes<T>::splat(kMiScale));
+    for (int c = 0; c < 4; ++c) q[4 * a + c] = addRn(mulRn(ma, wJ[c]), MiLanes<T>::splat(0.5));
+  }
 }
-PYCA_HD float miGradJ(float i, float j, int mq, const MiGrid& g, const double* DJ, double gk) {
-  return miGradAt(j, i, mq, g.b.jLo, g.b.jHi, g.nfJ, g.sJ, g.b.iLo, g.b.iHi, g.nfI, g.sI, DJ, gk);
+
+// The 16 fixed-point Parzen weights of one voxel (intensities i of I, j of J, mask weight m clamped
+// to [0, 1]): q[4 a + b] = round(m wI[a] wJ[b] kMiScale) for bin (bI + a, bJ + b) (each below 2^63:
+// converted through a signed integer, one instruction).
+PYCA_HD void miVoxelWeights(float i, float j, float m, const MiBins& b, int* bI, int* bJ, std::uint64_t* q) {
+  double d[16];
+  miVoxelProducts(double(i), double(j), double(m), b, bI, bJ, d);
+  for (int k = 0; k < 16; ++k) q[k] = std::uint64_t(std::int64_t(d[k]));
+}
+
+// trunc(y) for 0 <= y < 2^31 by double additions instead of a conversion (the GPU converts from double
+// at a quarter of its double-precision rate): z = y + 1.5 2^52 holds round-to-nearest(y) in its low
+// mantissa bits (ulp(z) = 1), and z - 1.5 2^52 is that integer exactly; one less where it rounded up.
+// The integer uint32_t(y) is (tests/cpp/test_similarity_simd.cpp).
+PYCA_HD std::uint32_t miTruncU32(double y) {
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+  const double z = addRn(y, kMagic);
+#ifdef __CUDA_ARCH__
+  const std::uint32_t r = std::uint32_t(__double2loint(z));
+#else
+  std::uint64_t bits;
+  std::memcpy(&bits, &z, sizeof bits);
+  const std::uint32_t r = std::uint32_t(bits);
+#endif
+  return r - (addRn(z, -kMagic) > y ? 1u : 0u);
+}
+
+// Runs of equal (I, J, mask) triples in a sequence of voxels -- the background, mostly: push() hands
+// each run to add(i, j, m, length) once, when the next different voxel (or finish()) ends it, so a run
+// adds its weights once, times its length. A NaN never equals itself: it starts a run of its own.
+template <class Count>
+struct MiRuns {
+  float i = 0.f, j = 0.f, m = 0.f;
+  Count n = 0;
+  template <class Add>
+  PYCA_HD void push(float vi, float vj, float vm, const Add& add) {
+    if (n && vi == i && vj == j && vm == m) {
+      ++n;
+      return;
+    }
+    finish(add);
+    i = vi;
+    j = vj;
+    m = vm;
+    n = 1;
+  }
+  template <class Add>
+  PYCA_HD void finish(const Add& add) {
+    if (n) add(i, j, m, n);
+    n = 0;
+  }
+};
+
+// sum_a dA[a] sum_c wB[c] LT((bA + a) nB + bB + c): the table LT (rows the bins of A, nB columns) read
+// through one voxel's Parzen derivatives along A and weights along B, every product and sum rounded on
+// its own (mulRn, addRn: the GPU gives the CPU's bits); T as miParzen's.
+template <class T, class Tab>
+PYCA_HD_LANES T miTableSum(const T* dA, const T* wB, typename MiLanes<T>::Int bA, typename MiLanes<T>::Int bB,
+                           int nB, const Tab* LT) {
+  using Int = typename MiLanes<T>::Int;
+  using L = MiLanes<T>;
+  T g = L::splat(0.0);
+  for (int a = 0; a < 4; ++a) {
+    const Int k = (bA + a) * nB + bB;
+    T r = mulRn(wB[0], L::table(LT, k));
+    r = addRn(r, mulRn(wB[1], L::table(LT, k + 1)));
+    r = addRn(r, mulRn(wB[2], L::table(LT, k + 2)));
+    r = addRn(r, mulRn(wB[3], L::table(LT, k + 3)));
+    g = addRn(g, mulRn(dA[a], r));
+  }
+  return g;
+}
+
+// dMI/dI at one voxel: gscale (dt/dI) m sum_a beta3'(t_I - a) sum_b beta3(t_J - b) L(a, b), with L the
+// table of miFromHistogram (row-major, L[a nJ + b]) and gscale = kMiScale / N; T as miParzen's (the
+// caller converts the result to float).
+template <class T, class Tab>
+PYCA_HD_LANES T miGradient(T i, T j, T m, const MiBins& b, const Tab* L, float gscale) {
+  using Int = typename MiLanes<T>::Int;
+  T wI[4], dI[4], wJ[4];
+  const Int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
+  const Int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, static_cast<T*>(nullptr));
+  const T mm = miMaskWeight(m);
+  return mulRn(mulRn(miTableSum(dI, wJ, bI, bJ, b.nJ, L), mm), MiLanes<T>::splat(double(gscale)));
+}
+
+// Both images' derivatives at one voxel from one pair of Parzen windows: *gI = miGradient(i, j, m, b,
+// LI, gscale) and *gJ = miGradient(j, i, m, b transposed, LJ, gscale) (LJ: the table of the transposed
+// histogram, rows the bins of J), the same expressions, so the same values. Tab: float, or double holding
+// the tables' floats.
+template <class T, class Tab>
+PYCA_HD_LANES void miGradientPair(T i, T j, T m, const MiBins& b, const Tab* LI, const Tab* LJ, float gscale,
+                                  T* gI, T* gJ) {
+  using Int = typename MiLanes<T>::Int;
+  T wI[4], dI[4], wJ[4], dJ[4];
+  const Int bI = miParzen(i, b.iLo, b.iHi, b.nI, wI, dI);
+  const Int bJ = miParzen(j, b.jLo, b.jHi, b.nJ, wJ, dJ);
+  const T mm = miMaskWeight(m);
+  const T gs = MiLanes<T>::splat(double(gscale));
+  *gI = mulRn(mulRn(miTableSum(dI, wJ, bI, bJ, b.nJ, LI), mm), gs);
+  *gJ = mulRn(mulRn(miTableSum(dJ, wI, bJ, bI, b.nI, LJ), mm), gs);
+}
+
+// Whether miParzen clamps v to [lo, hi] (v at or below lo, at or above hi, or NaN): its Parzen derivatives
+// are then +-0, and miGradient's value for that image is +0 exactly (a sum of +-0 products from +0, times
+// the mask weight and gscale, both >= 0), so a loop may write +0 without evaluating it.
+PYCA_HD bool miClamped(float v, float lo, float hi) {
+  return !(double(v) > double(lo) && double(v) < double(hi));
+}
+
+template <class Tab>
+PYCA_HD float miGradAt(float i, float j, float m, const MiBins& b, const Tab* L, float gscale) {
+  return float(miGradient(double(i), double(j), double(m), b, L, gscale));
+}
+
+template <class Tab>
+PYCA_HD void miGradPairAt(float i, float j, float m, const MiBins& b, const Tab* LI, const Tab* LJ,
+                          float gscale, float* gI, float* gJ) {
+  double u, v;
+  miGradientPair(double(i), double(j), double(m), b, LI, LJ, gscale, &u, &v);
+  *gI = float(u);
+  *gJ = float(v);
 }
 
 // The marginals of the integer joint histogram H (row-major, H[a nJ + b]): hI[a] = sum_b H(a, b), hJ[b] =
