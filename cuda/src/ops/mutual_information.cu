@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "ops/cuda_common.cuh"
 #include "ops/reductions_cuda.h"
@@ -254,6 +255,21 @@ __device__ __forceinline__ void miZeroTables(unsigned* sh, int copies, int pitch
   __syncthreads();
 }
 
+// This lane's tables in the block's shared memory, zeroed (miZeroTables' layout): lo its copy of the low
+// words (copy lane % copies), toHigh the high table's offset from lo, nb the bins.
+struct MiLaneTables {
+  unsigned* lo;
+  int toHigh, nb;
+};
+template <int NJ>
+__device__ __forceinline__ MiLaneTables miLaneTables(unsigned* sh, const math::MiBins& bins, int copies,
+                                                     int pitch) {
+  const int nb = bins.nI * (NJ ? NJ : bins.nJ);
+  miZeroTables(sh, copies, pitch, nb);
+  const int copy = int(threadIdx.x % 32) % copies;
+  return MiLaneTables{sh + std::size_t(copy) * std::size_t(pitch), (copies - copy) * pitch, nb};
+}
+
 // Adds the block's tables into H (64-bit integer atomics).
 __device__ __forceinline__ void miMergeTables(unsigned long long* H, const unsigned* sh, int copies,
                                               int pitch, int nb) {
@@ -275,11 +291,9 @@ __global__ void __launch_bounds__(Block)
                        const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
                        math::MiBins bins, int copies, int pitch) {
   extern __shared__ unsigned sh[];
-  const int nb = bins.nI * (NJ ? NJ : bins.nJ);
-  miZeroTables(sh, copies, pitch, nb);
-  const int copy = int(threadIdx.x % 32) % copies;
-  unsigned* const lo = sh + std::size_t(copy) * std::size_t(pitch);
-  const int toHigh = (copies - copy) * pitch;
+  const MiLaneTables t = miLaneTables<NJ>(sh, bins, copies, pitch);
+  unsigned* const lo = t.lo;
+  const int toHigh = t.toHigh, nb = t.nb;
   const auto add = [&](float u, float v, float m, unsigned n) {
     if (n == 1) {
       miAddOne<NJ, Magic, Always>(lo, toHigh, bins, u, v, m);
@@ -333,12 +347,10 @@ __global__ void __launch_bounds__(Block)
                         const float* __restrict__ b, const float* __restrict__ w, std::size_t nv,
                         math::MiBins bins, int copies, int pitch) {
   extern __shared__ unsigned sh[];
-  const int nb = bins.nI * (NJ ? NJ : bins.nJ);
-  miZeroTables(sh, copies, pitch, nb);
+  const MiLaneTables t = miLaneTables<NJ>(sh, bins, copies, pitch);
+  unsigned* const lo = t.lo;
+  const int toHigh = t.toHigh, nb = t.nb;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
-  const int copy = lane % copies;
-  unsigned* const lo = sh + std::size_t(copy) * std::size_t(pitch);
-  const int toHigh = (copies - copy) * pitch;
   float* const q = reinterpret_cast<float*>(sh + copies * pitch + nb) + std::size_t(warp) * kMiQueueWords;
   float *const oneU = q, *const oneV = q + kMiRing, *const oneM = q + 2 * kMiRing;
   float *const runU = q + 3 * kMiRing, *const runV = q + 4 * kMiRing, *const runM = q + 5 * kMiRing;
@@ -432,9 +444,8 @@ struct HistChoice {
   bool magic, compact, always, grouped;
 };
 
-HistChoice histChoice(const char* op) {
+HistChoice parseHistChoice(const char* op, const char* e) {
   HistChoice c{false, 32, 1024, false, true, false, false};  // the compacting walk (docs/performance.md)
-  const char* e = std::getenv("PYCA_MI_HIST");
   if (!e || !*e) return c;
   if (std::strcmp(e, "legacy") == 0) {
     c.legacy = true;
@@ -460,21 +471,71 @@ HistChoice histChoice(const char* op) {
   return c;
 }
 
+// parseHistChoice of PYCA_MI_HIST, parsed again only when the variable's value changes (per thread).
+HistChoice histChoice(const char* op) {
+  const char* e = std::getenv("PYCA_MI_HIST");
+  thread_local std::string seen;
+  thread_local HistChoice parsed = parseHistChoice(op, nullptr);
+  const std::string now = e ? e : "";
+  if (now != seen) {
+    parsed = parseHistChoice(op, e);  // throws on a malformed value: nothing cached
+    seen = now;
+  }
+  return parsed;
+}
+
+// The current device's multiprocessors and the shared memory a block may opt in to, queried once per
+// device (and thread).
+struct DeviceInfo {
+  int dev = -1, sms = 0, optin = 0;
+};
+DeviceInfo deviceInfo(const char* op) {
+  int dev = 0;
+  check(cudaGetDevice(&dev), op, "cudaGetDevice");
+  thread_local std::vector<DeviceInfo> known;
+  for (const DeviceInfo& d : known)
+    if (d.dev == dev) return d;
+  DeviceInfo d;
+  d.dev = dev;
+  check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev), op, "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&d.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), op,
+        "cudaDeviceGetAttribute");
+  known.push_back(d);
+  return d;
+}
+
+// Blocks of `kernel` (Block threads, `bytes` of shared memory) resident on one multiprocessor of the current
+// device, the shared-memory attribute set first where `bytes` needs the opt-in: once per kernel, device and
+// size (and thread).
+int blocksPerSm(const void* kernel, int dev, int block, std::size_t bytes, const char* op) {
+  struct Known {
+    const void* kernel;
+    int dev, block;
+    std::size_t bytes;
+    int perSm;
+  };
+  thread_local std::vector<Known> known;
+  for (const Known& k : known)
+    if (k.kernel == kernel && k.dev == dev && k.block == block && k.bytes == bytes) return k.perSm;
+  if (bytes > kSharedBytes)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), op,
+          "cudaFuncSetAttribute");
+  int perSm = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, block, bytes), op,
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  known.push_back(Known{kernel, dev, block, bytes, perSm});
+  return perSm;
+}
+
 // Launches kernel with `bytes` of shared memory on every multiprocessor, as many blocks as fit (the
 // occupancy calculator), no more than `items` (one per thread) need.
 template <class Kernel>
 void launchResident(Kernel kernel, int block, std::size_t bytes, std::size_t items, const char* op,
                     unsigned long long* H, const float* I, const float* J, const float* mask, std::size_t nv,
                     const math::MiBins& b, int copies, int pitch) {
-  if (bytes > kSharedBytes)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), op,
-          "cudaFuncSetAttribute");
-  int dev = 0, sms = 0, perSm = 0;
-  check(cudaGetDevice(&dev), op, "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), op, "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, block, bytes), op,
-        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const unsigned blocks = blocksFor(items, block, std::size_t(std::max(1, sms * std::max(1, perSm))));
+  const DeviceInfo d = deviceInfo(op);
+  const int perSm = blocksPerSm(reinterpret_cast<const void*>(kernel), d.dev, block, bytes, op);
+  const unsigned blocks = blocksFor(items, block, std::size_t(std::max(1, d.sms * std::max(1, perSm))));
   kernel<<<blocks, block, bytes, stream()>>>(H, I, J, mask, nv, b, copies, pitch);
 }
 
@@ -576,10 +637,7 @@ __global__ void miGradPairKernel(float* __restrict__ gI, float* __restrict__ gJ,
 // Blocks of a grid-stride loop that keeps every multiprocessor busy: `perSm` blocks per SM, no more
 // than the data needs.
 unsigned residentBlocks(std::size_t nv, int perSm, const char* op) {
-  int dev = 0, sms = 0;
-  check(cudaGetDevice(&dev), op, "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), op, "cudaDeviceGetAttribute");
-  return blocksFor(nv, kBlock, std::size_t(std::max(1, sms * perSm)));
+  return blocksFor(nv, kBlock, std::size_t(std::max(1, deviceInfo(op).sms * perSm)));
 }
 }  // namespace
 
@@ -595,11 +653,7 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
     // the high words: as many copies as the multiprocessor's shared memory holds, at most choice.copies.
     const int pitch = int(nb + 1);
     const std::size_t one = std::size_t(pitch) * sizeof(unsigned), high = nb * sizeof(unsigned);
-    int dev = 0, optin = 0;
-    check(cudaGetDevice(&dev), op, "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), op,
-          "cudaDeviceGetAttribute");
-    const std::size_t room = std::size_t(optin);
+    const std::size_t room = std::size_t(deviceInfo(op).optin);
     // the compacting kernel's queues after the tables
     const std::size_t queues =
         choice.compact ? std::size_t(choice.block / 32) * kMiQueueWords * sizeof(float) : 0;
@@ -631,10 +685,8 @@ void MIHistogram(std::uint64_t* hostH, const float* I, const float* J, const flo
     const std::size_t chunks = (nv + kHistChunk - 1) / kHistChunk;
     if (copies >= 1) {
       const std::size_t bytes = one * std::size_t(copies);
-      if (bytes > kSharedBytes)
-        check(
-            cudaFuncSetAttribute(miHistKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-            op, "cudaFuncSetAttribute");
+      // the opt-in shared-memory attribute, set once (with the occupancy, unused here)
+      blocksPerSm(reinterpret_cast<const void*>(miHistKernel<true>), deviceInfo(op).dev, kBlock, bytes, op);
       miHistKernel<true><<<residentBlocks(chunks, 2, op), kBlock, bytes, stream()>>>(
           H.as<unsigned long long>(), I, J, mask, nv, b, copies, pitch);
     } else {
