@@ -3,7 +3,7 @@ torch.profiler's trace: every kernel of the process, pyca's included) against th
 iterations, eager and replayed as CUDA graphs (pyca.cuda_graph). The kernels' sum is what no launch path
 can go below; wall - busy is the host's share.
 
-    python benchmarks/lab/shoot_launches.py [--size 128] [--band 16] [--time-steps 10] [--map coarse|linear|cubic]
+    python benchmarks/lab/shoot_launches.py [--size 128] [--band 16] [--time-steps 10] [--map coarse|linear|cubic|linear2|cubic2]
                                             [--trace-dir DIR]
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main():
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--band", type=int, default=16)
     ap.add_argument("--time-steps", type=int, default=10)
-    ap.add_argument("--map", default="coarse", choices=["coarse", "linear", "cubic"])
+    ap.add_argument("--map", default="coarse", choices=["coarse", "linear", "cubic", "linear2", "cubic2"])
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--trace-dir", default=os.environ.get("OUT", "/tmp"))
     a = ap.parse_args()
@@ -63,7 +63,8 @@ def main():
     mem = ca.MEM_DEVICE
     I0, I1 = (ca.Image3D.from_array(np.asfortranarray(x)).clone(mem) for x in pair(a.size))
     torch.zeros(1, device="cuda")
-    _band.BandFit.fine_map = None if a.map == "coarse" else a.map
+    _band.BandFit.fine_map = None if a.map == "coarse" else a.map.rstrip("2")
+    _band.BandFit.trace_stride = 2 if a.map.endswith("2") else 1
     p = dict(shoot.DEFAULTS, time_steps=a.time_steps, band=a.band, sigma=0.5, folding_steps="accept", **CLIENT_KERNEL)
     for graphs in (False, True):
         _band.BandFit.graphs = graphs
