@@ -2,8 +2,13 @@
 Catmull-Rom cubics (cubic=True, BandGeodesic.cubic) or trilinearly (the full model's operations' rule:
 CoAd, LDDMMComposeStep, Resample): a trilinear sample smooths, and a grid twice as coarse doubles that
 at each step. Every pass samples through one helper, _sample; the sweep's force J - ad*_m~ m is
-_geodesic_kernels.force's (as a covector). One source for the CPU and the GPU (pyca's kernels);
-tests/python/test_shoot_band.py checks them against NumPy references and pyca's operations."""
+_geodesic_kernels.force's (as a covector). coad (trilinear) is also the full model's CoAd (Geodesic,
+one-sided at the border); trace carries the map on the images' grid through the coarse velocities
+(BandFit.fine_map). The full model's own step (_geodesic_kernels.step) stays apart from step(cubic=False):
+the same meaning, but it composes h as LDDMMComposeStep does (h + the tap's shift, trilinear), which the
+full model's chains of operations (the CPU's reference) must equal to the last bits. One source for the
+CPU and the GPU (pyca's kernels); tests/python/test_shoot_band.py checks them against NumPy references
+and pyca's operations."""
 from __future__ import annotations
 
 import math
