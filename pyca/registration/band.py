@@ -24,6 +24,11 @@ Geodesic's steps back s_j, in place of the image adjoint's I^ grad I_j (which is
 the full model: I^ grad I is carried so); the momentum adjoint is Geodesic.adjoint's. So no image and
 no full-resolution field enters the sweep. docs/shoot.md ("band-limited geodesics") says what this
 costs and buys.
+
+Options (class attributes): BandGeodesic.cubic (Catmull-Rom samples on the coarse grid); BandFit.fine_map
+(phi_{1,0} traced on the images' grid through the T coarse velocities, FLASH's way, in place of h_T
+brought over by a cubic; trace_stride 2: two time steps a pass); BandFit.graphs (on the GPU, forward's
+and gradients' device work recorded once as CUDA graphs and replayed: pyca.cuda_graph).
 """
 from __future__ import annotations
 
