@@ -185,7 +185,7 @@ def _along(v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: f
     cx = min(max(rx * (px + sign * 0.5 * dt * wx / sx) + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
     cy = min(max(ry * (py + sign * 0.5 * dt * wy / sy) + 0.5 * (ry - 1.0), 0.0), my - 1.0)
     cz = min(max(rz * (pz + sign * 0.5 * dt * wz / sz) + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
-    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, b != 0.0, cx, cy, cz, cubic, False, False)
     qx = px + sign * dt * (a * d0 + b * e0) / sx
     qy = py + sign * dt * (a * d1 + b * e1) / sy
     qz = pz + sign * dt * (a * d2 + b * e2) / sz if mz > 1 else pz
@@ -308,7 +308,7 @@ def trace(y: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: 
     cx = min(max(rx * px + 0.5 * (rx - 1.0), 0.0), mx - 1.0)
     cy = min(max(ry * py + 0.5 * (ry - 1.0), 0.0), my - 1.0)
     cz = min(max(rz * pz + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
-    d0, d1, d2, e0, e1, e2 = _sample(v, vp, True, cx, cy, cz, cubic, False, False)  # w at p
+    d0, d1, d2, e0, e1, e2 = _sample(v, vp, b != 0.0, cx, cy, cz, cubic, False, False)  # w at p (vp unread when b = 0)
     px, py, pz = _along(v, vp, a, b, dt, -1.0, px, py, pz, a * d0 + b * e0, a * d1 + b * e1, a * d2 + b * e2, rx, ry,
                         rz, sx, sy, sz, cubic)
     y[i, j, k, 0] = px
