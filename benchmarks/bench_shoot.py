@@ -437,7 +437,7 @@ def _brain_params(text):
     for item in filter(None, text.split(",")):
         k, _, v = item.partition("=")
         k = k.strip()
-        out[k] = int(v) if k in ("time_steps", "lpow", "band") else (v.strip() if k in ("folding_steps", "samples")
+        out[k] = int(v) if k in ("time_steps", "lpow", "band") else (v.strip() if k in ("folding_steps", "samples", "map")
                                                                      else float(v))
     return out
 
@@ -462,16 +462,20 @@ def brains(ca, mem, res, iterations, lddmm_iterations=None, scales=(1,), param_s
         runs = [("shoot", ps) for ps in param_sets] + ([("lddmm", {})] if with_lddmm else [])
         for name, ps in runs:
             t0 = time.perf_counter()
-            if name == "shoot":  # (samples=linear|cubic: the band-limited geodesic's, BandGeodesic.cubic)
-                from pyca.registration.band import BandGeodesic
+            if name == "shoot":  # (samples=linear|cubic: the band-limited geodesic's, BandGeodesic.cubic;
+                # map=coarse|linear|linear2|cubic: BandFit.fine_map and trace_stride)
+                from pyca.registration.band import BandFit, BandGeodesic
 
-                keep_c = BandGeodesic.cubic
+                keep_c, keep_m, keep_s = BandGeodesic.cubic, BandFit.fine_map, BandFit.trace_stride
                 BandGeodesic.cubic = ps.get("samples", "cubic" if keep_c else "linear") == "cubic"
+                fmap = ps.get("map", "coarse")
+                BandFit.fine_map = None if fmap == "coarse" else fmap.rstrip("2")
+                BandFit.trace_stride = 2 if fmap.endswith("2") else 1
                 try:
                     r = shoot.register(f, m, device=mem, normalize="none", iterations=iterations, scales=scales,
-                                       **{k: v for k, v in ps.items() if k != "samples"})
+                                       **{k: v for k, v in ps.items() if k not in ("samples", "map")})
                 finally:
-                    BandGeodesic.cubic = keep_c
+                    BandGeodesic.cubic, BandFit.fine_map, BandFit.trace_stride = keep_c, keep_m, keep_s
                 its = f"{r.report['iterations']} iterations ({r.report['folding_steps_rejected']} steps rejected for folding; " \
                       f"stop: {r.report['stop']})"
             else:

@@ -285,17 +285,18 @@ def step(out: ca.Field3D, h: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float
 
 
 @ca.kernel(register=False, block=BLOCK, check_sizes=False)
-def trace(y: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, rx: float, ry: float,
-          rz: float, sx: float, sy: float, sz: float, first: bool, cubic: bool, I_out: ca.Image3D, I0: ca.Image3D,
-          r: ca.Image3D, J: ca.Image3D, with_image: bool):
-    """One step back along the characteristics of the map phi_{1,0} on the images' grid (y's, voxels), with
-    the velocity w = a v + b vp of a coarser grid of the same box (world units): y <- y - dt d(y) / spacing,
+def trace(y: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: float, sign: float, rx: float,
+          ry: float, rz: float, sx: float, sy: float, sz: float, first: bool, cubic: bool, I_out: ca.Image3D,
+          I0: ca.Image3D, r: ca.Image3D, J: ca.Image3D, with_image: bool):
+    """One step along the characteristics of a map on the images' grid (y's, voxels), with the velocity
+    w = a v + b vp of a coarser grid of the same box (world units): sign -1, a step back of phi_{1,0}:
+    y <- y - dt d(y) / spacing,
     d(p) = w(p - dt/2 w(p) / spacing) (Geodesic's step: the midpoint rule), w sampled at the coarse
     position c = r p + (r - 1) / 2 (Resample's centres, clamped into the coarse grid; r = coarse size / fine
     size) by a Catmull-Rom cubic or trilinearly, taps clamped. first: y starts as the identity. T such steps,
     from the last velocity to the first, give phi_{1,0}(x) = h_T(x) with no sample of a map (the band's
-    map on the images' grid, as FLASH integrates it). with_image: then I_out = I0 o y (ApplyH's default)
-    and r = I_out - J."""
+    map on the images' grid, as FLASH integrates it); sign +1, from the first to the last, phi_{0,1}
+    (Geodesic.forward_map's steps s_j). with_image: then I_out = I0 o y (ApplyH's default) and r = I_out - J."""
     i, j, k = ca.index()
     mx, my, mz = v.shape
     px = 1.0 * i
@@ -309,7 +310,7 @@ def trace(y: ca.Field3D, v: ca.Field3D, vp: ca.Field3D, a: float, b: float, dt: 
     cy = min(max(ry * py + 0.5 * (ry - 1.0), 0.0), my - 1.0)
     cz = min(max(rz * pz + 0.5 * (rz - 1.0), 0.0), mz - 1.0)
     d0, d1, d2, e0, e1, e2 = _sample(v, vp, b != 0.0, cx, cy, cz, cubic, False, False)  # w at p (vp unread when b = 0)
-    px, py, pz = _along(v, vp, a, b, dt, -1.0, px, py, pz, a * d0 + b * e0, a * d1 + b * e1, a * d2 + b * e2, rx, ry,
+    px, py, pz = _along(v, vp, a, b, dt, sign, px, py, pz, a * d0 + b * e0, a * d1 + b * e1, a * d2 + b * e2, rx, ry,
                         rz, sx, sy, sz, cubic)
     y[i, j, k, 0] = px
     y[i, j, k, 1] = py

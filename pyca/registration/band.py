@@ -309,10 +309,9 @@ class BandFit(GeodesicFit):
         h = geo.shoot(self.m0)
         (_, J), r = self.meas[0], self.resid[0]
         if self.fine_map:  # phi_{1,0} traced on the fixed grid through the coarse velocities, last first
-            steps = [(j, 1) for j in range(geo.T - 1, -1, -1)] if self.trace_stride == 1 else geo.sweep_steps()
-            for n, (j, st) in enumerate(steps):
+            for n, (j, st) in enumerate(self._trace_steps()):
                 dt, a, b, v, vk = geo.sweep_field(j, st)
-                bk.trace(self.phi, v, vk, a, b, dt, *self._ratio, *self._spf, n == 0, self.fine_map == "cubic",
+                bk.trace(self.phi, v, vk, a, b, dt, -1.0, *self._ratio, *self._spf, n == 0, self.fine_map == "cubic",
                          self._IT, self.base, r, J, j == 0)
         else:  # phi_{1,0} on the fixed grid (cubic, as every transfer between the grids), I0 o phi_{1,0} and
             # the residual in one pass
@@ -337,10 +336,24 @@ class BandFit(GeodesicFit):
         mhat = self.geo.adjoint_covector(self._Jc)
         ca.Add_MulC(self.g, self.geo.velocity(0), mhat, 1.0 / self.sigma2)  # K_B m0 - m^_0
 
+    def _trace_steps(self):
+        """The traced map's steps back [(j, st)], last first (one or two time steps each: trace_stride)."""
+        geo = self.geo
+        return [(j, 1) for j in range(geo.T - 1, -1, -1)] if self.trace_stride == 1 else geo.sweep_steps()
+
     def forward_map(self, out):
-        """phi_{0,1} on the images' grid (after forward())."""
-        self.geo.forward_map(self._dc)
-        return self._upsample(out, self._dc)
+        """phi_{0,1} on the images' grid (after forward()): with fine_map traced there, first step first (the
+        inverse steps of phi_{1,0}'s); else the coarse forward map brought over by a cubic."""
+        if not self.fine_map:
+            self.geo.forward_map(self._dc)
+            return self._upsample(out, self._dc)
+        from . import _band_kernels as bk
+
+        for n, (j, st) in enumerate(reversed(self._trace_steps())):
+            dt, a, b, v, vk = self.geo.sweep_field(j, st)
+            bk.trace(out, v, vk, a, b, dt, 1.0, *self._ratio, *self._spf, n == 0, self.fine_map == "cubic", self._IT,
+                     self._IT, self._IT, self._IT, False)
+        return out
 
     def momentum_energies(self):
         """<m_t, K_B m_t> at each time step, scaled to the images' grid."""

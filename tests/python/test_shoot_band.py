@@ -352,7 +352,7 @@ def test_the_traced_map_step_equals_numpy(mem, cubic):
     for first in (True, False):
         y = idx if first else y0
         Y = ca.Field3D.from_array(np.asfortranarray(y0.astype(np.float32)), grid=g).clone(mem)
-        bk.trace(Y, V, VP, 1.5, -0.5, 0.3, *r, *sp, first, cubic, It, I0, res, J, True)
+        bk.trace(Y, V, VP, 1.5, -0.5, 0.3, -1.0, *r, *sp, first, cubic, It, I0, res, J, True)
         ref = y - 0.3 * w_at(y - 0.15 * w_at(y) / S) / S
         np.testing.assert_allclose(Y.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
         ref_i, ref_r = ca.Image3D(g, mem), ca.Image3D(g, mem)
@@ -360,12 +360,16 @@ def test_the_traced_map_step_equals_numpy(mem, cubic):
         ca.Sub(ref_r, ref_i, J)
         np.testing.assert_allclose(It.clone(ca.MEM_HOST).numpy(), ref_i.clone(ca.MEM_HOST).numpy(), atol=1e-5)
         np.testing.assert_allclose(res.clone(ca.MEM_HOST).numpy(), ref_r.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+    # sign +1: the forward map's step y + dt w(y + dt/2 w(y))
+    Y = ca.Field3D.from_array(np.asfortranarray(y0.astype(np.float32)), grid=g).clone(mem)
+    bk.trace(Y, V, VP, 1.5, -0.5, 0.3, 1.0, *r, *sp, False, cubic, It, I0, res, J, False)
+    np.testing.assert_allclose(Y.clone(ca.MEM_HOST).numpy(), y0 + 0.3 * w_at(y0 + 0.15 * w_at(y0) / S) / S, atol=3e-4)
 
 
 def test_the_traced_map_on_the_whole_grid_is_the_geodesics_map():
     """With the band's grid the images' (the band on the whole grid), phi_{1,0} traced through the T
-    velocities (BandFit.fine_map; one or two time steps a pass) is the geodesic's own map h_T, up to the
-    maps' sampling (< 0.05 voxel where the map moves 1.5 voxels)."""
+    velocities (BandFit.fine_map; one or two time steps a pass) is the geodesic's own map h_T, and phi_{0,1}
+    traced forwards its forward map, up to the maps' sampling (< 0.05 voxel where the map moves 1.5 voxels)."""
     I0, I1 = _images(32)
     keep = band.OVERSAMPLE
     band.OVERSAMPLE = 7
@@ -378,14 +382,18 @@ def test_the_traced_map_on_the_whole_grid_is_the_geodesics_map():
     fit.gradients()
     fit.update(4e-5)
     maps = {}
+    fwd = {}
     for fine, stride in ((None, 1), ("linear", 1), ("cubic", 1), ("linear", 2)):
         fit.fine_map, fit.trace_stride = fine, stride
         fit.forward()
-        maps[fine if stride == 1 else "linear2"] = fit.final_map().clone(MEM).numpy().copy()
+        key = fine if stride == 1 else "linear2"
+        maps[key] = fit.final_map().clone(MEM).numpy().copy()
+        fwd[key] = fit.forward_map(ca.Field3D(I0.grid(), MEM)).numpy().copy()
     idx = np.stack(np.indices((32, 32, 32)), -1)
     assert 0.5 < np.abs(maps[None] - idx).max() < 3
     for fine in ("linear", "cubic", "linear2"):
         assert np.abs(maps[fine] - maps[None]).max() < 0.05
+        assert np.abs(fwd[fine] - fwd[None]).max() < 0.05  # phi_{0,1} traced forwards, and the geodesic's
 
 
 def test_the_cubic_samples_are_nearer_the_whole_grid_than_trilinear_ones():
