@@ -162,3 +162,22 @@ def test_cohort_commands_refuse_device_twice(tmp_path, command):
     p = run(command, *args, "--out", str(tmp_path / "o"), "-p", "device=gpu", "--device", "cpu")
     assert_one_line_error(p, 2, "give --device cpu or -p device=gpu, not both")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
+def test_label_image_through_apply_on_the_gpu_equals_the_cpu(tmp_path):
+    """apply_transforms with a LabelImage (indices resampled, values looked up) on the GPU: the CPU's values."""
+    from pyca.apps.affine import write_itk
+    from pyca.registration.inputs import LabelImage
+
+    a = np.zeros((12, 12, 8), np.int32)
+    a[2:9, 3:9, 2:6] = 2**24 + 1
+    a[4:7, 5:7, 3:5] = 2**30 + 7
+    lab = LabelImage(a, ca.GridInfo(ca.Vec3Di(12, 12, 8)))
+    m = np.eye(4)
+    m[:3, 3] = (0.6, -1.3, 0.4)
+    write_itk(m, str(tmp_path / "t.txt"))
+    for interpolation in ("nearest", "label"):
+        cpu, gpu = (pa.apply_transforms(lab.grid(), lab, [str(tmp_path / "t.txt")], interpolation=interpolation,
+                                        device=d) for d in ("cpu", "gpu"))
+        assert np.array_equal(cpu.numpy(), gpu.numpy()) and set(np.unique(cpu.numpy())) <= {0, 2**24 + 1, 2**30 + 7}
