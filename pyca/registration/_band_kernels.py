@@ -15,7 +15,7 @@ import math
 
 import pyca as ca
 
-from ._geodesic_kernels import lerp3
+from ._geodesic_kernels import corner_weights, lerp3
 
 __all__ = ["coad", "step", "upsample", "trace"]
 
@@ -56,20 +56,7 @@ def _sample_linear(f: ca.Field3D, g: ca.Field3D, both: bool, px: float, py: floa
     za = min(max(z0, 0), nz - 1)
     zb = min(max(z0 + 1, 0), nz - 1)
     # zero: a tap outside the grid counts 0 (its weight's factor 0); else the clamped tap
-    ax0 = 1.0 if not zero or (x0 >= 0 and x0 < nx) else 0.0
-    ax1 = 1.0 if not zero or (x0 + 1 >= 0 and x0 + 1 < nx) else 0.0
-    ay0 = 1.0 if not zero or (y0 >= 0 and y0 < ny) else 0.0
-    ay1 = 1.0 if not zero or (y0 + 1 >= 0 and y0 + 1 < ny) else 0.0
-    az0 = 1.0 if not zero or (z0 >= 0 and z0 < nz) else 0.0
-    az1 = 1.0 if not zero or (z0 + 1 >= 0 and z0 + 1 < nz) else 0.0
-    w000 = ax0 * ay0 * az0
-    w100 = ax1 * ay0 * az0
-    w010 = ax0 * ay1 * az0
-    w110 = ax1 * ay1 * az0
-    w001 = ax0 * ay0 * az1
-    w101 = ax1 * ay0 * az1
-    w011 = ax0 * ay1 * az1
-    w111 = ax1 * ay1 * az1
+    w000, w100, w010, w110, w001, w101, w011, w111 = corner_weights(x0, y0, z0, nx, ny, nz, zero)
     s0 = 0.0
     s1 = 0.0
     s2 = 0.0

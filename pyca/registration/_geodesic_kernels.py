@@ -29,8 +29,18 @@ def lerp3(q000, q100, q010, q110, q001, q101, q011, q111, fx: float, fy: float, 
 
 
 @ca.func
-def _w(inside: bool) -> float:
-    return 1.0 if inside else 0.0
+def corner_weights(x0: int, y0: int, z0: int, nx: int, ny: int, nz: int, zero: bool):
+    """The factors of the eight trilinear corners from (x0, y0, z0), (w000, w100, w010, w110, w001, w101, w011,
+    w111) as lerp3 takes them: 1, or with zero 0 for a corner outside the grid (PyCA's
+    BACKGROUND_STRATEGY_PARTIAL_ZERO)."""
+    ax0 = 1.0 if not zero or (x0 >= 0 and x0 < nx) else 0.0
+    ax1 = 1.0 if not zero or (x0 + 1 >= 0 and x0 + 1 < nx) else 0.0
+    ay0 = 1.0 if not zero or (y0 >= 0 and y0 < ny) else 0.0
+    ay1 = 1.0 if not zero or (y0 + 1 >= 0 and y0 + 1 < ny) else 0.0
+    az0 = 1.0 if not zero or (z0 >= 0 and z0 < nz) else 0.0
+    az1 = 1.0 if not zero or (z0 + 1 >= 0 and z0 + 1 < nz) else 0.0
+    return (ax0 * ay0 * az0, ax1 * ay0 * az0, ax0 * ay1 * az0, ax1 * ay1 * az0, ax0 * ay0 * az1, ax1 * ay0 * az1,
+            ax0 * ay1 * az1, ax1 * ay1 * az1)
 
 
 @ca.kernel(register=False, block=BLOCK)
@@ -134,27 +144,14 @@ def transport(I_out: ca.Image3D, m_out: ca.Field3D, I_in: ca.Image3D, m_in: ca.F
     fx = px - x0
     fy = py - y0
     fz = pz - z0
-    # PARTIAL_ZERO: a corner outside the grid counts as 0 (w: 1 inside, 0 outside)
-    ax0 = _w(x0 >= 0 and x0 < nx)
-    ax1 = _w(x0 + 1 >= 0 and x0 + 1 < nx)
-    ay0 = _w(y0 >= 0 and y0 < ny)
-    ay1 = _w(y0 + 1 >= 0 and y0 + 1 < ny)
-    az0 = _w(z0 >= 0 and z0 < nz)
-    az1 = _w(z0 + 1 >= 0 and z0 + 1 < nz)
+    # PARTIAL_ZERO: a corner outside the grid counts as 0
+    w000, w100, w010, w110, w001, w101, w011, w111 = corner_weights(x0, y0, z0, nx, ny, nz, True)
     xa = min(max(x0, 0), nx - 1)
     xb = min(max(x0 + 1, 0), nx - 1)
     ya = min(max(y0, 0), ny - 1)
     yb = min(max(y0 + 1, 0), ny - 1)
     za = min(max(z0, 0), nz - 1)
     zb = min(max(z0 + 1, 0), nz - 1)
-    w000 = ax0 * ay0 * az0
-    w100 = ax1 * ay0 * az0
-    w010 = ax0 * ay1 * az0
-    w110 = ax1 * ay1 * az0
-    w001 = ax0 * ay0 * az1
-    w101 = ax1 * ay0 * az1
-    w011 = ax0 * ay1 * az1
-    w111 = ax1 * ay1 * az1
     I_out[i, j, k] = jac * lerp3(w000 * I_in[xa, ya, za], w100 * I_in[xb, ya, za], w010 * I_in[xa, yb, za],
                                   w110 * I_in[xb, yb, za], w001 * I_in[xa, ya, zb], w101 * I_in[xb, ya, zb],
                                   w011 * I_in[xa, yb, zb], w111 * I_in[xb, yb, zb], fx, fy, fz)
