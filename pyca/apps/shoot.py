@@ -32,7 +32,7 @@ from .._files import atomic_open
 from ..registration import intensities, optimisers, quality, transform_files
 from ..registration import parameters as _parameters
 from ..registration import band as _band
-from ..registration.geodesic import KEEP, Geodesic, GeodesicFit, epdiff_kernel
+from ..registration.geodesic import Geodesic, GeodesicFit, epdiff_kernel
 from ..registration.inputs import as_image, check_world_overlap, on_grid
 from ..registration.transforms import jacobian_det, level_images
 from ._device import wait
@@ -88,34 +88,17 @@ def check(p, prog="shoot", given=(), options=False):
     """Refuses a bad parameter of p (a full dict) in one line naming it, and one of `given` (the names the
     caller set explicitly) that the run would not use (parameters.check_applies: --max-step with a numeric
     --step, --min-jacobian with --folding-steps accept, percentiles with normalize 'none'; options: named as
-    the command line's options)."""
-    def real(k, lo, strict=True):
-        v = p[k]
-        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
-        if not ok or (v <= lo if strict else v < lo):
-            raise ValueError(f"{prog}: {k} must be a number {'>' if strict else '>='} {lo:g}, got {v!r}")
-
-    for k in ("alpha", "gamma", "sigma", "max_step"):
-        real(k, 0.0)
-    for k in ("beta", "tol", "min_jacobian"):
-        real(k, 0.0, strict=False)
-    if p["min_jacobian"] >= 1.0:
-        raise ValueError(f"{prog}: min_jacobian must be a number in [0, 1), got {p['min_jacobian']!r}")
+    the command line's options). The bounds are the declaration's (parameters.SHOOT_DECLARED)."""
+    for q in _parameters.SHOOT_DECLARED:  # integers as integers (a float T would reach range())
+        v = p[q.name]
+        if q.kind == "int" and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))):
+            raise ValueError(f"{prog}: {q.name} must be {q.bounds_text()}, got {v!r}")
     _parameters.schedule(p["scales"], 1, prog)
-    for k, lo, hi in (("lpow", 1, 16), ("time_steps", 1, 1000), ("iterations", 0, 100_000), ("band", 0, 100_000)):
-        v = p[k]
-        if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lo <= v <= hi):
-            raise ValueError(f"{prog}: {k} must be an integer in [{lo}, {hi}], got {v!r}")
-    if p["step"] != "auto":
-        real("step", 0.0)
-    if p["normalize"] not in ("percentiles", "none"):
-        raise ValueError(f"{prog}: normalize must be 'percentiles' or 'none', not {p['normalize']!r}")
-    if p["folding_steps"] not in ("reject", "accept"):
-        raise ValueError(f"{prog}: folding_steps must be 'reject' or 'accept', not {p['folding_steps']!r}")
-    if p["keep"] not in KEEP:
-        raise ValueError(f"{prog}: keep must be one of {', '.join(KEEP)}, not {p['keep']!r}")
-    _parameters.check_applies(p, _parameters.SHOOT_DECLARED, prog, given, options)
-    return p
+    for k in ("normalize", "folding_steps"):  # (keep: check_value's "must be one of")
+        allowed = next(q.choices for q in _parameters.SHOOT_DECLARED if q.name == k)
+        if p[k] not in allowed:
+            raise ValueError(f"{prog}: {k} must be {' or '.join(repr(c) for c in allowed)}, not {p[k]!r}")
+    return _parameters.check_declared(p, _parameters.SHOOT_DECLARED, prog, given, options)
 
 
 def kernel_of(grid, p):

@@ -285,7 +285,7 @@ SYN_DECLARED = (
 SYN_DEFAULTS = {q.name: q.default for q in SYN_DECLARED}
 
 # The parameters of pyca.apps.shoot.register (`pyca shoot`) and pyca.apps.regress.fit (`pyca regress`, which
-# takes all but scales and band), docs/shoot.md. Their values are checked by pyca.apps.shoot.check; the
+# takes all but scales and band), docs/shoot.md, with their bounds (pyca.apps.shoot.check applies them); the
 # vector-momentum clients' operator and matching parameters (quicksilver's LDDMM settings: alpha 0.01, beta
 # 0.01, gamma 0.001, lpow 1); sigma for intensities normalised to [0, 1]; 10 time steps give the clients'
 # final energy (RK4, 5 steps) within 1% (docs/shoot.md).
@@ -295,28 +295,31 @@ SHOOT_DECLARED = (
     Parameter("device", "device", "auto", "where to run (default %(default)s)", choices=DEVICES,
               group=""),
     Parameter("alpha", "real", 0.01, "weight of -Laplacian in L (larger: smoother velocities) (default %(default)s)",
+              lo=0, lo_open=True, group=SHOOT_GEODESIC),
+    Parameter("beta", "real", 0.01, "weight of -grad div in L (default %(default)s)", lo=0,
               group=SHOOT_GEODESIC),
-    Parameter("beta", "real", 0.01, "weight of -grad div in L (default %(default)s)", group=SHOOT_GEODESIC),
     Parameter("gamma", "real", 0.001, "weight of the identity in L (K's gain at the zero frequency is gamma^-lpow) "
-              "(default %(default)s)", group=SHOOT_GEODESIC),
-    Parameter("lpow", "int", 1, "power of L (default %(default)s)", group=SHOOT_GEODESIC),
-    Parameter("time_steps", "int", 10, "time steps T of the geodesic (default %(default)s)", group=SHOOT_GEODESIC),
+              "(default %(default)s)", lo=0, lo_open=True, group=SHOOT_GEODESIC),
+    Parameter("lpow", "int", 1, "power of L (default %(default)s)", lo=1, hi=16, group=SHOOT_GEODESIC),
+    Parameter("time_steps", "int", 10, "time steps T of the geodesic (default %(default)s)", lo=1, hi=1000,
+              group=SHOOT_GEODESIC),
     Parameter("keep", "choice", "auto", "'all': keep m_t and v_t of every step (fastest); 'maps': only the maps (least "
               "memory); 'auto': 'all' while its fields take at most 6 GiB (default %(default)s)",
               choices=KEEP, group=SHOOT_GEODESIC),
     Parameter("scales", "ints", (1,), "downsampling factors, coarse to fine, ending with 1, e.g. 4,2,1 (the initial "
               "velocity is carried up) (default %(default)s)", group=_OPT),
     Parameter("sigma", "real", 0.1, "noise level of the image match (intensities normalised to [0, 1]): smaller, a "
-              "closer match (default %(default)s)", group=_OPT),
+              "closer match (default %(default)s)", lo=0, lo_open=True, group=_OPT),
     Parameter("iterations", "int", 100, "gradient-descent iterations at most (per scale) (default %(default)s)",
-              group=_OPT),
+              lo=0, hi=100_000, group=_OPT),
     Parameter("step", "step", "auto", "'auto' (the first step changes the initial velocity by at most --max-step "
-              "voxels) or a fixed step on m0, as the clients' stepSize (default %(default)s)", group=_OPT),
+              "voxels) or a fixed step on m0, as the clients' stepSize (default %(default)s)", lo=0,
+              lo_open=True, group=_OPT),
     Parameter("max_step", "real", 0.5, "with --step auto: the largest change of the initial velocity of the first "
-              "step, voxels (default %(default)s)", unit="voxels", group=_OPT,
+              "step, voxels (default %(default)s)", unit="voxels", lo=0, lo_open=True, group=_OPT,
               applies=_when("step", lambda v: v == "auto", "auto")),
     Parameter("tol", "real", 1e-3, "stop when the last 5 iterations gained less than 5 x this of the gain so far "
-              "(default %(default)s)", group=_OPT),
+              "(default %(default)s)", lo=0, group=_OPT),
     Parameter("normalize", "choice", "percentiles", "'percentiles': each image's 0.5-99.5 percentile range to [0, 1]; "
               "'none': as they are (default %(default)s)", choices=("percentiles", "none"), group=_OPT),
     Parameter("folding_steps", "choice", "reject", "'reject': a descent step whose map would fold (det D phiinv <= "
@@ -324,13 +327,13 @@ SHOOT_DECLARED = (
               "(default %(default)s)", choices=("reject", "accept"), group=_OPT),
     Parameter("min_jacobian", "real", 0.05, "with --folding-steps reject: the det D phiinv a step must stay above "
               "everywhere (0: only folds are refused; a margin keeps the map off the edge of collapse) (default "
-              "%(default)s)", group=_OPT,
+              "%(default)s)", lo=0, hi=1, hi_open=True, group=_OPT,
               applies=_when("folding_steps", lambda v: v == "reject", "reject")),
     Parameter("band", "int", 0, "keep the velocity's Fourier coefficients with |k| <= BAND on each axis (cycles over "
               "the image's box): a band-limited geodesic on a coarser grid, FLASH-style, faster (docs/shoot.md); 0: "
-              "every frequency (default %(default)s)", group=""),
+              "every frequency (default %(default)s)", lo=0, hi=100_000, group=""),
     Parameter("percentiles", "reals", (0.5, 99.5), "the robust intensity range of normalize 'percentiles' (low, high)",
-              applies=_when("normalize", lambda v: v != "none", "percentiles")),
+              lo=0, hi=100, applies=_when("normalize", lambda v: v != "none", "percentiles")),
 )
 SHOOT_DEFAULTS = {q.name: q.default for q in SHOOT_DECLARED}
 

@@ -240,6 +240,26 @@ def test_check_applies_every_conditional_parameter():
     assert P.explicit({"radius": 3, "bins": 40, "percentiles": [0.5, 99.5]}, P.DEFAULTS) == {"bins"}
 
 
+def test_shoots_bounds_are_its_declarations():
+    """shoot.check applies SHOOT_DECLARED's bounds (one place): each bound refused just outside, accepted on it;
+    integers must be integers; percentiles ordered (they were not checked before)."""
+    D = dict(shoot.DEFAULTS)
+    for q in P.SHOOT_DECLARED:
+        if q.kind not in ("real", "int") or q.lo is None:
+            continue
+        bad = [q.lo if q.lo_open else q.lo - 1] + ([q.hi if q.hi_open else q.hi + 1] if q.hi is not None else [])
+        for v in bad:
+            with pytest.raises(ValueError, match=f"shoot: {q.name}.* must be "):
+                shoot.check(dict(D, **{q.name: v}))
+        if not q.lo_open:
+            shoot.check(dict(D, **{q.name: q.lo}))
+    for name in ("lpow", "time_steps", "iterations", "band"):
+        with pytest.raises(ValueError, match=f"shoot: {name} must be an integer"):
+            shoot.check(dict(D, **{name: 2.0}))
+    with pytest.raises(ValueError, match="shoot: percentiles must satisfy"):
+        shoot.register(np.zeros((8, 8, 8)), np.zeros((8, 8, 8)), percentiles=(60, 40))
+
+
 def test_given_options_are_told_from_defaults():
     import argparse
 
