@@ -291,8 +291,9 @@ def apply_transforms(reference, image, transforms, inverse=False, interpolation=
     if isinstance(image, LabelImage):  # resampled as indices into its table of values (exact in float32)
         if interpolation == "linear":
             raise ValueError(f"{what}: a LabelImage is resampled with interpolation 'nearest' or 'label', not 'linear'")
-        img, table = image.indices()
-        labels = np.arange(table.size, dtype=np.float64) if interpolation == "label" else None
+        img, table = image.indices()  # (table: 0 first, then the other values in increasing order)
+        # the indices in the order of their values: ties go to the smallest label, as with values
+        labels = np.argsort(table, kind="stable").astype(np.float64) if interpolation == "label" else None
     else:
         if isinstance(image, (str, os.PathLike)) and interpolation != "linear":
             check_float32_labels(image, what)

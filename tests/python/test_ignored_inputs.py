@@ -181,3 +181,23 @@ def test_label_image_through_apply_on_the_gpu_equals_the_cpu(tmp_path):
         cpu, gpu = (pa.apply_transforms(lab.grid(), lab, [str(tmp_path / "t.txt")], interpolation=interpolation,
                                         device=d) for d in ("cpu", "gpu"))
         assert np.array_equal(cpu.numpy(), gpu.numpy()) and set(np.unique(cpu.numpy())) <= {0, 2**24 + 1, 2**30 + 7}
+
+
+def test_label_image_ties_go_to_the_smallest_label_as_with_values(tmp_path):
+    """'label' on a LabelImage (indices: 0 first) breaks a tie as the float path does: the smallest value
+    (here -5 before 0 and 7), halfway between voxels of each."""
+    from pyca.apps.affine import write_itk
+    from pyca.registration.inputs import LabelImage
+
+    g = ca.GridInfo(ca.Vec3Di(4, 1, 1))
+    m = np.eye(4)
+    m[0, 3] = 0.5  # every point halfway between two voxels of different labels
+    t = str(tmp_path / "t.txt")
+    write_itk(m, t)
+    for pair in ((-5, 0), (0, 7), (-5, 7)):
+        a = np.array(pair * 2, np.int32).reshape(4, 1, 1)
+        exact = pa.apply_transforms(g, LabelImage(a, g), [t], interpolation="label", device="cpu")
+        floats = pa.apply_transforms(g, ca.Image3D.from_array(np.asfortranarray(a.astype(np.float32)), g), [t],
+                                     interpolation="label", device="cpu")
+        assert np.array_equal(exact.numpy()[:3].ravel(), np.asarray(floats).ravel()[:3].astype(np.int32)), pair
+        assert exact.numpy()[0, 0, 0] == min(pair)
