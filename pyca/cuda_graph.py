@@ -19,6 +19,7 @@ fails with the driver's error, and nothing is replayed. The driver API is reache
 from __future__ import annotations
 
 import ctypes
+import weakref
 
 from . import core as _ca
 
@@ -27,6 +28,8 @@ __all__ = ["Stream", "Graph", "available"]
 _lib = None
 _STREAM_NON_BLOCKING = 1
 _CAPTURE_THREAD_LOCAL = 1
+_EVENT_DISABLE_TIMING = 2
+_streams: "weakref.WeakValueDictionary[int, Stream]" = weakref.WeakValueDictionary()  # handle -> Stream
 
 
 def _cu():
@@ -45,6 +48,10 @@ def _cu():
                            ("cuGraphExecDestroy", [P]),
                            ("cuGraphDestroy", [P]),
                            ("cuCtxGetCurrent", [ctypes.POINTER(P)]),
+                           ("cuEventCreate", [ctypes.POINTER(P), ctypes.c_uint]),
+                           ("cuEventRecord", [P, P]),
+                           ("cuEventDestroy_v2", [P]),
+                           ("cuStreamWaitEvent", [P, P, ctypes.c_uint]),
                            ("cuGetErrorName", [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)])):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = args, ctypes.c_int
@@ -68,8 +75,21 @@ def available():
         return False
 
 
+def _order(before, after):
+    """Work queued on stream `after` from now on waits for the work queued on `before` so far (an event)."""
+    ev = ctypes.c_void_p()
+    _check(_cu().cuEventCreate(ctypes.byref(ev), _EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        _check(_cu().cuEventRecord(ev, ctypes.c_void_p(before)), "cuEventRecord")
+        _check(_cu().cuStreamWaitEvent(ctypes.c_void_p(after), ev, 0), "cuStreamWaitEvent")
+    finally:
+        _cu().cuEventDestroy_v2(ev)  # (released once the wait is done)
+
+
 class Stream:
-    """A non-blocking CUDA stream; `with` it: pyca's current stream inside (the previous one after)."""
+    """A non-blocking CUDA stream; `with` it: pyca's current stream inside (the previous one after). Entering
+    makes it wait for the work queued on the previous stream, leaving makes the previous stream wait for
+    its work (a non-blocking stream does not order itself against the legacy stream 0 otherwise)."""
 
     def __init__(self):
         if not available():
@@ -77,14 +97,26 @@ class Stream:
         self.handle = ctypes.c_void_p()
         _check(_cu().cuStreamCreate(ctypes.byref(self.handle), _STREAM_NON_BLOCKING), "cuStreamCreate")
         self._prev = []
+        _streams[self.handle.value] = self
 
     def __enter__(self):
-        self._prev.append(_ca.current_stream())
+        prev = _ca.current_stream()
+        _order(prev, self.handle.value)
+        self._prev.append(prev)
         _ca.set_current_stream(self.handle.value)
         return self
 
     def __exit__(self, *exc):
-        _ca.set_current_stream(self._prev.pop())
+        prev = self._prev.pop()
+        _ca.set_current_stream(prev)
+        _order(self.handle.value, prev)
+
+    def __del__(self):
+        try:
+            if self.handle.value:
+                _cu().cuStreamDestroy_v2(self.handle)  # (its queued work still completes)
+        except Exception:  # noqa: S110 (interpreter shutdown)
+            pass
 
     def synchronize(self):
         _check(_cu().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
@@ -99,6 +131,7 @@ class Graph:
         if not s:
             raise RuntimeError("pyca.cuda_graph: recording needs pyca's current stream to be a Stream's, not 0")
         self._stream = ctypes.c_void_p(s)
+        self._owner = _streams.get(s)  # (a Stream's: kept alive while this graph can be launched on it)
         self._graph, self._exec = ctypes.c_void_p(), ctypes.c_void_p()
         _check(_cu().cuStreamBeginCapture_v2(self._stream, _CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture")
         err = None
