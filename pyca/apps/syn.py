@@ -49,8 +49,8 @@ from ..registration.inputs import LabelImage
 from ..registration.interpolation import InterpTarget
 from ..registration.transforms import jacobian_det, level_images
 
-__all__ = ["register", "SyNResult", "DEFAULTS", "check", "inverse_consistency", "newton_inverse", "compose",
-           "add_parser"]
+__all__ = ["register", "SyNResult", "DEFAULTS", "check", "intensity_range", "inverse_consistency", "newton_inverse",
+           "compose", "add_parser"]
 
 DEFAULTS = dict(parameters.SYN_DEFAULTS)  # each parameter declared once: pyca.registration.parameters.SYN_DECLARED
 
@@ -70,7 +70,7 @@ def check(p, given=(), options=False):
     p["metric"] = str(p["metric"]).lower()
 
 
-def _range(im, p, mask=None):
+def intensity_range(im, p, mask=None):
     """(lo, hi) that normalize maps onto [0, 1]: 'foreground': the image's minimum and the upper
     percentile (p['percentiles'][1]) of its voxels above 1% of its range (inside mask when given), so
     that the share of background in the field of view does not move it; 'percentiles': both percentiles
@@ -452,10 +452,10 @@ def register(fixed, moving, *, progress=False, **params):
     note = inputs.check_inputs(fixed, moving, names=names, **extra)
     extra = inputs.placed_inputs(fixed, moving, names, **extra)  # on their images' grids, each by its own affine
     grid = fixed.grid()
-    # Both images alike: each scaled by its own range (_range), clamped to [0, 1].
+    # Both images alike: each scaled by its own range (intensity_range), clamped to [0, 1].
     lp = dict(normalize="none" if p["normalize"] == "none" else "percentiles")
-    I1 = intensities.normalised(fixed, mem, lp, rng=_range(fixed, p, extra["fixed_mask"]))
-    Mn = intensities.normalised(moving, mem, lp, rng=_range(moving, p, extra["moving_mask"]))
+    I1 = intensities.normalised(fixed, mem, lp, rng=intensity_range(fixed, p, extra["fixed_mask"]))
+    Mn = intensities.normalised(moving, mem, lp, rng=intensity_range(moving, p, extra["moving_mask"]))
     fmask = inputs.binary(extra["fixed_mask"], mem)
     p["_ranges"] = _mi_ranges(I1, Mn)  # (the histogram's ranges of metric mi)
     kind = inputs.linear_kind(p["affine"], I1, Mn)

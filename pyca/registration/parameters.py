@@ -204,7 +204,7 @@ SYN = "syn"
 
 def _syn_percentiles(p):
     """applies of syn's percentiles: not with normalize 'none'; with 'foreground' the low end of an image
-    without a mask is its minimum (pyca.apps.syn._range), so a low percentile other than 0 is used only when
+    without a mask is its minimum (pyca.apps.syn.intensity_range), so a low percentile other than 0 is used only when
     both images have a mask."""
     if p["normalize"] == "none":
         return "normalize", "foreground or percentiles"

@@ -152,14 +152,14 @@ def test_syn_foreground_takes_the_high_percentile_it_is_given():
     for hi in (99.5, 90.0):
         p = dict(syn.DEFAULTS, percentiles=(0.0, hi))
         fg = a[a > 0.01 * a.max()]
-        assert syn._range(im, p) == (0.0, pytest.approx(float(np.percentile(fg, hi)), rel=1e-6))
+        assert syn.intensity_range(im, p) == (0.0, pytest.approx(float(np.percentile(fg, hi)), rel=1e-6))
     both = dict(syn.DEFAULTS, percentiles=(2.0, 98.0), fixed_mask="f", moving_mask="m")
     P.check_declared(both, P.SYN_DECLARED, "syn", {"percentiles"})
     with pytest.raises(ValueError, match="applies to normalize percentiles, not foreground"):
         P.check_declared(dict(both, moving_mask=None), P.SYN_DECLARED, "syn", {"percentiles"})
     mask = as_image((a > 50).astype(np.float32), "mask")
     inside = a[a > 50]
-    assert syn._range(im, both, mask) == pytest.approx(tuple(np.percentile(inside, [2.0, 98.0])), rel=1e-6)
+    assert syn.intensity_range(im, both, mask) == pytest.approx(tuple(np.percentile(inside, [2.0, 98.0])), rel=1e-6)
 
 
 def test_affine_register_refuses_a_match_option_its_metric_ignores():
