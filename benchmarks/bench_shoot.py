@@ -385,7 +385,7 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
         line = (f"pyca shoot --band {b} (coarse grid {tuple(gc.size())}, 1/{f}; oversampling {_band.OVERSAMPLE}; "
                 f"{'cubic' if _band.BandGeodesic.cubic else 'trilinear'} samples; map "
                 f"{'traced on the images grid, ' + fmap if _band.BandFit.fine_map else 'coarse, cubic upsample'}"
-                f"{'; CUDA graphs (' + str([g.nodes for g in got['fit']._graphs.values() if g]) + ' nodes)' if graph else ''}): "
+                f"{'; CUDA graphs (' + str(got['fit'].graph_nodes) + ' nodes)' if graph else ''}): "
                 f"{t_b * 1e3:.2f} ms/iteration ({t_shoot / t_b:.1f}x faster than the full model")
         line += f", {t_b / t_lddmm:.2f}x lddmm's time" if t_lddmm else ""
         if client:

@@ -93,7 +93,7 @@ def main():
             path = os.path.join(a.trace_dir, f"shoot_trace_{'graph' if graphs else 'eager'}.json")
             prof.export_chrome_trace(path)
             k, busy, cnt, rows = kernel_stats(path, n)
-            nodes = [g.nodes for g in fit._graphs.values() if g] if graphs else "-"
+            nodes = fit.graph_nodes if graphs else "-"
             print(f"band {a.band} T {a.time_steps} map {a.map} {'graphs' if graphs else 'eager'} (nodes {nodes}): "
                   f"wall {wall:.3f} ms/iteration; device: kernels+copies {k:.3f} ms summed, busy {busy:.3f} ms, "
                   f"{cnt:.0f} per iteration; host share {max(0.0, wall - busy):.3f} ms; energy "

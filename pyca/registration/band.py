@@ -336,6 +336,11 @@ class BandFit(GeodesicFit):
         mhat = self.geo.adjoint_covector(self._Jc)
         ca.Add_MulC(self.g, self.geo.velocity(0), mhat, 1.0 / self.sigma2)  # K_B m0 - m^_0
 
+    @property
+    def graph_nodes(self):
+        """The recorded graphs' node counts [forward's, gradients'] (graphs; empty before they are recorded)."""
+        return [g.nodes for g in self._graphs.values() if g is not None]
+
     def _trace_steps(self):
         """The traced map's steps back [(j, st)], last first (one or two time steps each: trace_stride)."""
         geo = self.geo
