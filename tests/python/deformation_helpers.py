@@ -3,16 +3,10 @@ a grid's size, spacing and origin, identity maps, and SciPy's trilinear sample a
 by name because tests/python/conftest.py puts this folder on sys.path (pytest's importlib mode does not let
 one test module import another)."""
 import numpy as np
-import pytest
 import scipy.ndimage as ndi
 
 import pyca as ca
-
-MEMS = [
-    pytest.param(ca.MEM_HOST, id="host"),
-    pytest.param(ca.MEM_DEVICE, id="device",
-                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
-]
+from memory_helpers import MEMS  # noqa: F401 - re-exported (test_ops_deformation, test_border_maps)
 
 
 def make(mem, a, grid):

@@ -10,12 +10,8 @@ import scipy.ndimage as ndi
 
 import pyca as ca
 from pyca import registry
+from memory_helpers import MEMS
 
-MEMS = [
-    pytest.param(ca.MEM_HOST, id="host"),
-    pytest.param(ca.MEM_DEVICE, id="device",
-                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
-]
 # (output size, source size): the source smaller along some axes, larger along others; a 2-D pair.
 SIZES = {"3d": ((13, 10, 8), (9, 14, 6)), "2d": ((31, 33, 1), (23, 40, 1))}
 MODES = {ca.BACKGROUND_STRATEGY_CLAMP: "nearest", ca.BACKGROUND_STRATEGY_WRAP: "grid-wrap",

@@ -12,12 +12,8 @@ import pytest
 
 import pyca as ca
 from pyca.testing import ArrayFactory, to_numpy
+from memory_helpers import MEMS
 
-MEMS = [
-    pytest.param(ca.MEM_HOST, id="host"),
-    pytest.param(ca.MEM_DEVICE, id="device",
-                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
-]
 BASIC = dict(rtol=1e-6, atol=1e-6)      # + - * / min max compare: one float32 rounding
 TRANS = dict(rtol=1e-5, atol=1e-6)      # transcendental functions (C library / CUDA)
 FUSED = dict(rtol=1e-5, atol=1e-5)      # several roundings (or an FMA on the GPU)

@@ -12,12 +12,8 @@ import numpy as np
 import pytest
 
 import pyca as ca
+from memory_helpers import MEMS
 
-MEMS = [
-    pytest.param(ca.MEM_HOST, id="host"),
-    pytest.param(ca.MEM_DEVICE, id="device",
-                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
-]
 DIMS = [ca.DIM_X, ca.DIM_Y, ca.DIM_Z]
 DIFFS = [ca.DIFF_FORWARD, ca.DIFF_BACKWARD, ca.DIFF_CENTRAL]
 BCS = [ca.BC_CLAMP, ca.BC_WRAP, ca.BC_APPROX]

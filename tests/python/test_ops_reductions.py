@@ -8,12 +8,8 @@ import pytest
 
 import pyca as ca
 from pyca.testing import ArrayFactory, to_numpy
+from memory_helpers import MEMS
 
-MEMS = [
-    pytest.param(ca.MEM_HOST, id="host"),
-    pytest.param(ca.MEM_DEVICE, id="device",
-                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
-]
 SUM_RTOL = 1e-10
 
 
