@@ -124,7 +124,7 @@ class Stream:
 
 class Graph:
     """The device work fn() queues on pyca's current stream (which must be a Stream's), recorded once;
-    launch() replays it there. nodes: the number of nodes the graph holds (kernels, copies, ...)."""
+    launch() replays it there, and only while that stream is pyca's current one (inside its `with`). nodes: the number of nodes the graph holds (kernels, copies, ...)."""
 
     def __init__(self, fn):
         s = _ca.current_stream()
@@ -149,6 +149,9 @@ class Graph:
         _check(_cu().cuGraphInstantiateWithFlags(ctypes.byref(self._exec), self._graph, 0), "cuGraphInstantiate")
 
     def launch(self):
+        if _ca.current_stream() != self._stream.value:  # (unordered against the work around it otherwise)
+            raise RuntimeError("pyca.cuda_graph: launch() outside the Stream it was recorded on: enter it first "
+                               "(`with stream:`)")
         _check(_cu().cuGraphLaunch(self._exec, self._stream), "cuGraphLaunch")
 
     def __del__(self):

@@ -236,7 +236,8 @@ class BandFit(GeodesicFit):
     # the traced map's steps: 1 (the shooting's T steps) or 2 (two time steps at once along the mid-step
     # velocity, the adjoint sweep's steps: about T / 2 passes of the fine grid)
     trace_stride = 1
-    # forward's and gradients' device work as two CUDA graphs, recorded at their second call (the GPU only)
+    # forward's and gradients' device work as two CUDA graphs, recorded at their second call (the GPU only; every
+    # call inside the one pyca.cuda_graph.Stream: a replay outside it is refused)
     graphs = False
 
     def __init__(self, geo, base, measurements, sigma, band, m0=None, reject_folds=False, min_jacobian=0.0):

@@ -39,6 +39,8 @@ def test_a_recorded_graph_replays_pycas_operations():
             g.launch()
         stream.synchronize()
     np.testing.assert_allclose(im.clone(ca.MEM_HOST).numpy(), 31 * a, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="outside the Stream it was recorded on"):  # unordered there: refused
+        g.launch()
 
 
 @pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
