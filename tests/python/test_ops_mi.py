@@ -307,6 +307,18 @@ def _background_case(seed):
     return shape, I, J, w, (0.0, 1.0), (float(J.min()), float(J.max()))
 
 
+def _inputs(I, J, w, masked, mem):
+    """JointHistogram's images in mem: I, J and (masked) the weights w."""
+    return (image(I, mem), image(J, mem)) + ((image(w, mem),) if masked else ())
+
+
+def _joint_histogram(args, bins, rI, rJ):
+    """ca.JointHistogram of args (_inputs) with bins x bins bins over the ranges rI, rJ, where args live."""
+    h = ca.Image3D(ca.GridInfo((bins, bins, 1)), args[0].memType())
+    ca.JointHistogram(h, *args, *rI, *rJ)
+    return h
+
+
 @pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("kind", ["legacy", "32,1024,plain", "16,512,magic", "8,256,always", "4,256,compact",
                                   "32,1024,compact-grouped"])
@@ -318,12 +330,8 @@ def test_every_gpu_histogram_kind_has_the_cpu_bits(kind, monkeypatch):
     monkeypatch.setenv("PYCA_MI_HIST", kind)
     for bins in (32, 50):
         for masked in (False, True):
-            out = []
-            for mem in (ca.MEM_HOST, ca.MEM_DEVICE):
-                args = (image(I, mem), image(J, mem)) + ((image(w, mem),) if masked else ())
-                h = ca.Image3D(ca.GridInfo((bins, bins, 1)), mem)
-                ca.JointHistogram(h, *args, *rI, *rJ)
-                out.append(h.numpy().tobytes())
+            out = [_joint_histogram(_inputs(I, J, w, masked, mem), bins, rI, rJ).numpy().tobytes()
+                   for mem in (ca.MEM_HOST, ca.MEM_DEVICE)]
             assert out[0] == out[1], (kind, bins, masked)
     monkeypatch.setenv("PYCA_MI_HIST", "33,1024,plain")
     h = ca.Image3D(ca.GridInfo((32, 32, 1)), ca.MEM_DEVICE)
@@ -344,9 +352,8 @@ def test_gpu_histogram_has_the_cpu_bits(bins):
     for masked in (False, True):
         out = []
         for mem in (ca.MEM_HOST, ca.MEM_DEVICE):
-            args = (image(I, mem), image(J, mem)) + ((image(w, mem),) if masked else ())
-            h = ca.Image3D(ca.GridInfo((bins, bins, 1)), mem)
-            ca.JointHistogram(h, *args, *rI, *rJ)
+            args = _inputs(I, J, w, masked, mem)
+            h = _joint_histogram(args, bins, rI, rJ)
             g = image(np.zeros(shape), mem)
             mi = ca.MutualInformation(g, *args, bins, *rI, *rJ)
             gI, gJ = image(np.zeros(shape), mem), image(np.zeros(shape), mem)

@@ -219,6 +219,15 @@ def test_band_on_the_gpu_equals_the_cpu():
     np.testing.assert_allclose(gpu, cpu, rtol=2e-4)
 
 
+def _assert_warped(It, res, I0, h, J):
+    """A kernel's image outputs: It is I0 o h (ApplyH's default) and res is It - J, each to 1e-5."""
+    ref_i, ref_r = ca.Image3D(It.grid(), It.memType()), ca.Image3D(It.grid(), It.memType())
+    ca.ApplyH(ref_i, I0, h)
+    ca.Sub(ref_r, ref_i, J)
+    np.testing.assert_allclose(It.clone(ca.MEM_HOST).numpy(), ref_i.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+    np.testing.assert_allclose(res.clone(ca.MEM_HOST).numpy(), ref_r.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+
+
 def _catmull_rom(t):
     return np.stack([((2 - t) * t - 1) * t / 2, ((3 * t - 5) * t * t + 2) / 2, ((4 - 3 * t) * t + 1) * t / 2,
                      (t - 1) * t * t / 2])
@@ -315,11 +324,7 @@ def test_the_cubic_passes_equal_numpys_catmull_rom(mem, cubic):
                                         cubic=cubic) for c in range(3)], -1) / r
     np.testing.assert_allclose(out.clone(ca.MEM_HOST).numpy(), ref, atol=2e-4)
     # ... and I0 o out with ApplyH's default, and its difference with J
-    ref_i, ref_r = ca.Image3D(g, mem), ca.Image3D(g, mem)
-    ca.ApplyH(ref_i, I0, out)
-    ca.Sub(ref_r, ref_i, J)
-    np.testing.assert_allclose(It.clone(ca.MEM_HOST).numpy(), ref_i.clone(ca.MEM_HOST).numpy(), atol=1e-5)
-    np.testing.assert_allclose(res.clone(ca.MEM_HOST).numpy(), ref_r.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+    _assert_warped(It, res, I0, out, J)
 
 
 @pytest.mark.parametrize("cubic", [True, False])
@@ -355,11 +360,7 @@ def test_the_traced_map_step_equals_numpy(mem, cubic):
         bk.trace(Y, V, VP, 1.5, -0.5, 0.3, -1.0, *r, *sp, first, cubic, It, I0, res, J, True)
         ref = y - 0.3 * w_at(y - 0.15 * w_at(y) / S) / S
         np.testing.assert_allclose(Y.clone(ca.MEM_HOST).numpy(), ref, atol=3e-4)
-        ref_i, ref_r = ca.Image3D(g, mem), ca.Image3D(g, mem)
-        ca.ApplyH(ref_i, I0, Y)
-        ca.Sub(ref_r, ref_i, J)
-        np.testing.assert_allclose(It.clone(ca.MEM_HOST).numpy(), ref_i.clone(ca.MEM_HOST).numpy(), atol=1e-5)
-        np.testing.assert_allclose(res.clone(ca.MEM_HOST).numpy(), ref_r.clone(ca.MEM_HOST).numpy(), atol=1e-5)
+        _assert_warped(It, res, I0, Y, J)
     # sign +1: the forward map's step y + dt w(y + dt/2 w(y))
     Y = ca.Field3D.from_array(np.asfortranarray(y0.astype(np.float32)), grid=g).clone(mem)
     bk.trace(Y, V, VP, 1.5, -0.5, 0.3, 1.0, *r, *sp, False, cubic, It, I0, res, J, False)
