@@ -291,6 +291,8 @@ def apply_transforms(reference, image, transforms, inverse=False, interpolation=
     if isinstance(image, LabelImage):  # resampled as indices into its table of values (exact in float32)
         if interpolation == "linear":
             raise ValueError(f"{what}: a LabelImage is resampled with interpolation 'nearest' or 'label', not 'linear'")
+        if labels is not None:  # (its values are its table's: a list given beside them would be ignored)
+            raise ValueError(f"{what}: labels applies to an Image3D or a file; a LabelImage's labels are its own values")
         img, table = image.indices()  # (table: 0 first, then the other values in increasing order)
         # the indices in the order of their values: ties go to the smallest label, as with values
         labels = np.argsort(table, kind="stable").astype(np.float64) if interpolation == "label" else None

@@ -412,7 +412,11 @@ def explicit(params, defaults):
     check()'s `given` takes where the caller's own choices are not known: a program that passes its whole
     parameter set, defaults included, as pyca atlas and register-batch pass theirs to lddmm.register)."""
     def same(a, b):
-        a, b = (tuple(x) if isinstance(x, (list, tuple)) else x for x in (a, b))
+        if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+            try:  # (a NumPy array equal to a tuple default is the default)
+                return np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+            except (TypeError, ValueError):
+                return False
         try:
             return bool(a == b)
         except (TypeError, ValueError):

@@ -201,3 +201,7 @@ def test_label_image_ties_go_to_the_smallest_label_as_with_values(tmp_path):
                                      interpolation="label", device="cpu")
         assert np.array_equal(exact.numpy()[:3].ravel(), np.asarray(floats).ravel()[:3].astype(np.int32)), pair
         assert exact.numpy()[0, 0, 0] == min(pair)
+    # labels= beside a LabelImage (whose values are its own) would be ignored: refused
+    a = np.array((0, 5, 9, 5), np.int32).reshape(4, 1, 1)
+    with pytest.raises(ValueError, match="apply_transforms: labels applies to an Image3D"):
+        pa.apply_transforms(g, LabelImage(a, g), [t], interpolation="label", labels=[5], device="cpu")

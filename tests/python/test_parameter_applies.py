@@ -238,6 +238,9 @@ def test_check_applies_every_conditional_parameter():
     P.check({**P.DEFAULTS, "metric": "ssd", "fixed_blur": 0.2}, given={"fixed_blur"})
     # explicit(): a keyword given as its default is not counted (whole parameter sets passed on)
     assert P.explicit({"radius": 3, "bins": 40, "percentiles": [0.5, 99.5]}, P.DEFAULTS) == {"bins"}
+    # ... nor a NumPy array equal to a tuple default; one that differs is
+    assert P.explicit({"percentiles": np.array([0.5, 99.5])}, P.DEFAULTS) == set()
+    assert P.explicit({"percentiles": np.array([1.0, 99.5])}, P.DEFAULTS) == {"percentiles"}
 
 
 def test_shoots_bounds_are_its_declarations():
