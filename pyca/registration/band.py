@@ -254,6 +254,8 @@ class BandFit(GeodesicFit):
         self.P = projector(g, band)
         # graphs (the GPU, pyca's current stream a pyca.cuda_graph.Stream's): forward's and gradients' device
         # work recorded once as CUDA graphs and replayed (one launch each in place of about 60)
+        if self.graphs and geo.keep != "all":  # (a replay runs no Python: which m_j a slot holds is not tracked)
+            raise ValueError(f"band-limited geodesic fit: graphs need the geodesic's keep 'all', not {geo.keep!r}")
         self._graphs_on = bool(self.graphs) and int(self.mem) == int(ca.MEM_DEVICE)
         self._graphs = {}
         if self._graphs_on:
@@ -292,8 +294,14 @@ class BandFit(GeodesicFit):
         else:
             g.launch()
 
+    def _check_map(self):
+        if self.fine_map not in (None, "linear", "cubic") or self.trace_stride not in (1, 2):
+            raise ValueError(f"band-limited geodesic fit: fine_map must be None, 'linear' or 'cubic' and trace_stride "
+                             f"1 or 2, not {self.fine_map!r}, {self.trace_stride!r}")
+
     def forward(self):
         geo = self.geo
+        self._check_map()
         self._run("forward", self._forward_device)
         if self._graphs_on:  # a replay runs no Python: <m0, K m0> is read afresh (ca.Dot)
             geo.dot_stale()
@@ -350,6 +358,7 @@ class BandFit(GeodesicFit):
     def forward_map(self, out):
         """phi_{0,1} on the images' grid (after forward()): with fine_map traced there, first step first (the
         inverse steps of phi_{1,0}'s); else the coarse forward map brought over by a cubic."""
+        self._check_map()
         if not self.fine_map:
             self.geo.forward_map(self._dc)
             return self._upsample(out, self._dc)

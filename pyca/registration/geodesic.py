@@ -127,6 +127,8 @@ class Geodesic:
             ca.Copy(out_m, self.m0)
         elif self.coad_border == "pyca":
             ca.CoAd(out_m, self.hs[j - 1], self.m0)
+        elif self.coad_border != "one-sided":
+            raise ValueError(f"geodesic: coad_border must be 'one-sided' or 'pyca', not {self.coad_border!r}")
         else:
             from . import _band_kernels as bk
 

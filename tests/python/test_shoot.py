@@ -80,6 +80,15 @@ def test_epdiff_conserves_the_momentum_energy():
         assert carried[T] > 3 * drift[T], (drift, carried)
 
 
+def test_an_unknown_coad_border_is_refused(monkeypatch):
+    """Geodesic.coad_border other than its two rules (a typo went one-sided, silently) is refused by name."""
+    monkeypatch.setattr(Geodesic, "coad_border", "pyca-halved")
+    grid = ca.GridInfo(ca.Vec3Di(8, 8, 1))
+    G = Geodesic(grid, MEM, 2, epdiff_kernel(grid, 0.01, 0.01, 0.001, 1), keep="maps")
+    with pytest.raises(ValueError, match="coad_border must be 'one-sided' or 'pyca', not 'pyca-halved'"):
+        G.shoot(ca.Field3D(grid, MEM))
+
+
 @pytest.mark.parametrize("border", ["one-sided", "pyca"])
 def test_the_momentum_at_the_border_is_carried_one_sided_or_halved_as_pyca(border, monkeypatch):
     """Geodesic.coad_border. "one-sided" (pyca shoot's): CoAd(id, m0) = m0 on every voxel, border included, and

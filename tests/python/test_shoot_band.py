@@ -503,3 +503,21 @@ def test_the_band_iteration_replayed_as_cuda_graphs_gives_the_same_bits(fine):
     np.testing.assert_allclose([r for _, r in graph], [r for _, r in eager], rtol=1e-5)
     nodes = out[True][1].graph_nodes
     assert len(nodes) == 2 and min(nodes) > 10, nodes
+
+
+def test_the_band_options_are_refused_where_they_would_be_wrong_or_ignored(monkeypatch):
+    """BandFit.graphs with a geodesic that keeps only the maps (a replay would leave <m0, K m0> read from the
+    wrong step) is refused at construction; fine_map and trace_stride other than their choices (anything
+    truthy traced trilinearly, a stride of 3 as 1) are refused by forward() and forward_map()."""
+    I0, I1 = _images(16)
+    monkeypatch.setattr(band.BandFit, "graphs", True)
+    with pytest.raises(ValueError, match="graphs need the geodesic's keep 'all', not 'maps'"):
+        shoot.level_fit(I0.grid(), I0, I1, _params(band=4, time_steps=2, keep="maps"), MEM)
+    monkeypatch.setattr(band.BandFit, "graphs", False)
+    _, fit = shoot.level_fit(I0.grid(), I0, I1, _params(band=4, time_steps=2), MEM)
+    for fine, stride in (("linear2", 1), ("linear", 3)):
+        fit.fine_map, fit.trace_stride = fine, stride
+        with pytest.raises(ValueError, match="fine_map must be None, 'linear' or 'cubic' and trace_stride 1 or 2"):
+            fit.forward()
+        with pytest.raises(ValueError, match="fine_map must be None"):
+            fit.forward_map(ca.Field3D(I0.grid(), MEM))
