@@ -385,7 +385,7 @@ def band_run(ca, I0, I1, mem, a, spec, t_shoot, t_lddmm, client):
         line = (f"pyca shoot --band {b} (coarse grid {tuple(gc.size())}, 1/{f}; oversampling {_band.OVERSAMPLE}; "
                 f"{'cubic' if _band.BandGeodesic.cubic else 'trilinear'} samples; map "
                 f"{'traced on the images grid, ' + fmap if _band.BandFit.fine_map else 'coarse, cubic upsample'}"
-                f"{'; CUDA graphs (' + str(got['fit'].graph_nodes) + ' nodes)' if graph else ''}): "
+                f"{'; CUDA graphs (' + str(got['fit'].graph_nodes) + ' nodes)' if _band.BandFit.graphs else ''}): "
                 f"{t_b * 1e3:.2f} ms/iteration ({t_shoot / t_b:.1f}x faster than the full model")
         line += f", {t_b / t_lddmm:.2f}x lddmm's time" if t_lddmm else ""
         if client:
@@ -531,6 +531,7 @@ def main():
     ap.add_argument("--adjoint-stride", type=int, choices=[1, 2], default=None,
                     help="the adjoint sweep's time steps per step back (Geodesic.adjoint_stride; default pyca's)")
     a = ap.parse_args()
+    failed = []  # band rows that raised (printed where they ran; the exit status is 1)
     import pyca as ca
 
     mem = ca.MEM_DEVICE if a.gpu else ca.MEM_HOST
@@ -581,8 +582,9 @@ def main():
             try:
                 band_run(ca, I0, I1, mem, a, spec, t_shoot, None if a.skip_lddmm else t_l,
                          (t_c, e_c, e_s2) if a.client else None)
-            except Exception as e:  # noqa: BLE001 - the other rows still run
+            except Exception as e:  # noqa: BLE001 - the other rows still run; the exit status says so
                 print(f"pyca shoot --band {spec}: failed: {type(e).__name__}: {e}", flush=True)
+                failed.append(spec)
     if a.profile and a.size:
         profile(ca, I0, I1, mem, a.time_steps, a.sigma)
     if a.parity:
@@ -607,6 +609,8 @@ def main():
         peak = ca.device_memory_peak() if a.gpu else 0
         print(f"big {a.big}^3: {t_b:.2f} s/iteration (T {a.big_time_steps}, keep {keep}), energy {e_b[0]:.6g} -> "
               f"{e_b[-1]:.6g}; peak GPU memory {peak / 2**30:.2f} GiB")
+    if failed:
+        sys.exit(f"bench_shoot: band rows failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
