@@ -87,17 +87,9 @@ def _check_not_an_input(out, inputs, what="--output"):
                               "file (an input is never replaced)")
 
 
-def _output_dtype(path, interpolation, labels):
-    """Label maps stay integer images: 'label' writes the input's integer type (int32 for integer
-    values stored as floats, int16 / uint8 when they fit and the input was so); 'nearest' keeps an
-    integer input's type; 'linear' writes float32."""
-    from .. import io as pio
-
-    dt = pio.stored_dtype(path)
-    if interpolation == "linear":
-        return np.dtype(np.float32)
-    if dt is not None and dt.kind in "iu":
-        return dt
+def _output_dtype(interpolation, labels):
+    """The written type of a float-stored input (an integer-stored one is read as a LabelImage and keeps its
+    type): 'label' writes int32 when the label values fit it; 'nearest' and 'linear' write float32."""
     if interpolation == "label":
         lo, hi = (float(labels[0]), float(labels[-1])) if len(labels) else (0.0, 0.0)
         return np.dtype(np.int32) if -2**31 <= lo and hi < 2**31 else np.dtype(np.float32)
@@ -189,7 +181,7 @@ def cmd_apply(a):
             else:
                 img = pio.load_image(a.input)
                 labels = pa.check_labels(img, repr(a.input), "--input") if a.interpolation == "label" else None
-                dtype = _output_dtype(a.input, a.interpolation, labels if labels is not None else [])
+                dtype = _output_dtype(a.interpolation, labels if labels is not None else [])
             mem = pa.resolve_device(a.device, "pyca apply")
             chain = pa.load_transforms(items, mem, "--transforms")
             pa.check_dimensions(chain, (ref, img.grid()), "--transforms")
