@@ -13,11 +13,7 @@ import scipy.ndimage as ndi
 
 import pyca as ca
 
-MEMS = [
-    pytest.param(ca.MEM_HOST, id="host"),
-    pytest.param(ca.MEM_DEVICE, id="device",
-                 marks=pytest.mark.skipif(not ca.cuda_available(), reason="needs a CUDA GPU")),
-]
+from memory_helpers import MEMS
 
 
 def image(arr, mem):
