@@ -276,7 +276,7 @@ def apply_transforms(reference, image, transforms, inverse=False, interpolation=
     indicator interpolated trilinearly, the largest wins: ANTs' genericLabel; the values must be
     integers, the result holds the same labels). reference: a GridInfo, an Image3D or a file; image: an
     Image3D or a file.
-    labels: the label values when already known (check_labels).
+    labels: an Image3D's label values when already known (check_labels); refused beside a LabelImage.
     An integer label map whose values an Image3D (float32) cannot hold (beyond 2^24, e.g. 16777217) is given
     as a pyca.registration.inputs.LabelImage (interpolation 'nearest' or 'label'), and comes back as one,
     its values exact; such a file given by its path is refused (ValueError) rather than rounded."""
@@ -292,7 +292,8 @@ def apply_transforms(reference, image, transforms, inverse=False, interpolation=
         if interpolation == "linear":
             raise ValueError(f"{what}: a LabelImage is resampled with interpolation 'nearest' or 'label', not 'linear'")
         if labels is not None:  # (its values are its table's: a list given beside them would be ignored)
-            raise ValueError(f"{what}: labels applies to an Image3D or a file; a LabelImage's labels are its own values")
+            raise ValueError(f"{what}: labels applies to an Image3D or a file; a LabelImage's labels are its own "
+                             "values")
         img, table = image.indices()  # (table: 0 first, then the other values in increasing order)
         # the indices in the order of their values: ties go to the smallest label, as with values
         labels = np.argsort(table, kind="stable").astype(np.float64) if interpolation == "label" else None
