@@ -117,7 +117,6 @@ class BandGeodesic(Geodesic):
         super().__init__(grid, mem, T, K, keep=keep)
         self._cov = [ca.Field3D(grid, mem) for _ in range(2)]
         self.cubic = bool(BandGeodesic.cubic)
-        self._sp = tuple(float(x) for x in grid.spacing())
         self._dot_pending = False  # False, "spectra" (K's staged sum) or "dot" (ca.Dot when read)
         # <m0, K m0> from the kernel's spectra (staged on the host by shoot itself: not for a recorded graph,
         # pyca.cuda_graph) or by ca.Dot when read

@@ -100,6 +100,7 @@ class Geodesic:
         if keep not in KEEP:
             raise ValueError(f"geodesic: keep must be one of {', '.join(KEEP)}, not {keep!r}")
         self.grid, self.mem, self.T, self.dt, self.K = grid, mem, int(T), 1.0 / int(T), K
+        self._sp = tuple(float(x) for x in grid.spacing())  # (the fused kernels' spacing arguments)
         if keep == "auto":
             keep = "all" if 2 * self.T * 12 * int(grid.nVox()) <= _AUTO_BYTES else "maps"
         self.keep = keep
@@ -132,8 +133,7 @@ class Geodesic:
         else:
             from . import _band_kernels as bk
 
-            bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, 1.0, *(float(x) for x in self.grid.spacing()),
-                    False, False)
+            bk.coad(out_m, self.hs[j - 1], self.m0, out_m, self.m0, 1.0, *self._sp, False, False)
         self.K.applyInverseOperator(out_v, out_m)
 
     def momentum(self, j):
@@ -173,7 +173,7 @@ class Geodesic:
             from . import _geodesic_kernels as gk
 
             gk.step(self.hs[j], self.hs[j - 1] if j else v, v, vk, a, b, self.dt, -1.0,
-                    *(float(x) for x in self.grid.spacing()), j > 0)
+                    *self._sp, j > 0)
             return
         ca.MulC_Add_MulC(w, v, a, vk, b)
         ca.ApplyVInv(d, w, w, ca.BACKGROUND_STRATEGY_CLAMP, 0.5 * self.dt)  # w at x - dt/2 w
@@ -257,7 +257,7 @@ class Geodesic:
         if fused:
             from . import _geodesic_kernels as gk
 
-            sp = tuple(float(x) for x in self.grid.spacing())
+            sp = self._sp
             if self._im2 is None:
                 self._im2 = ca.Image3D(self.grid, self.mem)
             Ihat2 = self._im2
